@@ -1,0 +1,127 @@
+"""Runtime configuration: ``dta.toml`` overlaid by environment variables, validated once.
+
+Invalid configuration stops start-up with the offending field named (see ``ConfigError``).
+Secrets are ``SecretStr`` so that printing a Settings object never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from agent.contracts import AgentDefinition
+
+DINGTALK_API = "https://api.dingtalk.com"
+
+# Environment variables that map onto settings (env wins over the file).
+ENV_KEYS: dict[str, str] = {
+    "DINGTALK_CLIENT_ID": "client_id",
+    "DINGTALK_CLIENT_SECRET": "client_secret",
+    "DINGTALK_ROBOT_CODE": "robot_code",
+    "DINGTALK_OPENAPI_ENDPOINT": "openapi_base_url",
+    "DTA_STORE_PATH": "store_path",
+    "DTA_PROVIDER": "provider",
+    "DTA_KNOWLEDGE_DIR": "knowledge_dir",
+    "DTA_OPENAI_API_KEY": "openai_api_key",
+}
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message names each bad field."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # behaviour
+    provider: Literal["rules", "openai", "command"] = "rules"
+    paused: bool = False
+    allow_users: list[str] = Field(default_factory=list)
+    deny_users: list[str] = Field(default_factory=list)
+    allow_conversations: list[str] = Field(default_factory=list)
+    max_event_age_s: float = Field(default=900, gt=0)
+    supported_msgtypes: list[str] = Field(default_factory=lambda: ["text", "richText", "audio"])
+    write_budget_per_conversation_per_minute: int = Field(default=20, ge=0)
+    write_budget_per_day: int = Field(default=10000, ge=0)
+    max_reply_chars: int = Field(default=3800, ge=100, le=6000)
+    max_reply_chunks: int = Field(default=4, ge=1)
+    agent: AgentDefinition = Field(default_factory=AgentDefinition)
+    knowledge_dir: Path | None = None
+    skill_paths: list[Path] = Field(default_factory=list)
+
+    # the robot and its app
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    robot_code: str | None = None
+    openapi_base_url: str = DINGTALK_API
+    # Webhooks within this many seconds of expiry are treated as expired.
+    webhook_expiry_margin_s: float = Field(default=30, ge=0)
+
+    # outbound HTTP
+    connect_timeout_s: float = Field(default=5, gt=0)
+    read_timeout_s: float = Field(default=10, gt=0)
+    send_retries: int = Field(default=3, ge=0, le=10)
+    max_retry_after_s: float = Field(default=30, ge=0)
+
+    # runtime
+    store_path: Path = Path(".dta/dta.db")
+    store_synchronous: Literal["normal", "full"] = "normal"
+    max_concurrent_runs: int = Field(default=32, ge=1)
+
+    # openai provider (used from a later issue; accepted now so dta.toml stays stable)
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_api_key: SecretStr | None = None
+
+    @field_validator("openapi_base_url", "openai_base_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def has_openapi_credentials(self) -> bool:
+        return bool(self.client_id and self.client_secret and self.robot_code)
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Settings:
+        """A copy with ``overrides`` applied and validated (used by lab cases)."""
+        merged = self.model_dump()
+        merged.update(overrides)
+        return validate_settings(merged, source="config overrides")
+
+
+def validate_settings(data: dict[str, Any], source: str) -> Settings:
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(part) for part in err["loc"]) or "(top level)"
+            problems.append(f"{field}: {err['msg']}")
+        raise ConfigError(f"invalid configuration in {source}: " + "; ".join(problems)) from None
+
+
+def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Read ``dta.toml`` (if present) and overlay the environment."""
+    env = dict(os.environ) if env is None else env
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is None and Path("dta.toml").exists():
+        path = Path("dta.toml")
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"configuration file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+        source = str(path)
+    for env_name, field in ENV_KEYS.items():
+        if env.get(env_name):
+            data[field] = env[env_name]
+    if any(env.get(name) for name in ENV_KEYS):
+        source += " + environment"
+    return validate_settings(data, source=source)

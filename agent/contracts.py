@@ -1,0 +1,477 @@
+"""Typed contracts for everything that crosses a boundary in dta.
+
+Every model forbids unknown fields: a provider that tries to slip a ``target`` or a
+``robot`` into an ActionRequest fails validation instead of being quietly obeyed. Reason
+codes are enums whose values are API (tests, metrics and reports count them): add members,
+never rename them.
+
+This module imports nothing from the project so that ``storage`` and ``gates`` can depend
+on it without pulling in the daemon.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# --------------------------------------------------------------------------- reason codes
+
+
+class Verdict(StrEnum):
+    ENGAGE = "engage"
+    SILENT = "silent"
+
+
+class SilentReason(StrEnum):
+    """Why the robot stays silent. The first nine come from the response gate."""
+
+    DUPLICATE = "duplicate"
+    SELF_MESSAGE = "self_message"
+    PAUSED = "paused"
+    DENIED = "denied"
+    NOT_ALLOWED = "not_allowed"
+    STALE_EVENT = "stale_event"
+    UNSUPPORTED_MSGTYPE = "unsupported_msgtype"
+    EMPTY_MESSAGE = "empty_message"
+    GROUP_NOT_MENTIONED = "group_not_mentioned"
+    # Added by dta: the provider chose silence, or could not produce a valid answer.
+    PROVIDER_SILENCE = "provider_silence"
+    PROVIDER_FAILED = "provider_failed"
+
+
+class EngageReason(StrEnum):
+    DM = "dm"
+    MENTIONED = "mentioned"
+
+
+DecisionReason = SilentReason | EngageReason
+
+
+class RefusalReason(StrEnum):
+    """Why the action gate refused a request. Order here is the gate's order."""
+
+    SCHEMA_INVALID = "schema_invalid"
+    ACTION_NOT_ALLOWED = "action_not_allowed"
+    RUN_SILENT = "run_silent"
+    RUN_TERMINAL = "run_terminal"
+    STALE_GENERATION = "stale_generation"
+    RUN_BUDGET = "run_budget"
+    DUPLICATE_INTENT = "duplicate_intent"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    WRITE_BUDGET = "write_budget"
+    TARGET_UNAVAILABLE = "target_unavailable"
+    CONTENT_TOO_LARGE = "content_too_large"
+
+
+class QuarantineReason(StrEnum):
+    """Why ingest refused a frame (added by dta; same stability rules)."""
+
+    NOT_JSON = "not_json"
+    BAD_SHAPE = "bad_shape"
+    DATA_NOT_JSON = "data_not_json"
+    MISSING_FIELD = "missing_field"
+    BAD_FIELD = "bad_field"
+
+
+class ReceiptStatus(StrEnum):
+    ACCEPTED = "accepted"  # the platform took it
+    VERIFIED = "verified"  # an independent readback saw it
+    FAILED = "failed"  # definitely not delivered
+    UNCERTAIN = "uncertain"  # may or may not have been delivered; never resent blindly
+    REFUSED = "refused"  # the action gate said no
+    SILENT = "silent"  # the run chose or was told to stay silent
+
+
+class ActionKind(StrEnum):
+    ACK = "ack"
+    REPLY = "reply"
+    ASK = "ask"
+    SILENCE = "silence"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self is not ActionKind.ACK
+
+    @property
+    def is_message(self) -> bool:
+        return self is not ActionKind.SILENCE
+
+
+class Channel(StrEnum):
+    SESSION_WEBHOOK = "session_webhook"
+    OPENAPI_OTO = "openapi_oto"
+    OPENAPI_GROUP = "openapi_group"
+    NONE = "none"
+
+
+class AttemptOutcome(StrEnum):
+    STARTED = "started"
+    ACCEPTED = "accepted"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+
+
+class RunState(StrEnum):
+    WORKING = "working"
+    WAITING = "waiting"
+    DONE = "done"
+    SILENT = "silent"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_finished(self) -> bool:
+        return self is not RunState.WORKING
+
+
+class ConversationType(StrEnum):
+    DM = "dm"
+    GROUP = "group"
+
+
+# --------------------------------------------------------------------------- base
+
+
+class Contract(BaseModel):
+    """Base of every boundary model: unknown fields are an error, not a surprise."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """Stable JSON for hashing: sorted keys, no whitespace, UTF-8 kept readable."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------- agent
+
+
+class AgentDefinition(Contract):
+    """Who the robot is: used for self-introduction and in prompts."""
+
+    name: str = "小钉"
+    role: str = "团队的数字员工，回答问题、做简单计算、查阅团队知识库"
+    duties: list[str] = Field(
+        default_factory=lambda: ["回答团队知识库里的问题", "做算术计算", "说明自己能做什么"]
+    )
+
+
+# --------------------------------------------------------------------------- event
+
+
+class Conversation(Contract):
+    id: str
+    type: ConversationType
+    title: str | None = None
+
+
+class Actor(Contract):
+    user_id: str  # senderStaffId: the id the OpenAPI and `at` use
+    dingtalk_id: str | None = None  # senderId
+    nick: str | None = None
+    corp_id: str | None = None
+    is_admin: bool = False
+
+
+class Robot(Contract):
+    code: str | None = None
+    chatbot_user_id: str | None = None
+
+
+class SessionWebhook(Contract):
+    url: str
+    expires_at: float  # epoch seconds
+
+    def valid_at(self, now: float, margin_s: float = 0.0) -> bool:
+        return now + margin_s < self.expires_at
+
+
+class Event(Contract):
+    """A chatbot callback, normalised. ``event_id`` is DingTalk's msgId."""
+
+    schema_: Literal["dta.event/1"] = Field(default="dta.event/1", alias="$schema")
+    event_id: str
+    conversation: Conversation
+    actor: Actor
+    robot: Robot
+    msgtype: str
+    text: str = ""
+    mentioned: bool = False
+    at_users: list[str] = Field(default_factory=list)
+    quote: dict[str, Any] | None = None
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+    session_webhook: SessionWebhook | None = None
+    created_at: float
+    received_at: float
+    frame_message_id: str | None = None
+
+    @property
+    def thread_key(self) -> str:
+        """Work is serial per (conversation, actor): one person's thread of requests."""
+        return f"{self.conversation.id}|{self.actor.user_id}"
+
+    @property
+    def addressed(self) -> bool:
+        """Directed at the robot: a DM or an @. Only these bump a thread's generation."""
+        return self.conversation.type is ConversationType.DM or self.mentioned
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+class ResponseDecision(Contract):
+    """The response gate's verdict, written per run as ``response-gate.json``."""
+
+    schema_: Literal["dta.response-decision/1"] = Field(
+        default="dta.response-decision/1", alias="$schema"
+    )
+    event_id: str
+    verdict: Verdict
+    reason: DecisionReason
+    gate_version: str
+    checked: list[str]
+    decided_at: float
+
+
+# --------------------------------------------------------------------------- invocation
+
+
+class Sourced(Contract):
+    """Base of invocation items: where it came from, and what is missing or cut."""
+
+    source: str
+    truncated: bool = False
+    original_length: int | None = None
+    missing: str | None = None  # reason the content is unavailable; never guessed
+
+
+class Identity(Sourced):
+    user_id: str
+    name: str | None = None
+    title: str | None = None
+    department: str | None = None
+
+
+class QuotedMessage(Sourced):
+    msg_id: str | None = None
+    author_id: str | None = None
+    author_nick: str | None = None
+    created_at: float | None = None
+    msgtype: str | None = None
+    text: str | None = None
+    from_robot: bool = False
+
+
+class BurstMessage(Contract):
+    msg_id: str
+    text: str
+    created_at: float
+
+
+class Burst(Sourced):
+    messages: list[BurstMessage] = Field(default_factory=list)
+
+
+class EnrichedInvocation(Contract):
+    """What a behavior skill sees: the event plus quote, burst and identity.
+
+    Sources explain where an item came from; they never grant authority.
+    """
+
+    schema_: Literal["dta.enriched-invocation/1"] = Field(
+        default="dta.enriched-invocation/1", alias="$schema"
+    )
+    run_id: str
+    event: Event
+    text: str
+    text_truncated: bool = False
+    text_original_length: int | None = None
+    identity: Identity
+    quote: QuotedMessage | None = None
+    burst: Burst | None = None
+    allowed_actions: list[ActionKind]
+    continuation: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------- skills
+
+
+class SkillRef(Contract):
+    name: str
+    version: str
+    files: dict[str, str]  # relative path -> sha256
+
+
+class SkillSnapshot(Contract):
+    """The frozen set of skills a run used, stamped on each of its receipts."""
+
+    skills: list[SkillRef] = Field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return sha256_text(canonical_json(self.to_dict()))[:16]
+
+
+# --------------------------------------------------------------------------- run
+
+
+class Origin(Contract):
+    """The only place a run may answer: where the message came from."""
+
+    conversation_id: str
+    conversation_type: ConversationType
+    user_id: str
+    nick: str | None = None
+    robot_code: str | None = None
+    session_webhook: SessionWebhook | None = None
+
+
+class Run(Contract):
+    schema_: Literal["dta.run/1"] = Field(default="dta.run/1", alias="$schema")
+    run_id: str
+    event_id: str
+    thread_key: str
+    generation: int
+    allowed_actions: list[ActionKind]
+    origin: Origin
+    skill_snapshot: SkillSnapshot = Field(default_factory=SkillSnapshot)
+    provider: str
+    state: RunState = RunState.WORKING
+    created_at: float
+    updated_at: float
+
+
+# --------------------------------------------------------------------------- actions
+
+
+class TaskPatch(Contract):
+    """A provider's proposed change to the thread's task checkpoint."""
+
+    goal: str | None = None
+    done_when: list[str] | None = None
+    waiting_for: str | None = None
+    status: Literal["working", "waiting", "completed", "cancelled"] | None = None
+
+
+class MemoryCandidateProposal(Contract):
+    kind: Literal["semantic", "episodic", "social", "procedural"] = "semantic"
+    title: str
+    content: str
+    confidence: float = Field(default=0.5, ge=0, le=1)
+    source_refs: list[str] = Field(default_factory=list)
+    supersedes: list[str] = Field(default_factory=list)
+
+
+class ActionRequest(Contract):
+    """What a provider may ask for. It has no target, robot or user: the origin is implied.
+
+    ``ack`` says "seen, this takes a while"; ``reply`` delivers a result; ``ask`` asks one
+    short blocking question; ``silence`` says nothing and must say why.
+    """
+
+    schema_: Literal["dta.action-request/1"] = Field(
+        default="dta.action-request/1", alias="$schema"
+    )
+    kind: ActionKind
+    text: str | None = None
+    markdown: str | None = None
+    title: str | None = None
+    reason: str | None = None
+    memory_candidates: list[MemoryCandidateProposal] = Field(default_factory=list)
+    task: TaskPatch | None = None
+
+    @model_validator(mode="after")
+    def _content_matches_kind(self) -> ActionRequest:
+        has_text = bool(self.text and self.text.strip())
+        has_markdown = bool(self.markdown and self.markdown.strip())
+        if self.kind is ActionKind.SILENCE:
+            if not (self.reason and self.reason.strip()):
+                raise ValueError("a silence request needs a reason")
+            if has_text or has_markdown:
+                raise ValueError("a silence request carries no text")
+        else:
+            if has_text == has_markdown:
+                raise ValueError(f"a {self.kind.value} request needs exactly one of text/markdown")
+        return self
+
+
+class MessageContent(Contract):
+    msgtype: Literal["text", "markdown"]
+    text: str
+    title: str | None = None
+
+
+class ActionIntent(Contract):
+    """An approved request bound to its run; the target is copied from the run's origin."""
+
+    schema_: Literal["dta.action-intent/1"] = Field(default="dta.action-intent/1", alias="$schema")
+    intent_id: str
+    run_id: str
+    event_id: str
+    kind: ActionKind
+    idempotency_key: str
+    target: Origin
+    content: MessageContent | None = None
+    chunk: int = 1
+    chunks: int = 1
+    gate_checks: list[str]
+    created_at: float
+
+
+class Evidence(Contract):
+    """What the platform said. Never holds secrets: tokens and webhook sessions are redacted."""
+
+    http_status: int | None = None
+    errcode: int | None = None
+    errmsg: str | None = None
+    process_query_key: str | None = None
+    readback: str | None = None
+    error: str | None = None
+    retries: int = 0
+    channels_tried: list[Channel] = Field(default_factory=list)
+    detail: str | None = None
+    first_receipt_id: str | None = None
+
+
+class Attempt(Contract):
+    schema_: Literal["dta.attempt/1"] = Field(default="dta.attempt/1", alias="$schema")
+    attempt_id: str
+    intent_id: str
+    channel: Channel
+    started_at: float
+    request_digest: str
+    outcome: AttemptOutcome = AttemptOutcome.STARTED
+    finished_at: float | None = None
+    evidence: Evidence | None = None
+
+
+class Receipt(Contract):
+    """The only proof that something happened (or deliberately did not)."""
+
+    schema_: Literal["dta.receipt/1"] = Field(default="dta.receipt/1", alias="$schema")
+    receipt_id: str
+    run_id: str
+    event_id: str
+    intent_id: str | None = None
+    kind: ActionKind
+    status: ReceiptStatus
+    reason: str | None = None  # refusal or silence code
+    evidence: Evidence = Field(default_factory=Evidence)
+    gate_version: str
+    skill_snapshot: str  # SkillSnapshot.digest
+    created_at: float
+    updated_at: float

@@ -1,0 +1,301 @@
+"""From a raw Stream Mode frame to a stored Event, a counted duplicate, or quarantine.
+
+``parse_frame`` is pure: it never raises and says exactly what is wrong with a bad frame.
+``Ingestor.ingest`` stores the outcome durably and returns what the connector needs to ack.
+Only after ``ingest`` returns may the frame be acked: an event that is stored but not yet
+processed is picked up again on restart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.contracts import (
+    Actor,
+    Conversation,
+    ConversationType,
+    Event,
+    QuarantineReason,
+    Robot,
+    SessionWebhook,
+)
+from storage import Store
+
+BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
+
+
+class FrameKind(StrEnum):
+    EVENT = "event"  # a new chatbot message, stored
+    DUPLICATE = "duplicate"  # a msgId we already have: acked, counted, not processed
+    QUARANTINED = "quarantined"  # malformed: stored with the reason, acked
+    SYSTEM = "system"  # ping / disconnect
+    IGNORED = "ignored"  # a well-formed frame of a topic we do not handle
+
+
+@dataclass(frozen=True)
+class ParsedFrame:
+    kind: FrameKind
+    frame_message_id: str | None = None
+    event: Event | None = None
+    topic: str | None = None
+    reason: QuarantineReason | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    kind: FrameKind
+    frame_message_id: str | None
+    event: Event | None = None
+    generation: int = 0
+    reason: QuarantineReason | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- wire shapes
+
+
+class _Wire(BaseModel):
+    # DingTalk adds fields over time; unknown ones are kept in the raw frame, not refused.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _FrameHeaders(_Wire):
+    messageId: str | None = None
+    topic: str | None = None
+
+
+class _Frame(_Wire):
+    type: str
+    headers: _FrameHeaders
+    data: Any = None
+
+
+class _TextField(_Wire):
+    content: str = ""
+    isReplyMsg: bool = False
+    repliedMsg: dict[str, Any] | None = None
+
+
+class _AtUser(_Wire):
+    dingtalkId: str | None = None
+    staffId: str | None = None
+
+
+class _Callback(_Wire):
+    msgId: str = Field(min_length=1)
+    msgtype: str = Field(min_length=1)
+    conversationId: str = Field(min_length=1)
+    conversationType: str
+    senderId: str = Field(min_length=1)
+    createAt: int
+    senderStaffId: str | None = None
+    senderNick: str | None = None
+    senderCorpId: str | None = None
+    isAdmin: bool = False
+    conversationTitle: str | None = None
+    chatbotUserId: str | None = None
+    robotCode: str | None = None
+    isInAtList: bool = False
+    atUsers: list[_AtUser] = Field(default_factory=list)
+    text: _TextField | None = None
+    content: dict[str, Any] | str | None = None
+    quoteMessage: dict[str, Any] | None = None
+    originalMsgId: str | None = None
+    originalProcessQueryKey: str | None = None
+    sessionWebhook: str | None = None
+    sessionWebhookExpiredTime: int | None = None
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _describe(exc: ValidationError) -> tuple[QuarantineReason, str]:
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(frame)"
+    reason = QuarantineReason.MISSING_FIELD if first["type"] == "missing" else (
+        QuarantineReason.BAD_FIELD
+    )
+    return reason, f"{field}: {first['msg']}"
+
+
+def _message_text(cb: _Callback) -> str:
+    if cb.msgtype == "text" and cb.text is not None:
+        return cb.text.content.strip()
+    content = cb.content if isinstance(cb.content, dict) else {}
+    if cb.msgtype == "richText":
+        parts = content.get("richText") or []
+        return "".join(
+            str(part.get("text", "")) for part in parts if isinstance(part, dict)
+        ).strip()
+    if cb.msgtype == "audio":
+        return str(content.get("recognition") or "").strip()
+    return ""
+
+
+def _attachments(cb: _Callback) -> list[dict[str, Any]]:
+    content = cb.content if isinstance(cb.content, dict) else {}
+    keep = ("downloadCode", "pictureDownloadCode", "fileName", "recognition", "duration")
+    found = {key: content[key] for key in keep if key in content}
+    items = [found] if found else []
+    for part in content.get("richText") or []:
+        if isinstance(part, dict) and ("downloadCode" in part or "pictureDownloadCode" in part):
+            items.append({key: part[key] for key in keep if key in part})
+    return items
+
+
+def _quote(cb: _Callback) -> dict[str, Any] | None:
+    quote: dict[str, Any] = {}
+    if cb.text is not None and cb.text.isReplyMsg and cb.text.repliedMsg:
+        quote["repliedMsg"] = cb.text.repliedMsg
+    if cb.quoteMessage:
+        quote["quoteMessage"] = cb.quoteMessage
+    if cb.originalMsgId:
+        quote["originalMsgId"] = cb.originalMsgId
+    if cb.originalProcessQueryKey:
+        quote["originalProcessQueryKey"] = cb.originalProcessQueryKey
+    return quote or None
+
+
+def callback_to_event(
+    data: dict[str, Any], received_at: float, frame_message_id: str | None
+) -> Event:
+    """Normalise a chatbot callback; raises ValidationError or ValueError when it is bad."""
+    cb = _Callback.model_validate(data)
+    if cb.conversationType not in ("1", "2"):
+        raise ValueError(f"conversationType: expected '1' or '2', got {cb.conversationType!r}")
+    webhook = None
+    if cb.sessionWebhook:
+        expires_ms = cb.sessionWebhookExpiredTime or 0
+        webhook = SessionWebhook(url=cb.sessionWebhook, expires_at=expires_ms / 1000.0)
+    return Event(
+        event_id=cb.msgId,
+        conversation=Conversation(
+            id=cb.conversationId,
+            type=ConversationType.DM if cb.conversationType == "1" else ConversationType.GROUP,
+            title=cb.conversationTitle,
+        ),
+        actor=Actor(
+            user_id=cb.senderStaffId or cb.senderId,
+            dingtalk_id=cb.senderId,
+            nick=cb.senderNick,
+            corp_id=cb.senderCorpId,
+            is_admin=cb.isAdmin,
+        ),
+        robot=Robot(code=cb.robotCode, chatbot_user_id=cb.chatbotUserId),
+        msgtype=cb.msgtype,
+        text=_message_text(cb),
+        mentioned=cb.isInAtList,
+        at_users=[u.staffId or u.dingtalkId or "" for u in cb.atUsers if u.staffId or u.dingtalkId],
+        quote=_quote(cb),
+        attachments=_attachments(cb),
+        session_webhook=webhook,
+        created_at=cb.createAt / 1000.0,
+        received_at=received_at,
+        frame_message_id=frame_message_id,
+    )
+
+
+def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
+    """Classify one frame. Never raises: every failure is a quarantine reason with detail."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        document = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
+        return ParsedFrame(FrameKind.QUARANTINED, reason=QuarantineReason.NOT_JSON, error=str(exc))
+    if not isinstance(document, dict):
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            reason=QuarantineReason.BAD_SHAPE,
+            error=f"frame is a JSON {type(document).__name__}, not an object",
+        )
+    try:
+        frame = _Frame.model_validate(document)
+    except ValidationError as exc:
+        _, detail = _describe(exc)
+        return ParsedFrame(FrameKind.QUARANTINED, reason=QuarantineReason.BAD_SHAPE, error=detail)
+    frame_id = frame.headers.messageId
+    if frame.type == "SYSTEM":
+        return ParsedFrame(FrameKind.SYSTEM, frame_message_id=frame_id, topic=frame.headers.topic)
+    if frame.type != "CALLBACK" or frame.headers.topic != BOT_MESSAGE_TOPIC:
+        return ParsedFrame(FrameKind.IGNORED, frame_message_id=frame_id, topic=frame.headers.topic)
+    if not isinstance(frame.data, str):
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.DATA_NOT_JSON,
+            error=f"data must be a JSON document in a string, got {type(frame.data).__name__}",
+        )
+    try:
+        data = json.loads(frame.data)
+    except json.JSONDecodeError as exc:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.DATA_NOT_JSON,
+            error=str(exc),
+        )
+    if not isinstance(data, dict):
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.BAD_SHAPE,
+            error=f"data is a JSON {type(data).__name__}, not an object",
+        )
+    try:
+        event = callback_to_event(data, received_at, frame_id)
+    except ValidationError as exc:
+        reason, detail = _describe(exc)
+        return ParsedFrame(
+            FrameKind.QUARANTINED, frame_message_id=frame_id, reason=reason, error=detail
+        )
+    except ValueError as exc:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.BAD_FIELD,
+            error=str(exc),
+        )
+    return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event)
+
+
+def frame_message_id_of(raw: str | bytes) -> str | None:
+    """Best effort: the frame's messageId, so even a bad frame can be acked."""
+    try:
+        document = json.loads(raw)
+        headers = document.get("headers") if isinstance(document, dict) else None
+        value = headers.get("messageId") if isinstance(headers, dict) else None
+        return value if isinstance(value, str) else None
+    except (json.JSONDecodeError, TypeError, UnicodeDecodeError, AttributeError):
+        return None
+
+
+class Ingestor:
+    """Durable ingest over one store connection (one per thread)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
+        parsed = parse_frame(raw, received_at)
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        if parsed.kind is FrameKind.QUARANTINED:
+            assert parsed.reason is not None
+            frame_id = parsed.frame_message_id or frame_message_id_of(raw)
+            self.store.quarantine(
+                text, parsed.reason.value, parsed.error or "", received_at, frame_id
+            )
+            return IngestResult(
+                FrameKind.QUARANTINED, frame_id, reason=parsed.reason, error=parsed.error
+            )
+        if parsed.kind is not FrameKind.EVENT:
+            return IngestResult(parsed.kind, parsed.frame_message_id)
+        assert parsed.event is not None
+        inserted = self.store.add_event(parsed.event, text)
+        kind = FrameKind.EVENT if inserted.new else FrameKind.DUPLICATE
+        return IngestResult(kind, parsed.frame_message_id, parsed.event, inserted.generation)

@@ -1,0 +1,301 @@
+"""Talking to DingTalk: the session webhook and the robot OpenAPI, over async httpx.
+
+The transport knows HTTP and DingTalk's answers, not policy. Its one hard rule is about
+doubt: it retries only what provably never reached DingTalk (a connection that was never
+made, a 429 the platform answered before accepting anything, a 401 for a stale token).
+A timeout or a 5xx after the request went out may have been delivered, so it reports
+``uncertain`` and leaves the decision to a human or a readback, never to a blind resend.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from agent.clock import Clock
+from agent.contracts import (
+    ActionIntent,
+    AttemptOutcome,
+    Channel,
+    ConversationType,
+    Evidence,
+    Origin,
+    canonical_json,
+    sha256_text,
+)
+
+# DingTalk's answer when a session webhook no longer exists (seen in field reports).
+SESSION_GONE_ERRCODE = 300001
+TOKEN_MARGIN_S = 300.0  # refresh tokens five minutes early, as the SDK does
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    openapi_base_url: str
+    client_id: str | None = None
+    client_secret: str | None = None
+    robot_code: str | None = None
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    send_retries: int = 3
+    max_retry_after_s: float = 30.0
+    webhook_expiry_margin_s: float = 30.0
+
+    @property
+    def has_openapi_credentials(self) -> bool:
+        return bool(self.client_id and self.client_secret and self.robot_code)
+
+
+@dataclass
+class Delivery:
+    """The outcome of one attempt on one channel."""
+
+    outcome: AttemptOutcome
+    evidence: Evidence
+    request_digest: str = ""
+    session_gone: bool = False  # a definite "this webhook no longer exists"
+
+
+@dataclass
+class OutboundRequest:
+    url: str
+    body: dict[str, Any]
+    needs_token: bool
+    digest: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The digest covers what we said, never where the secret-bearing URL points.
+        self.digest = sha256_text(canonical_json(self.body))[:32]
+
+
+class _Retryable(Exception):
+    """Raised inside the retry loop for answers that prove nothing was delivered."""
+
+    def __init__(self, response: httpx.Response | None, wait_s: float | None) -> None:
+        super().__init__("retryable")
+        self.response = response
+        self.wait_s = wait_s
+
+
+class _TokenError(Exception):
+    pass
+
+
+def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - clock_now)
+        except (TypeError, ValueError):
+            return None
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        value = response.json()
+    except (json.JSONDecodeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class DingTalkTransport:
+    def __init__(
+        self, config: TransportConfig, clock: Clock, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                config.read_timeout_s, connect=config.connect_timeout_s, pool=config.connect_timeout_s
+            ),
+            trust_env=False,
+        )
+        self._token: str | None = None
+        self._token_expires_at = 0.0
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # ------------------------------------------------------------------ channel choice
+
+    def channel_for(self, target: Origin) -> Channel:
+        """The session webhook while it is valid, else the OpenAPI for the conversation."""
+        hook = target.session_webhook
+        if hook is not None and hook.valid_at(self.clock.now(), self.config.webhook_expiry_margin_s):
+            return Channel.SESSION_WEBHOOK
+        return self.openapi_channel(target)
+
+    def openapi_channel(self, target: Origin) -> Channel:
+        if not self.config.has_openapi_credentials:
+            return Channel.NONE
+        if target.conversation_type is ConversationType.GROUP:
+            return Channel.OPENAPI_GROUP
+        return Channel.OPENAPI_OTO
+
+    def build_request(self, intent: ActionIntent, channel: Channel) -> OutboundRequest:
+        content = intent.content
+        if content is None:
+            raise ValueError("only message intents go on the wire")
+        target = intent.target
+        group = target.conversation_type is ConversationType.GROUP
+        base = self.config.openapi_base_url
+        if channel is Channel.SESSION_WEBHOOK:
+            assert target.session_webhook is not None
+            body: dict[str, Any]
+            if content.msgtype == "markdown":
+                body = {
+                    "msgtype": "markdown",
+                    "markdown": {"title": content.title or content.text[:20], "text": content.text},
+                }
+            else:
+                body = {"msgtype": "text", "text": {"content": content.text}}
+            if group:
+                body["at"] = {"atUserIds": [target.user_id], "isAtAll": False}
+            return OutboundRequest(target.session_webhook.url, body, needs_token=False)
+        if content.msgtype == "markdown":
+            msg_key = "sampleMarkdown"
+            param = {"title": content.title or content.text[:20], "text": content.text}
+        else:
+            msg_key, param = "sampleText", {"content": content.text}
+        body = {
+            "robotCode": self.config.robot_code,
+            "msgKey": msg_key,
+            "msgParam": json.dumps(param, ensure_ascii=False),
+        }
+        if channel is Channel.OPENAPI_GROUP:
+            body["openConversationId"] = target.conversation_id
+            return OutboundRequest(f"{base}/v1.0/robot/groupMessages/send", body, needs_token=True)
+        if channel is Channel.OPENAPI_OTO:
+            body["userIds"] = [target.user_id]
+            return OutboundRequest(f"{base}/v1.0/robot/oToMessages/batchSend", body, needs_token=True)
+        raise ValueError(f"no request for channel {channel}")
+
+    # ------------------------------------------------------------------ token
+
+    async def access_token(self) -> str:
+        now = self.clock.now()
+        if self._token and now < self._token_expires_at:
+            return self._token
+        cfg = self.config
+        response = await self._client.post(
+            f"{cfg.openapi_base_url}/v1.0/oauth2/accessToken",
+            json={"appKey": cfg.client_id, "appSecret": cfg.client_secret},
+        )
+        data = _json(response)
+        token = data.get("accessToken")
+        if response.status_code != 200 or not isinstance(token, str):
+            # The body may echo what we sent; report only the status and DingTalk's code.
+            raise _TokenError(f"token request answered {response.status_code} {data.get('code')}")
+        self._token = token
+        self._token_expires_at = now + float(data.get("expireIn", 7200)) - TOKEN_MARGIN_S
+        return token
+
+    def forget_token(self) -> None:
+        self._token = None
+
+    # ------------------------------------------------------------------ delivery
+
+    async def deliver(self, intent: ActionIntent, channel: Channel) -> Delivery:
+        request = self.build_request(intent, channel)
+        evidence = Evidence(channels_tried=[channel])
+        tries = 0
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            hinted = exc.wait_s if isinstance(exc, _Retryable) else None
+            fallback = min(0.2 * (2 ** (state.attempt_number - 1)), 5.0)
+            return min(hinted if hinted is not None else fallback, self.config.max_retry_after_s)
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((_Retryable, httpx.ConnectError, httpx.ConnectTimeout,
+                                           httpx.PoolTimeout)),
+            stop=stop_after_attempt(self.config.send_retries + 1),
+            wait=wait,
+            sleep=self.clock.sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    tries += 1
+                    response = await self._send_once(request)
+                    self._check_retryable(response)
+        except _Retryable as exc:
+            # Still refused after every retry: DingTalk never took it.
+            evidence.retries = tries - 1
+            if exc.response is not None:
+                self._read_answer(exc.response, evidence)
+            evidence.detail = "retries exhausted"
+            return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            evidence.retries = tries - 1
+            evidence.error = type(exc).__name__
+            evidence.detail = "could not connect; nothing was sent"
+            return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
+        except _TokenError as exc:
+            evidence.error = "TokenError"
+            evidence.detail = str(exc)
+            return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
+        except (httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError,
+                httpx.WriteError) as exc:
+            # The request may have reached DingTalk: never resend blindly.
+            evidence.retries = tries - 1
+            evidence.error = type(exc).__name__
+            evidence.detail = "no answer after sending; delivery unknown"
+            return Delivery(AttemptOutcome.UNCERTAIN, evidence, request.digest)
+        evidence.retries = tries - 1
+        return self._classify(response, evidence, request.digest)
+
+    async def _send_once(self, request: OutboundRequest) -> httpx.Response:
+        headers = {"Content-Type": "application/json"}
+        if request.needs_token:
+            headers["x-acs-dingtalk-access-token"] = await self.access_token()
+        return await self._client.post(request.url, json=request.body, headers=headers)
+
+    def _check_retryable(self, response: httpx.Response) -> None:
+        if response.status_code == 429:
+            raise _Retryable(response, _retry_after(response, self.clock.now()))
+        if response.status_code == 401:
+            # A stale token was refused before anything was accepted: fetch a new one.
+            self.forget_token()
+            raise _Retryable(response, 0.0)
+
+    @staticmethod
+    def _read_answer(response: httpx.Response, evidence: Evidence) -> dict[str, Any]:
+        data = _json(response)
+        evidence.http_status = response.status_code
+        errcode = data.get("errcode")
+        if isinstance(errcode, int):
+            evidence.errcode = errcode
+        message = data.get("errmsg") or data.get("message") or data.get("code")
+        if isinstance(message, str):
+            evidence.errmsg = message[:200]
+        key = data.get("processQueryKey")
+        if isinstance(key, str):
+            evidence.process_query_key = key
+        return data
+
+    def _classify(self, response: httpx.Response, evidence: Evidence, digest: str) -> Delivery:
+        data = self._read_answer(response, evidence)
+        status = response.status_code
+        if status >= 500:
+            return Delivery(AttemptOutcome.UNCERTAIN, evidence, digest)
+        if status >= 400:
+            return Delivery(AttemptOutcome.FAILED, evidence, digest)
+        errcode = data.get("errcode", 0)
+        if errcode not in (0, None):
+            gone = errcode == SESSION_GONE_ERRCODE
+            return Delivery(AttemptOutcome.FAILED, evidence, digest, session_gone=gone)
+        if data.get("invalidStaffIdList") or data.get("flowControlledStaffIdList"):
+            evidence.detail = "recipient invalid or flow-controlled"
+            return Delivery(AttemptOutcome.FAILED, evidence, digest)
+        return Delivery(AttemptOutcome.ACCEPTED, evidence, digest)

@@ -1,0 +1,126 @@
+"""The response gate: may the robot respond to this event at all?
+
+It runs before any content is generated. Rules are ordered and the first match wins; the
+decision lists every rule it checked so a reader can see why. ``engage`` only grants the
+right to handle the origin, never to write anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.contracts import (
+    ConversationType,
+    DecisionReason,
+    EngageReason,
+    Event,
+    ResponseDecision,
+    SilentReason,
+    Verdict,
+)
+
+GATE_VERSION = "response-gate/1"
+
+
+@dataclass(frozen=True)
+class ResponsePolicy:
+    paused: bool = False
+    allow_users: frozenset[str] = field(default_factory=frozenset)
+    deny_users: frozenset[str] = field(default_factory=frozenset)
+    # Applies to group conversations; one-to-one chats are governed by allow_users.
+    allow_conversations: frozenset[str] = field(default_factory=frozenset)
+    max_event_age_s: float = 900
+    supported_msgtypes: frozenset[str] = frozenset({"text", "richText", "audio"})
+    robot_code: str | None = None
+
+
+@dataclass(frozen=True)
+class _Facts:
+    event: Event
+    now: float
+    duplicate: bool
+    policy: ResponsePolicy
+
+
+def _is_self(f: _Facts) -> bool:
+    actor, robot = f.event.actor, f.event.robot
+    if robot.chatbot_user_id and actor.dingtalk_id == robot.chatbot_user_id:
+        return True
+    codes = {code for code in (robot.code, f.policy.robot_code) if code}
+    return actor.user_id in codes
+
+
+def _is_denied(f: _Facts) -> bool:
+    actor = f.event.actor
+    return actor.user_id in f.policy.deny_users or (actor.dingtalk_id or "") in f.policy.deny_users
+
+
+def _is_not_allowed(f: _Facts) -> bool:
+    policy, event = f.policy, f.event
+    if policy.allow_users and event.actor.user_id not in policy.allow_users:
+        return True
+    return (
+        bool(policy.allow_conversations)
+        and event.conversation.type is ConversationType.GROUP
+        and event.conversation.id not in policy.allow_conversations
+    )
+
+
+# (name, predicate, reason): checked in this order, first match decides.
+_SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
+    ("duplicate", lambda f: f.duplicate, SilentReason.DUPLICATE),
+    ("paused", lambda f: f.policy.paused, SilentReason.PAUSED),
+    ("self_message", _is_self, SilentReason.SELF_MESSAGE),
+    ("denied", _is_denied, SilentReason.DENIED),
+    ("not_allowed", _is_not_allowed, SilentReason.NOT_ALLOWED),
+    (
+        "stale_event",
+        lambda f: f.now - f.event.created_at > f.policy.max_event_age_s,
+        SilentReason.STALE_EVENT,
+    ),
+    (
+        "unsupported_msgtype",
+        lambda f: f.event.msgtype not in f.policy.supported_msgtypes,
+        SilentReason.UNSUPPORTED_MSGTYPE,
+    ),
+    (
+        "group_not_mentioned",
+        lambda f: f.event.conversation.type is ConversationType.GROUP and not f.event.mentioned,
+        SilentReason.GROUP_NOT_MENTIONED,
+    ),
+    ("empty_message", lambda f: not f.event.text.strip(), SilentReason.EMPTY_MESSAGE),
+]
+
+
+class ResponseGate:
+    def __init__(self, policy: ResponsePolicy) -> None:
+        self.policy = policy
+
+    def decide(self, event: Event, now: float, duplicate: bool = False) -> ResponseDecision:
+        facts = _Facts(event=event, now=now, duplicate=duplicate, policy=self.policy)
+        checked: list[str] = []
+        for name, predicate, reason in _SILENT_RULES:
+            checked.append(name)
+            if predicate(facts):
+                return self._decision(event, Verdict.SILENT, reason, checked, now)
+        checked.append("engage")
+        engage = (
+            EngageReason.DM
+            if event.conversation.type is ConversationType.DM
+            else EngageReason.MENTIONED
+        )
+        return self._decision(event, Verdict.ENGAGE, engage, checked, now)
+
+    @staticmethod
+    def _decision(
+        event: Event, verdict: Verdict, reason: DecisionReason, checked: list[str], now: float
+    ) -> ResponseDecision:
+        return ResponseDecision(
+            event_id=event.event_id,
+            verdict=verdict,
+            reason=reason,
+            gate_version=GATE_VERSION,
+            checked=list(checked),
+            decided_at=now,
+        )

@@ -1,0 +1,148 @@
+"""The store's schema, as an ordered list of migrations.
+
+Each migration runs once, in order, inside a transaction; ``PRAGMA user_version`` records
+how far a database has come. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: the core pipeline
+    """
+    CREATE TABLE events (
+        event_id TEXT PRIMARY KEY,
+        thread_key TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        actor_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        received_at REAL NOT NULL,
+        event_json TEXT NOT NULL,
+        raw TEXT NOT NULL
+    );
+    CREATE INDEX events_thread ON events (conversation_id, actor_id, created_at);
+
+    -- every delivery of a chatbot callback, duplicates included (they are counted here)
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY,
+        event_id TEXT NOT NULL,
+        frame_message_id TEXT,
+        received_at REAL NOT NULL,
+        duplicate INTEGER NOT NULL
+    );
+    CREATE INDEX deliveries_event ON deliveries (event_id);
+
+    CREATE TABLE quarantine (
+        id INTEGER PRIMARY KEY,
+        received_at REAL NOT NULL,
+        frame_message_id TEXT,
+        reason TEXT NOT NULL,
+        error TEXT NOT NULL,
+        raw TEXT NOT NULL
+    );
+
+    -- the current generation of each thread (conversation + actor)
+    CREATE TABLE threads (
+        thread_key TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL
+    );
+
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        event_id TEXT NOT NULL UNIQUE,
+        thread_key TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        run_json TEXT NOT NULL
+    );
+    CREATE INDEX runs_state ON runs (state);
+
+    CREATE TABLE decisions (
+        event_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        gate_version TEXT NOT NULL,
+        decided_at REAL NOT NULL,
+        decision_json TEXT NOT NULL
+    );
+
+    CREATE TABLE intents (
+        intent_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        conversation_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        intent_json TEXT NOT NULL
+    );
+    CREATE INDEX intents_run ON intents (run_id);
+
+    CREATE TABLE attempts (
+        attempt_id TEXT PRIMARY KEY,
+        intent_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        attempt_json TEXT NOT NULL
+    );
+    CREATE INDEX attempts_intent ON attempts (intent_id);
+    CREATE INDEX attempts_outcome ON attempts (outcome);
+
+    CREATE TABLE receipts (
+        receipt_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        intent_id TEXT,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        reason TEXT,
+        created_at REAL NOT NULL,
+        receipt_json TEXT NOT NULL
+    );
+    CREATE INDEX receipts_event ON receipts (event_id);
+    CREATE INDEX receipts_intent ON receipts (intent_id);
+
+    -- one row per message the runtime decided to put on the wire (write budgets)
+    CREATE TABLE budget_ledger (
+        id INTEGER PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        intent_id TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX budget_conversation ON budget_ledger (conversation_id, at);
+    CREATE INDEX budget_at ON budget_ledger (at);
+
+    -- our own outbound messages, to resolve quotes and readbacks (processQueryKey -> intent)
+    CREATE TABLE outbound (
+        intent_id TEXT PRIMARY KEY,
+        process_query_key TEXT,
+        conversation_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        text TEXT NOT NULL,
+        sent_at REAL NOT NULL
+    );
+    CREATE INDEX outbound_pqk ON outbound (process_query_key);
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring ``conn`` up to the newest schema; returns the resulting version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise RuntimeError(
+            f"store schema version {version} is newer than this dta ({len(MIGRATIONS)}); "
+            "upgrade dta or use another store"
+        )
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        # executescript commits first; wrap each migration so it applies whole or not at all
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    return len(MIGRATIONS)
