@@ -467,7 +467,7 @@ class Receipt(Contract):
     run_id: str
     event_id: str
     intent_id: str | None = None
-    kind: ActionKind
+    kind: ActionKind | None = None  # None only when a refused request named no valid kind
     status: ReceiptStatus
     reason: str | None = None  # refusal or silence code
     evidence: Evidence = Field(default_factory=Evidence)

@@ -69,6 +69,7 @@ class ActionFacts:
 
 @dataclass(frozen=True)
 class Approval:
+    request: ActionRequest
     intents: list[ActionIntent]
     checks: list[str]
 
@@ -182,7 +183,8 @@ class ActionGate:
         checks.append("idempotency")
 
         if kind is ActionKind.SILENCE:
-            return Approval([self._intent(run, kind, key, None, 1, 1, checks, facts.now)], checks)
+            intent = self._intent(run, kind, key, None, 1, 1, checks, facts.now)
+            return Approval(request, [intent], checks)
 
         # 7. identity: the run must belong to the robot this daemon is bound to
         policy = self.policy
@@ -253,7 +255,7 @@ class ActionGate:
             )
             for index, piece in enumerate(pieces, start=1)
         ]
-        return Approval(intents, checks)
+        return Approval(request, intents, checks)
 
     @staticmethod
     def _intent(

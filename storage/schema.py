@@ -101,7 +101,7 @@ MIGRATIONS: list[str] = [
         run_id TEXT NOT NULL,
         event_id TEXT NOT NULL,
         intent_id TEXT,
-        kind TEXT NOT NULL,
+        kind TEXT,
         status TEXT NOT NULL,
         reason TEXT,
         created_at REAL NOT NULL,

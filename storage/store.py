@@ -381,7 +381,7 @@ class Store:
                 receipt.run_id,
                 receipt.event_id,
                 receipt.intent_id,
-                receipt.kind.value,
+                receipt.kind.value if receipt.kind else None,
                 receipt.status.value,
                 receipt.reason,
                 receipt.created_at,
@@ -400,15 +400,21 @@ class Store:
             (Attempt.model_validate_json(a), ActionIntent.model_validate_json(i)) for a, i in rows
         ]
 
-    def intents_without_receipt(self) -> list[ActionIntent]:
-        """Approved intents that never got as far as an attempt (crash right after approval)."""
-        rows = self.db.conn.execute(
-            "SELECT i.intent_json FROM intents i WHERE NOT EXISTS"
-            " (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)"
-            " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id)"
-            " ORDER BY i.rowid"
-        ).fetchall()
-        return [ActionIntent.model_validate_json(row[0]) for row in rows]
+    def drop_unsent_intents(self) -> int:
+        """Forget intents a crash cut off before their first attempt was even recorded.
+
+        Such an intent provably never reached DingTalk, so dropping it (and its budget row)
+        lets the run's re-execution go through the action gate afresh.
+        """
+        orphan = (
+            "SELECT i.intent_id FROM intents i WHERE NOT EXISTS"
+            " (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id)"
+            " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)"
+        )
+        with self._tx() as conn:
+            conn.execute(f"DELETE FROM budget_ledger WHERE intent_id IN ({orphan})")
+            cursor = conn.execute(f"DELETE FROM intents WHERE intent_id IN ({orphan})")
+        return cursor.rowcount
 
     def close_interrupted(self, attempt: Attempt, receipt: Receipt) -> None:
         with self._tx() as conn:

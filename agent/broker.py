@@ -1,0 +1,188 @@
+"""The typed broker: turns an approved intent into attempts and exactly one receipt.
+
+The order is the point. The intent is stored (claiming its idempotency key), then each
+Attempt is stored *before* any I/O, then the platform is called, then the attempt and the
+receipt are closed together. A crash anywhere leaves a record that start-up reconciles:
+an attempt still ``started`` becomes ``uncertain`` and is never resent blindly.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from agent.clock import Clock
+from agent.contracts import (
+    ActionIntent,
+    ActionKind,
+    Attempt,
+    AttemptOutcome,
+    Channel,
+    Evidence,
+    Receipt,
+    ReceiptStatus,
+    RefusalReason,
+    Run,
+    SilentReason,
+)
+from agent.crashpoints import CrashPoints
+from agent.transport import DingTalkTransport, Delivery
+from gates.action import GATE_VERSION
+from storage import Store
+
+_STATUS_OF = {
+    AttemptOutcome.ACCEPTED: ReceiptStatus.ACCEPTED,
+    AttemptOutcome.FAILED: ReceiptStatus.FAILED,
+    AttemptOutcome.UNCERTAIN: ReceiptStatus.UNCERTAIN,
+}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+class Broker:
+    def __init__(
+        self, store: Store, transport: DingTalkTransport, clock: Clock, crash: CrashPoints
+    ) -> None:
+        self.store = store
+        self.transport = transport
+        self.clock = clock
+        self.crash = crash
+
+    def receipt(
+        self,
+        run: Run,
+        kind: ActionKind | None,
+        status: ReceiptStatus,
+        *,
+        intent_id: str | None = None,
+        reason: str | None = None,
+        evidence: Evidence | None = None,
+        gate_version: str = GATE_VERSION,
+    ) -> Receipt:
+        now = self.clock.now()
+        return Receipt(
+            receipt_id=new_id("rcp"),
+            run_id=run.run_id,
+            event_id=run.event_id,
+            intent_id=intent_id,
+            kind=kind,
+            status=status,
+            reason=reason,
+            evidence=evidence or Evidence(),
+            gate_version=gate_version,
+            skill_snapshot=run.skill_snapshot.digest,
+            created_at=now,
+            updated_at=now,
+        )
+
+    async def execute(self, run: Run, intent: ActionIntent, silence_detail: str = "") -> Receipt:
+        if not self.store.add_intent(intent):
+            # Another execution claimed the key between the gate and here.
+            first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
+            receipt = self.receipt(
+                run,
+                intent.kind,
+                ReceiptStatus.REFUSED,
+                reason=RefusalReason.DUPLICATE_INTENT.value,
+                evidence=Evidence(first_receipt_id=first.receipt_id if first else None),
+            )
+            self.store.add_receipt(receipt)
+            return receipt
+        if intent.kind is ActionKind.SILENCE:
+            receipt = self.receipt(
+                run,
+                intent.kind,
+                ReceiptStatus.SILENT,
+                intent_id=intent.intent_id,
+                reason=SilentReason.PROVIDER_SILENCE.value,
+                evidence=Evidence(detail=silence_detail[:500] or None),
+            )
+            self.store.add_receipt(receipt)
+            return receipt
+        return await self._deliver(run, intent)
+
+    async def _deliver(self, run: Run, intent: ActionIntent) -> Receipt:
+        channel = self.transport.channel_for(intent.target)
+        tried: list[Channel] = []
+        retries = 0
+        while True:
+            tried.append(channel)
+            attempt = Attempt(
+                attempt_id=new_id("att"),
+                intent_id=intent.intent_id,
+                channel=channel,
+                started_at=self.clock.now(),
+                request_digest="",
+            )
+            if channel is Channel.NONE:
+                delivery = Delivery(
+                    AttemptOutcome.FAILED,
+                    Evidence(detail="no usable channel: webhook expired, no OpenAPI credentials"),
+                )
+            else:
+                attempt.request_digest = self.transport.build_request(intent, channel).digest
+                self.store.start_attempt(attempt)
+                self.crash.hit("after_attempt_started")
+                delivery = await self.transport.deliver(intent, channel)
+                self.crash.hit("after_send")
+            retries += delivery.evidence.retries
+            attempt.outcome = delivery.outcome
+            attempt.finished_at = self.clock.now()
+            attempt.evidence = delivery.evidence
+            fallback = self.transport.openapi_channel(intent.target)
+            if (
+                delivery.session_gone
+                and channel is Channel.SESSION_WEBHOOK
+                and fallback is not Channel.NONE
+            ):
+                # DingTalk said the webhook is gone: nothing was delivered, so the OpenAPI
+                # may safely carry the same message.
+                self.store.finish_attempt(attempt)
+                channel = fallback
+                continue
+            break
+        evidence = delivery.evidence.model_copy(update={"channels_tried": tried, "retries": retries})
+        receipt = self.receipt(
+            run, intent.kind, _STATUS_OF[delivery.outcome], intent_id=intent.intent_id,
+            evidence=evidence,
+        )
+        outbound = None
+        if delivery.outcome is not AttemptOutcome.FAILED and intent.content is not None:
+            outbound = {
+                "intent_id": intent.intent_id,
+                "process_query_key": delivery.evidence.process_query_key,
+                "conversation_id": intent.target.conversation_id,
+                "channel": channel.value,
+                "text": intent.content.text,
+                "sent_at": attempt.finished_at,
+            }
+        if channel is Channel.NONE:
+            self.store.add_receipt(receipt)
+        else:
+            self.store.finish_delivery(attempt, receipt, outbound)
+        return receipt
+
+    def reconcile_interrupted(self) -> list[Receipt]:
+        """Start-up: attempts a crash cut off are ``uncertain`` — recorded, never resent."""
+        receipts = []
+        for attempt, intent in self.store.interrupted_attempts():
+            run = self.store.get_run(intent.event_id)
+            if run is None:
+                continue
+            attempt.outcome = AttemptOutcome.UNCERTAIN
+            attempt.finished_at = self.clock.now()
+            attempt.evidence = Evidence(
+                channels_tried=[attempt.channel],
+                detail="the runtime stopped during this attempt; delivery unknown",
+            )
+            receipt = self.receipt(
+                run,
+                intent.kind,
+                ReceiptStatus.UNCERTAIN,
+                intent_id=intent.intent_id,
+                evidence=attempt.evidence,
+            )
+            self.store.close_interrupted(attempt, receipt)
+            receipts.append(receipt)
+        return receipts

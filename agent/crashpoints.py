@@ -1,0 +1,35 @@
+"""Named places where the lab can make the runtime die, as ``kill -9`` would.
+
+Production code calls ``crash.hit("after_send")`` at the three points where a crash is
+most dangerous. Nothing is armed outside the lab, so a hit is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+CrashPoint = Literal["after_ingest", "after_attempt_started", "after_send"]
+CRASH_POINTS: tuple[CrashPoint, ...] = ("after_ingest", "after_attempt_started", "after_send")
+
+
+class Crash(BaseException):
+    """Raised at an armed point. A BaseException so that no ``except Exception`` absorbs it."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__(f"simulated crash at {point}")
+        self.point = point
+
+
+class CrashPoints:
+    def __init__(self) -> None:
+        self._armed: set[str] = set()
+
+    def arm(self, point: CrashPoint) -> None:
+        if point not in CRASH_POINTS:
+            raise ValueError(f"unknown crash point {point!r}; known: {', '.join(CRASH_POINTS)}")
+        self._armed.add(point)
+
+    def hit(self, point: CrashPoint) -> None:
+        if point in self._armed:
+            self._armed.discard(point)
+            raise Crash(point)

@@ -1,0 +1,235 @@
+"""One event's way from the response gate to its receipts.
+
+    decide (response gate) ─silent─▶ silent receipt, run ends, zero outbound calls
+        │ engage
+    build invocation ─▶ provider ─▶ ActionRequest[]
+        │ for each request
+    action gate ─refused─▶ refused receipt with the reason
+        │ approved intent(s)
+    broker ─▶ attempts ─▶ receipt
+
+``Pipeline.process`` is safe to call again for the same event after a crash: the run and
+its decision are reused, and anything the crashed execution already did is caught by the
+idempotency keys.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agent.broker import Broker, new_id
+from agent.clock import Clock
+from agent.contracts import (
+    ActionKind,
+    EnrichedInvocation,
+    Event,
+    Evidence,
+    Origin,
+    Receipt,
+    ReceiptStatus,
+    RefusalReason,
+    Run,
+    RunState,
+    SilentReason,
+    SkillSnapshot,
+    Verdict,
+)
+from agent.invocation import InvocationBuilder
+from gates.action import ActionGate, Refusal, RunTally, load_facts
+from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
+from gates.response import ResponseGate
+from storage import Store
+
+log = logging.getLogger("dta.pipeline")
+
+DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
+
+
+class SkillSource(Protocol):
+    def for_event(
+        self, msgtype: str, scene: str, provider: str
+    ) -> tuple[Sequence[Any], SkillSnapshot, list[ActionKind]]: ...
+
+
+class Provider(Protocol):
+    name: str
+
+    async def respond(
+        self, invocation: EnrichedInvocation, skills: Sequence[Any]
+    ) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class RunOutcome:
+    """What one execution of a run did, to settle the run's final state."""
+
+    terminal: ReceiptStatus | None = None
+    terminal_kind: ActionKind | None = None
+    stale: bool = False
+    receipts: list[Receipt] = field(default_factory=list)
+
+    def final_state(self) -> RunState:
+        if self.terminal_kind is ActionKind.SILENCE:
+            return RunState.SILENT
+        if self.terminal in DELIVERED:
+            return RunState.WAITING if self.terminal_kind is ActionKind.ASK else RunState.DONE
+        if self.stale:
+            return RunState.INTERRUPTED
+        return RunState.FAILED
+
+
+class Pipeline:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        response_gate: ResponseGate,
+        action_gate: ActionGate,
+        skills: SkillSource,
+        provider: Provider,
+        broker: Broker,
+        invocations: InvocationBuilder | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.response_gate = response_gate
+        self.action_gate = action_gate
+        self.skills = skills
+        self.provider = provider
+        self.broker = broker
+        self.invocations = invocations or InvocationBuilder()
+
+    async def process(self, event: Event) -> Run:
+        existing = self.store.get_run(event.event_id)
+        if existing is not None and existing.state.is_finished:
+            return existing
+        now = self.clock.now()
+        skills, snapshot, allowed = self.skills.for_event(
+            event.msgtype, event.conversation.type.value, self.provider.name
+        )
+        run = existing or self.store.open_run(self._new_run(event, snapshot, allowed, now))
+        decision = self.store.get_decision(event.event_id) or self.response_gate.decide(event, now)
+        log.info(
+            "decision",
+            extra={"run_id": run.run_id, "event_id": event.event_id,
+                   "verdict": decision.verdict.value, "reason": decision.reason.value},
+        )
+        if decision.verdict is Verdict.SILENT:
+            run = run.model_copy(update={"state": RunState.SILENT, "updated_at": now})
+            receipt = self.broker.receipt(
+                run, ActionKind.SILENCE, ReceiptStatus.SILENT,
+                reason=decision.reason.value, gate_version=RESPONSE_GATE_VERSION,
+            )
+            self.store.add_silence(run, decision, receipt)
+            return run
+        self.store.add_decision(run.run_id, decision)
+
+        invocation = self.invocations.build(event, run)
+        try:
+            requests = await self.provider.respond(invocation, skills)
+        except Exception as exc:  # a provider bug must not take the daemon down
+            log.exception("provider failed", extra={"run_id": run.run_id})
+            return self._end_silent(run, SilentReason.PROVIDER_FAILED, type(exc).__name__)
+        if not requests:
+            return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
+        outcome = await self._act(run, requests)
+        run = run.model_copy(
+            update={"state": outcome.final_state(), "updated_at": self.clock.now()}
+        )
+        self.store.save_run(run)
+        return run
+
+    async def _act(self, run: Run, requests: list[Any]) -> RunOutcome:
+        tally = RunTally()
+        outcome = RunOutcome()
+        for raw in requests:
+            verdict = self.action_gate.decide(
+                raw, run, tally, load_facts(self.store, run, self.clock.now())
+            )
+            if isinstance(verdict, Refusal):
+                receipt = self._refuse(run, verdict)
+                outcome.receipts.append(receipt)
+                if verdict.reason is RefusalReason.STALE_GENERATION:
+                    outcome.stale = True
+                if (
+                    verdict.reason is RefusalReason.DUPLICATE_INTENT
+                    and verdict.first_receipt is not None
+                    and verdict.kind is not None
+                    and verdict.kind.is_terminal
+                ):
+                    # The crashed execution already did this: its receipt is the answer.
+                    outcome.terminal = verdict.first_receipt.status
+                    outcome.terminal_kind = verdict.kind
+                continue
+            kind = verdict.request.kind
+            status: ReceiptStatus | None = None
+            for intent in verdict.intents:
+                receipt = await self.broker.execute(
+                    run, intent, silence_detail=verdict.request.reason or ""
+                )
+                outcome.receipts.append(receipt)
+                status = receipt.status
+                if status not in DELIVERED and status is not ReceiptStatus.SILENT:
+                    break  # do not send the rest of a long reply after a failed piece
+            if kind is ActionKind.ACK:
+                tally.acks += 1
+            else:
+                tally.terminal = kind
+                outcome.terminal, outcome.terminal_kind = status, kind
+        return outcome
+
+    def _refuse(self, run: Run, refusal: Refusal) -> Receipt:
+        first = refusal.first_receipt
+        receipt = self.broker.receipt(
+            run,
+            refusal.kind,
+            ReceiptStatus.REFUSED,
+            reason=refusal.reason.value,
+            evidence=Evidence(
+                detail=refusal.detail[:500], first_receipt_id=first.receipt_id if first else None
+            ),
+        )
+        self.store.add_receipt(receipt)
+        log.info(
+            "refused",
+            extra={"run_id": run.run_id, "reason": refusal.reason.value, "detail": refusal.detail},
+        )
+        return receipt
+
+    def _end_silent(self, run: Run, reason: SilentReason, detail: str) -> Run:
+        state = RunState.FAILED if reason is SilentReason.PROVIDER_FAILED else RunState.SILENT
+        run = run.model_copy(update={"state": state, "updated_at": self.clock.now()})
+        receipt = self.broker.receipt(
+            run, ActionKind.SILENCE, ReceiptStatus.SILENT, reason=reason.value,
+            evidence=Evidence(detail=detail),
+        )
+        self.store.add_receipt(receipt)
+        self.store.save_run(run)
+        return run
+
+    def _new_run(
+        self, event: Event, snapshot: SkillSnapshot, allowed: list[ActionKind], now: float
+    ) -> Run:
+        return Run(
+            run_id=new_id("run"),
+            event_id=event.event_id,
+            thread_key=event.thread_key,
+            generation=self.store.event_generation(event.event_id),
+            allowed_actions=allowed,
+            origin=Origin(
+                conversation_id=event.conversation.id,
+                conversation_type=event.conversation.type,
+                user_id=event.actor.user_id,
+                nick=event.actor.nick,
+                robot_code=event.robot.code,
+                session_webhook=event.session_webhook,
+            ),
+            skill_snapshot=snapshot,
+            provider=self.provider.name,
+            created_at=now,
+            updated_at=now,
+        )

@@ -1,0 +1,92 @@
+"""Small builders for unit tests: callbacks, frames, events and runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.contracts import ActionKind, Event, Origin, Run, SessionWebhook
+from agent.ingest import callback_to_event
+
+T0 = 1_760_000_000.0  # a fixed "now" for unit tests
+ROBOT = "robot-1"
+BOT_USER = "$:LWCP_v1:$bot"
+
+
+def callback(
+    msg_id: str = "m1",
+    user: str = "u1",
+    text: str = "hello",
+    group: str | None = None,
+    at_bot: bool = False,
+    created_at: float = T0,
+    webhook_ttl_s: float = 5400,
+    **extra: Any,
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "msgId": msg_id,
+        "msgtype": "text",
+        "text": {"content": text},
+        "conversationId": group or f"cid-dm-{user}",
+        "conversationType": "2" if group else "1",
+        "senderId": f"$:LWCP_v1:${user}",
+        "senderStaffId": user,
+        "senderNick": user.upper(),
+        "chatbotUserId": BOT_USER,
+        "robotCode": ROBOT,
+        "isInAtList": at_bot,
+        "createAt": int(created_at * 1000),
+        "sessionWebhook": f"https://oapi.example/robot/sendBySession?session=s-{msg_id}",
+        "sessionWebhookExpiredTime": int((created_at + webhook_ttl_s) * 1000),
+    }
+    if group:
+        data["conversationTitle"] = "Team"
+    data.update(extra)
+    return data
+
+
+def frame(data: Any, message_id: str = "f1") -> str:
+    return json.dumps(
+        {
+            "specVersion": "1.0",
+            "type": "CALLBACK",
+            "headers": {
+                "messageId": message_id,
+                "topic": "/v1.0/im/bot/messages/get",
+                "contentType": "application/json",
+                "time": "0",
+            },
+            "data": data if isinstance(data, str) else json.dumps(data),
+        }
+    )
+
+
+def event(**kwargs: Any) -> Event:
+    return callback_to_event(callback(**kwargs), received_at=kwargs.get("created_at", T0), frame_message_id="f1")
+
+
+def run_for(
+    ev: Event,
+    generation: int = 1,
+    allowed: list[ActionKind] | None = None,
+    webhook: SessionWebhook | None | bool = True,
+) -> Run:
+    hook = ev.session_webhook if webhook is True else (webhook or None)
+    return Run(
+        run_id="run_1",
+        event_id=ev.event_id,
+        thread_key=ev.thread_key,
+        generation=generation,
+        allowed_actions=allowed or list(ActionKind),
+        origin=Origin(
+            conversation_id=ev.conversation.id,
+            conversation_type=ev.conversation.type,
+            user_id=ev.actor.user_id,
+            nick=ev.actor.nick,
+            robot_code=ev.robot.code,
+            session_webhook=hook,
+        ),
+        provider="rules",
+        created_at=T0,
+        updated_at=T0,
+    )

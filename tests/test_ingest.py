@@ -1,0 +1,129 @@
+import json
+
+import pytest
+
+from agent.contracts import ConversationType, QuarantineReason
+from agent.ingest import FrameKind, Ingestor, parse_frame
+from storage import Store
+from tests.factories import T0, callback, frame
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "dta.db")
+    yield s
+    s.close()
+
+
+def test_dm_callback_becomes_event():
+    parsed = parse_frame(frame(callback(text="  7 + 5 等于多少  ")), T0)
+    assert parsed.kind is FrameKind.EVENT
+    ev = parsed.event
+    assert ev.event_id == "m1"
+    assert ev.conversation.type is ConversationType.DM
+    assert ev.actor.user_id == "u1"
+    assert ev.text == "7 + 5 等于多少"
+    assert ev.session_webhook.expires_at == pytest.approx(T0 + 5400)
+    assert ev.frame_message_id == "f1"
+
+
+def test_group_mention_and_at_users():
+    data = callback(group="cid-g", at_bot=True, atUsers=[{"dingtalkId": "x", "staffId": "u9"}])
+    ev = parse_frame(frame(data), T0).event
+    assert ev.conversation.type is ConversationType.GROUP
+    assert ev.mentioned and ev.at_users == ["u9"]
+    assert ev.thread_key == "cid-g|u1"
+
+
+def test_richtext_and_audio_text_extracted():
+    rich = callback(msgtype="richText", content={"richText": [{"text": "a"}, {"downloadCode": "d"},
+                                                              {"text": "b"}]})
+    rich.pop("text")
+    ev = parse_frame(frame(rich), T0).event
+    assert ev.text == "ab"
+    assert ev.attachments == [{"downloadCode": "d"}]
+    audio = callback(msgtype="audio", content={"recognition": "你好", "downloadCode": "a1"})
+    audio.pop("text")
+    assert parse_frame(frame(audio), T0).event.text == "你好"
+
+
+def test_quote_fields_kept_raw():
+    data = callback(originalProcessQueryKey="pqk-1")
+    data["text"] = {"content": "看这个", "isReplyMsg": True,
+                    "repliedMsg": {"msgId": "m0", "content": {"text": "原文"}}}
+    ev = parse_frame(frame(data), T0).event
+    assert ev.quote["repliedMsg"]["msgId"] == "m0"
+    assert ev.quote["originalProcessQueryKey"] == "pqk-1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason", "fragment"),
+    [
+        ("this is not json", QuarantineReason.NOT_JSON, "Expecting value"),
+        ("[1, 2]", QuarantineReason.BAD_SHAPE, "list"),
+        ('{"type": "CALLBACK"}', QuarantineReason.BAD_SHAPE, "headers"),
+        (frame("{not json"), QuarantineReason.DATA_NOT_JSON, ""),
+        (json.dumps({"type": "CALLBACK", "headers": {"topic": "/v1.0/im/bot/messages/get"},
+                     "data": {"msgId": "x"}}), QuarantineReason.DATA_NOT_JSON, "string"),
+        (frame("[]"), QuarantineReason.BAD_SHAPE, "list"),
+        (frame({k: v for k, v in callback().items() if k != "msgId"}),
+         QuarantineReason.MISSING_FIELD, "msgId"),
+        (frame(callback(createAt="yesterday")), QuarantineReason.BAD_FIELD, "createAt"),
+        (frame(callback(conversationType="3")), QuarantineReason.BAD_FIELD, "conversationType"),
+    ],
+)
+def test_malformed_frames_are_classified(raw, reason, fragment):
+    parsed = parse_frame(raw, T0)
+    assert parsed.kind is FrameKind.QUARANTINED
+    assert parsed.reason is reason
+    assert fragment in parsed.error
+
+
+def test_system_and_other_topics_are_not_events():
+    ping = json.dumps({"type": "SYSTEM", "headers": {"topic": "ping", "messageId": "p"},
+                       "data": json.dumps({"opaque": "x"})})
+    assert parse_frame(ping, T0).kind is FrameKind.SYSTEM
+    other = json.dumps({"type": "EVENT", "headers": {"topic": "chat_update"}, "data": "{}"})
+    assert parse_frame(other, T0).kind is FrameKind.IGNORED
+
+
+def test_ingest_stores_event_and_counts_duplicates(store):
+    ingestor = Ingestor(store)
+    first = ingestor.ingest(frame(callback(), "f1"), T0)
+    again = ingestor.ingest(frame(callback(), "f2"), T0 + 61)
+    assert first.kind is FrameKind.EVENT
+    assert again.kind is FrameKind.DUPLICATE
+    assert store.counts().events == 1
+    assert store.counts().duplicates == 1
+    assert store.deliveries("m1") == 2
+
+
+def test_bad_frame_quarantined_with_reason_and_id(store):
+    result = Ingestor(store).ingest(frame("{broken", "f-bad"), T0)
+    assert result.kind is FrameKind.QUARANTINED
+    rows = store.quarantined()
+    assert rows[0]["reason"] == "data_not_json"
+    assert rows[0]["frame_message_id"] == "f-bad"
+    assert rows[0]["raw"].startswith("{")
+
+
+def test_dedupe_survives_reopening_the_store(tmp_path):
+    path = tmp_path / "dta.db"
+    first = Store(path)
+    Ingestor(first).ingest(frame(callback()), T0)
+    first.close()
+    reopened = Store(path)
+    try:
+        assert Ingestor(reopened).ingest(frame(callback(), "f9"), T0).kind is FrameKind.DUPLICATE
+        assert reopened.counts().duplicates == 1
+    finally:
+        reopened.close()
+
+
+def test_addressed_messages_bump_the_thread_generation(store):
+    ingestor = Ingestor(store)
+    assert ingestor.ingest(frame(callback("m1")), T0).generation == 1
+    assert ingestor.ingest(frame(callback("m2")), T0).generation == 2
+    # an un-mentioned group message does not supersede anything
+    ingestor.ingest(frame(callback("g1", group="cid-g")), T0)
+    assert store.thread_generation("cid-g|u1") == 0
