@@ -1,0 +1,48 @@
+"""The ``dta`` command line.
+
+    dta lab eval PATH... [--report FILE] [--html FILE]
+    dta lab replay FILE.jsonl
+
+The lab commands live in ``lab/`` (which depends on ``agent``); they are imported only
+when asked for, so the daemon never loads the lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dta", description="A careful DingTalk robot runtime.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    lab = commands.add_parser("lab", help="offline lab: cases, replay, benchmarks")
+    lab_commands = lab.add_subparsers(dest="lab_command", required=True)
+    ev = lab_commands.add_parser("eval", help="run lab case files against the fake DingTalk")
+    ev.add_argument("paths", nargs="+", type=Path, help="case files or folders (recursive)")
+    ev.add_argument("--report", type=Path, help="write a JSON report here")
+    ev.add_argument("--html", type=Path, help="write an HTML report here")
+    rp = lab_commands.add_parser("replay", help="drive recorded frames through the pipeline")
+    rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
+    rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "lab":
+        if args.lab_command == "eval":
+            from lab.evaluate import evaluate
+
+            return evaluate(args.paths, report=args.report, html=args.html, out=sys.stdout)
+        if args.lab_command == "replay":
+            from lab.replay import replay
+
+            return replay(args.recording, config=args.config, out=sys.stdout)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The lab case format (``dta.lab.case/1``): load and validate case files.
+
+A case file that does not fit the format is rejected before anything runs, with the file,
+the field and the reason (``CaseError``), so a typo in an expectation can never turn into
+a silently passing case.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agent.config import ConfigError, Settings
+from agent.contracts import ActionKind, AgentDefinition, ReceiptStatus, Verdict
+from agent.crashpoints import CrashPoint
+from lab.fake import parse_fault_spec
+
+SCHEMA = "dta.lab.case/1"
+
+
+class CaseError(Exception):
+    """A case file that cannot be run; the message names file, field and reason."""
+
+
+class Category(StrEnum):
+    HOST_LOADING = "host-loading"
+    CONVERSATION_CONTRACT = "conversation-contract"
+    AUTHORITY_AND_EGRESS = "authority-and-egress"
+    TASK_LIFECYCLE = "task-lifecycle"
+    MEMORY_AND_STORAGE = "memory-and-storage"
+    WORKSPACE_AND_ARTIFACTS = "workspace-and-artifacts"
+    PLATFORM_RELIABILITY = "platform-reliability"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SendSpec(_Model):
+    msg: str
+    from_: str = Field(alias="from")
+    nick: str | None = None
+    group: str | None = None
+    text: str | None = None
+    at_bot: bool = False
+    at: list[str] = Field(default_factory=list)
+    msgtype: str | None = None
+    quote: dict[str, Any] | None = None
+    age: float | None = None
+    raw: dict[str, Any] | None = None
+
+    def short_keys(self) -> dict[str, Any]:
+        """The step as the fake platform's callback builder takes it."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True) | {
+            "msg": self.msg, "from": self.from_}
+
+
+class RestartSpec(_Model):
+    crash: CrashPoint | None = None
+
+
+class Step(_Model):
+    at: float | None = Field(default=None, ge=0)
+    send: SendSpec | None = None
+    frame: Any = None
+    redeliver: str | None = None
+    fault: dict[str, Any] | None = None
+    restart: RestartSpec | bool | None = None
+    wait: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remember_frame(cls, data: Any) -> Any:
+        # `frame` may legitimately be null or any JSON value; note that it was given.
+        if isinstance(data, dict) and "frame" in data:
+            data = dict(data)
+            data["frame"] = {"__frame__": data["frame"]}
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> Step:
+        kinds = [name for name in ("send", "frame", "redeliver", "fault", "restart", "wait")
+                 if getattr(self, name) is not None and getattr(self, name) is not False]
+        if len(kinds) != 1:
+            raise ValueError(
+                "a step needs exactly one of send, frame, redeliver, fault, restart, wait;"
+                f" got {kinds or 'none'}"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        for name in ("send", "frame", "redeliver", "fault", "restart", "wait"):
+            value = getattr(self, name)
+            if value is not None and value is not False:
+                return name
+        raise AssertionError("validated step without a kind")
+
+    @property
+    def frame_value(self) -> Any:
+        return self.frame["__frame__"]
+
+
+class MessageExpect(_Model):
+    conversation: str | None = None
+    user: str | None = None
+    contains: list[str] = Field(default_factory=list)
+    not_contains: list[str] = Field(default_factory=list)
+    matches: str | None = None
+    at_users: list[str] | None = None
+
+
+class PlatformExpect(_Model):
+    count: int | None = Field(default=None, ge=0)
+    messages: list[MessageExpect] = Field(default_factory=list)
+
+
+class DecisionExpect(_Model):
+    verdict: Verdict | None = None
+    reason: str | None = None
+
+
+class ReceiptExpect(_Model):
+    msg: str | None = None
+    kind: ActionKind | None = None
+    status: ReceiptStatus | None = None
+    reason: str | None = None
+
+
+class RefusalExpect(_Model):
+    msg: str | None = None
+    reason: str
+
+
+class Expect(_Model):
+    platform: PlatformExpect | None = None
+    decisions: dict[str, DecisionExpect] = Field(default_factory=dict)
+    receipts: list[ReceiptExpect] = Field(default_factory=list)
+    refusals: list[RefusalExpect] = Field(default_factory=list)
+    quarantined: int | None = Field(default=None, ge=0)
+    processed: list[str] = Field(default_factory=list)
+    # dta extension: redelivered frames recognised as duplicates (acked, counted, not run)
+    duplicates: int | None = Field(default=None, ge=0)
+    tasks: list[dict[str, Any]] = Field(default_factory=list)
+    memory_candidates: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Fixtures(_Model):
+    knowledge: dict[str, str] = Field(default_factory=dict)
+    agent: AgentDefinition | None = None
+
+
+class Case(_Model):
+    schema_: Literal["dta.lab.case/1"] = Field(alias="schema")
+    id: str = Field(min_length=1)
+    category: Category
+    title: str
+    tags: list[str] = Field(default_factory=list)
+    config: dict[str, Any] = Field(default_factory=dict)
+    fixtures: Fixtures = Field(default_factory=Fixtures)
+    steps: list[Step] = Field(min_length=1)
+    expect: Expect
+    path: str = Field(default="", exclude=True)
+
+
+def _problem(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(p) for p in err["loc"] if p != "__frame__") or "(case)"
+        parts.append(f"field '{where}': {err['msg']}")
+    return "; ".join(parts)
+
+
+def load_case(path: Path) -> Case:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CaseError(f"{path}: not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise CaseError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(document, dict):
+        raise CaseError(f"{path}: a case must be a JSON object")
+    try:
+        case = Case.model_validate(document)
+    except ValidationError as exc:
+        raise CaseError(f"{path}: {_problem(exc)}") from None
+    try:
+        Settings().with_overrides(case.config)
+    except ConfigError as exc:
+        raise CaseError(f"{path}: field 'config': {exc}") from None
+    for index, step in enumerate(case.steps):
+        if step.fault is not None:
+            try:
+                parse_fault_spec(step.fault)
+            except ValueError as exc:
+                raise CaseError(f"{path}: field 'steps.{index}.fault': {exc}") from None
+    case.path = str(path)
+    return case
+
+
+def discover(paths: list[Path]) -> list[Case]:
+    """Every ``*.json`` under the given files and folders, recursively, in a stable order."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(path.rglob("*.json")))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise CaseError(f"{path}: no such file or folder")
+    cases = [load_case(file) for file in files]
+    seen: dict[str, str] = {}
+    for case in cases:
+        if case.id in seen:
+            raise CaseError(f"{case.path}: field 'id': {case.id!r} is also used by {seen[case.id]}")
+        seen[case.id] = case.path
+    return cases

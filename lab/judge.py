@@ -1,0 +1,123 @@
+"""Judge a finished case from evidence only: the fake platform's record and the store.
+
+Nothing here reads a log line or asks the runtime what it thinks it did. Each failed check
+says what was expected and what the evidence shows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agent.contracts import ReceiptStatus
+from lab.cases import Expect, MessageExpect
+from storage import Store
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    expected: Any
+    actual: Any
+
+    def __str__(self) -> str:
+        return f"{self.name}: expected {self.expected!r}, got {self.actual!r}"
+
+
+def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[Check]:
+    problems: list[Check] = []
+    where = f"platform.messages[{i}]"
+    if want.conversation is not None and got.get("conversation_id") != want.conversation:
+        problems.append(Check(f"{where}.conversation", want.conversation, got.get("conversation_id")))
+    if want.user is not None:
+        users = got.get("user_ids") or []
+        if got.get("conversation_type") != "dm" or want.user not in users:
+            actual = f"{got.get('conversation_type')} to {users}"
+            problems.append(Check(f"{where}.user", want.user, actual))
+    text = got.get("text") or ""
+    for fragment in want.contains:
+        if fragment not in text:
+            problems.append(Check(f"{where}.contains", fragment, text))
+    for fragment in want.not_contains:
+        if fragment in text:
+            problems.append(Check(f"{where}.not_contains", fragment, text))
+    if want.matches is not None and not re.search(want.matches, text):
+        problems.append(Check(f"{where}.matches", want.matches, text))
+    if want.at_users is not None:
+        at = got.get("at_user_ids") or []
+        missing = [user for user in want.at_users if user not in at]
+        if missing:
+            problems.append(Check(f"{where}.at_users", want.at_users, at))
+    return problems
+
+
+def _subset(want: dict[str, Any], got: dict[str, Any]) -> bool:
+    return all(got.get(key) == value for key, value in want.items())
+
+
+def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[Check]:
+    problems: list[Check] = []
+
+    if expect.platform is not None:
+        if expect.platform.count is not None and len(received) != expect.platform.count:
+            summary = [f"{m.get('channel')}:{(m.get('text') or '')[:40]}" for m in received]
+            problems.append(Check("platform.count", expect.platform.count, summary))
+        for i, want in enumerate(expect.platform.messages):
+            if i >= len(received):
+                problems.append(Check(f"platform.messages[{i}]", "a message", "none"))
+                continue
+            problems.extend(_message_problems(i, want, received[i]))
+
+    decisions = {d.event_id: d for d in store.decisions()}
+    for msg, want in expect.decisions.items():
+        got = decisions.get(msg)
+        if got is None:
+            problems.append(Check(f"decisions.{msg}", want.model_dump(exclude_none=True), None))
+            continue
+        actual = {"verdict": got.verdict.value, "reason": got.reason.value}
+        wanted = want.model_dump(mode="json", exclude_none=True)
+        if not _subset(wanted, actual):
+            problems.append(Check(f"decisions.{msg}", wanted, actual))
+
+    receipts = [
+        {
+            "msg": r.event_id,
+            "kind": r.kind.value if r.kind else None,
+            "status": r.status.value,
+            "reason": r.reason,
+        }
+        for r in store.receipts()
+    ]
+    for i, want_receipt in enumerate(expect.receipts):
+        wanted = want_receipt.model_dump(mode="json", exclude_none=True)
+        if not any(_subset(wanted, r) for r in receipts):
+            problems.append(Check(f"receipts[{i}]", wanted, receipts))
+
+    refusals = [r for r in receipts if r["status"] == ReceiptStatus.REFUSED.value]
+    for i, want_refusal in enumerate(expect.refusals):
+        wanted = want_refusal.model_dump(exclude_none=True)
+        if not any(_subset(wanted, r) for r in refusals):
+            problems.append(
+                Check(f"refusals[{i}]", wanted, [{"msg": r["msg"], "reason": r["reason"]}
+                                                  for r in refusals])
+            )
+
+    counts = store.counts()
+    if expect.quarantined is not None and counts.quarantined != expect.quarantined:
+        problems.append(Check("quarantined", expect.quarantined, counts.quarantined))
+    if expect.duplicates is not None and counts.duplicates != expect.duplicates:
+        problems.append(Check("duplicates", expect.duplicates, counts.duplicates))
+
+    runs = store.runs_per_event()
+    for msg in expect.processed:
+        if runs.get(msg, 0) != 1:
+            problems.append(Check(f"processed.{msg}", "exactly one run", runs.get(msg, 0)))
+
+    if expect.tasks:
+        problems.append(Check("tasks", expect.tasks, "task records are not supported yet"))
+    if expect.memory_candidates:
+        problems.append(
+            Check("memory_candidates", expect.memory_candidates, "not supported yet")
+        )
+    return problems

@@ -1,0 +1,200 @@
+"""Run lab cases: each in a fresh store, against a fresh fake DingTalk, on a virtual clock.
+
+The runner plays DingTalk's part of the protocol: it builds callbacks like the platform
+does, delivers frames to the runtime's ingest, remembers which frames were never acked
+(the runtime "died" before answering) and delivers those again after the redelivery delay,
+as DingTalk does. A ``restart`` throws the whole runtime away — as ``kill -9`` would — and
+builds a new one on the same store.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.clock import VirtualClock
+from agent.config import Settings
+from agent.crashpoints import Crash, CrashPoints
+from agent.runtime import Runtime
+from lab.cases import Case, Step
+from lab.fake import FakeDingTalk, build_callback, callback_frame
+from lab.judge import Check, judge
+from lab.transcript import Transcript, collect_transcript
+
+LAB_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: every case starts here
+REDELIVERY_DELAY_S = 60.0  # DingTalk redelivers an unacked callback about a minute later
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    problems: list[Check] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    transcript: Transcript | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and self.error is None
+
+
+def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
+    knowledge_dir = None
+    if case.fixtures.knowledge:
+        knowledge_dir = workdir / "knowledge"
+        for name, text in case.fixtures.knowledge.items():
+            target = knowledge_dir / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    base = Settings(
+        store_path=workdir / "dta.db",
+        openapi_base_url=fake.base_url,
+        client_id=fake.app_key,
+        client_secret=fake.app_secret,
+        robot_code=fake.robot_code,
+        connect_timeout_s=1.0,
+        read_timeout_s=0.5,
+        knowledge_dir=knowledge_dir,
+    )
+    if case.fixtures.agent is not None:
+        base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
+    return base.with_overrides(case.config)
+
+
+class CaseRun:
+    def __init__(self, case: Case, workdir: Path) -> None:
+        self.case = case
+        self.workdir = workdir
+        self.clock = VirtualClock(LAB_EPOCH)
+        self.fake = FakeDingTalk(self.clock, timeout_fault_s=1.0)
+        self.crash = CrashPoints()
+        self.unacked: list[tuple[float, dict[str, Any]]] = []
+        self.frames = 0
+        self.runtime: Runtime | None = None
+        self.settings: Settings | None = None
+
+    async def run(self) -> CaseResult:
+        started = time.perf_counter()
+        result = CaseResult(self.case)
+        await self.fake.start()
+        try:
+            self.settings = lab_settings(self.case, self.workdir, self.fake)
+            self.runtime = await self._boot()
+            for step in self.case.steps:
+                await self._step(step)
+            await self._drain()
+            store = self.runtime.store
+            received = [message.to_dict() for message in self.fake.received]
+            result.problems = judge(self.case.expect, received, store)
+            result.transcript = collect_transcript(store, received, self.fake.faults_seen)
+        except Exception as exc:  # a runner error is a failed case, with the reason shown
+            result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.runtime is not None:
+                await self.runtime.aclose()
+            await self.fake.stop()
+        result.seconds = time.perf_counter() - started
+        return result
+
+    async def _boot(self) -> Runtime:
+        assert self.settings is not None
+        runtime = Runtime(self.settings, clock=self.clock, crash=self.crash)
+        await runtime.start()
+        return runtime
+
+    async def _restart(self) -> None:
+        """Throw the runtime away (memory, tasks, connections) and start on the same store."""
+        assert self.runtime is not None
+        await self.runtime.aclose()
+        self.runtime = await self._boot()
+
+    async def _drain(self) -> None:
+        assert self.runtime is not None
+        while True:
+            try:
+                await self.runtime.drain()
+                return
+            except Crash:
+                await self._restart()
+
+    # ------------------------------------------------------------------ steps
+
+    async def _advance(self, moment: float) -> None:
+        """Move the clock, delivering the unacked frames that fall due on the way."""
+        while self.unacked:
+            self.unacked.sort(key=lambda item: item[0])
+            due, data = self.unacked[0]
+            if due > moment:
+                break
+            self.unacked.pop(0)
+            self.clock.advance_to(due)
+            await self._deliver(callback_frame(data, self._frame_id()), data)
+        self.clock.advance_to(moment)
+
+    def _frame_id(self) -> str:
+        self.frames += 1
+        return f"lab-frame-{self.frames}"
+
+    async def _step(self, step: Step) -> None:
+        if step.at is not None:
+            await self._advance(LAB_EPOCH + step.at)
+        kind = step.kind
+        if kind == "send":
+            assert step.send is not None
+            data = build_callback(self.fake, step.send.short_keys(), self.clock.now())
+            await self._deliver(callback_frame(data, self._frame_id()), data)
+        elif kind == "frame":
+            value = step.frame_value
+            raw = value if isinstance(value, str) else json.dumps(value)
+            await self._deliver(raw, None)
+        elif kind == "redeliver":
+            data = self.fake.inbound.get(step.redeliver or "")
+            if data is None:
+                raise ValueError(f"redeliver: message {step.redeliver!r} was never sent")
+            await self._deliver(callback_frame(data, self._frame_id()), data)
+        elif kind == "fault":
+            assert step.fault is not None
+            self.fake.arm_fault(step.fault)
+        elif kind == "restart":
+            if isinstance(step.restart, bool):
+                await self._restart()
+            elif step.restart is not None and step.restart.crash is not None:
+                self.crash.arm(step.restart.crash)
+            else:
+                await self._restart()
+        elif kind == "wait":
+            await self._advance(self.clock.now() + (step.wait or 0.0))
+
+    async def _deliver(self, raw: str, data: dict[str, Any] | None) -> None:
+        assert self.runtime is not None
+        try:
+            self.runtime.ingest(raw, self.clock.now())
+        except Crash:
+            # Died after storing, before acking: DingTalk will deliver the frame again.
+            if data is not None:
+                self.unacked.append((self.clock.now() + REDELIVERY_DELAY_S, data))
+            await self._restart()
+        await self._drain()
+
+
+async def run_case(case: Case) -> CaseResult:
+    with tempfile.TemporaryDirectory(prefix=f"dta-case-{case.id[:40]}-") as tmp:
+        return await CaseRun(case, Path(tmp)).run()
+
+
+async def run_cases(
+    cases: list[Case], on_result: Callable[[CaseResult], None] | None = None
+) -> list[CaseResult]:
+    """Run cases one after another (each is deterministic on its own clock)."""
+    results = []
+    for case in cases:
+        result = await run_case(case)
+        if on_result is not None:
+            on_result(result)
+        results.append(result)
+    return results
