@@ -152,6 +152,10 @@ class Expect(_Model):
 class Fixtures(_Model):
     knowledge: dict[str, str] = Field(default_factory=dict)
     agent: AgentDefinition | None = None
+    # dta extensions: extra skill files (path under a skills folder -> text), and raw
+    # provider output for chosen messages (msgId -> list of raw requests)
+    skills: dict[str, str] = Field(default_factory=dict)
+    provider_script: dict[str, list[Any]] = Field(default_factory=dict)
 
 
 class Case(_Model):

@@ -20,10 +20,11 @@ from typing import Any
 from agent.clock import VirtualClock
 from agent.config import Settings
 from agent.crashpoints import Crash, CrashPoints
-from agent.runtime import Runtime
-from lab.cases import Case, Step
+from agent.runtime import Runtime, build_provider
+from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.judge import Check, judge
+from lab.scripted import ScriptedProvider
 from lab.transcript import Transcript, collect_transcript
 
 LAB_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: every case starts here
@@ -43,14 +44,19 @@ class CaseResult:
         return not self.problems and self.error is None
 
 
+def _write_files(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return folder
+
+
 def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
-    knowledge_dir = None
-    if case.fixtures.knowledge:
-        knowledge_dir = workdir / "knowledge"
-        for name, text in case.fixtures.knowledge.items():
-            target = knowledge_dir / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+    fixtures = case.fixtures
+    knowledge_dir = _write_files(workdir / "knowledge", fixtures.knowledge) if (
+        fixtures.knowledge) else None
+    skill_paths = [_write_files(workdir / "skills", fixtures.skills)] if fixtures.skills else []
     base = Settings(
         store_path=workdir / "dta.db",
         openapi_base_url=fake.base_url,
@@ -60,6 +66,7 @@ def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
         connect_timeout_s=1.0,
         read_timeout_s=0.5,
         knowledge_dir=knowledge_dir,
+        skill_paths=skill_paths,
     )
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
@@ -103,7 +110,12 @@ class CaseRun:
 
     async def _boot(self) -> Runtime:
         assert self.settings is not None
-        runtime = Runtime(self.settings, clock=self.clock, crash=self.crash)
+        provider = None
+        if self.case.fixtures.provider_script:
+            provider = ScriptedProvider(
+                self.case.fixtures.provider_script, build_provider(self.settings)
+            )
+        runtime = Runtime(self.settings, clock=self.clock, crash=self.crash, provider=provider)
         await runtime.start()
         return runtime
 
@@ -125,7 +137,15 @@ class CaseRun:
     # ------------------------------------------------------------------ steps
 
     async def _advance(self, moment: float) -> None:
-        """Move the clock, delivering the unacked frames that fall due on the way."""
+        """Move the clock, delivering the unacked frames that fall due on the way.
+
+        Frames delivered at the same instant arrive back to back, before the runtime has
+        worked on any of them (as when a user sends three lines at once, or DingTalk
+        redelivers while the first delivery is still being handled). The runtime is
+        drained whenever time moves on.
+        """
+        if moment > self.clock.now():
+            await self._drain()
         while self.unacked:
             self.unacked.sort(key=lambda item: item[0])
             due, data = self.unacked[0]
@@ -133,7 +153,8 @@ class CaseRun:
                 break
             self.unacked.pop(0)
             self.clock.advance_to(due)
-            await self._deliver(callback_frame(data, self._frame_id()), data)
+            await self._deliver(callback_frame(data, self._frame_id(), now=due), data)
+            await self._drain()
         self.clock.advance_to(moment)
 
     def _frame_id(self) -> str:
@@ -156,14 +177,13 @@ class CaseRun:
             data = self.fake.inbound.get(step.redeliver or "")
             if data is None:
                 raise ValueError(f"redeliver: message {step.redeliver!r} was never sent")
-            await self._deliver(callback_frame(data, self._frame_id()), data)
+            frame = callback_frame(data, self._frame_id(), now=self.clock.now())
+            await self._deliver(frame, data)
         elif kind == "fault":
             assert step.fault is not None
             self.fake.arm_fault(step.fault)
         elif kind == "restart":
-            if isinstance(step.restart, bool):
-                await self._restart()
-            elif step.restart is not None and step.restart.crash is not None:
+            if isinstance(step.restart, RestartSpec) and step.restart.crash is not None:
                 self.crash.arm(step.restart.crash)
             else:
                 await self._restart()
@@ -179,7 +199,6 @@ class CaseRun:
             if data is not None:
                 self.unacked.append((self.clock.now() + REDELIVERY_DELAY_S, data))
             await self._restart()
-        await self._drain()
 
 
 async def run_case(case: Case) -> CaseResult:

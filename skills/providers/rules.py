@@ -1,0 +1,218 @@
+"""The embedded default provider: deterministic, offline and cheap enough to run per message.
+
+It answers what can be answered without a model and says so honestly when it cannot.
+The checks run in a fixed order and the first hit produces the single reply:
+
+1. requests to send, forward or broadcast elsewhere, or to speak as someone else, are
+   declined with a safe alternative (the answer only ever goes back to the origin);
+2. arithmetic, computed exactly (see ``arithmetic``);
+3. self-introduction from the agent definition;
+4. a matching section of the team's Markdown knowledge folder, with its source;
+5. otherwise "I don't know", naming what was checked.
+
+Replies are worded like a colleague would talk; the reply is the same in a group and in
+a DM because the transport adds the @ mention.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.contracts import ActionKind, AgentDefinition, EnrichedInvocation
+from skills.loader import Skill, allowed_actions
+from skills.providers import arithmetic
+from skills.providers.base import reply, silence
+from skills.providers.knowledge import KnowledgeBase, Match, excerpt
+
+
+def _compile(*patterns: str) -> list[re.Pattern[str]]:
+    return [re.compile(p) for p in patterns]
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LEADING_MENTIONS = re.compile(r"^(?:\s*[@＠][^\s@＠]+(?:\s+|$))+")
+
+# English verbs like "post", "share" and "message" are also nouns, so they only count in
+# request position: at the start, or after "please", "can you", "and" ...
+_EN_REQUEST = r"(?:^|\b(?:please|pls|can you|could you|would you|will you|and|then|also|just)\s+)"
+_TO_ELSEWHERE = _compile(
+    # 把这个发给张三 / 把我们的私聊内容发到群里 / 把消息发给 u2
+    r"(?:把|将(?!来|近|要|会))[^，,。！!？?]{0,30}?(?:发给|发到|发去|发送给|发送到|发在|转发|"
+    r"转给|转到|转告|传给|贴到|贴给|分享给|分享到|同步给|同步到|告诉|通知)(?!我|咱)",
+    # 帮我转发到xx群 / 替我告诉张三 / 替我@所有人
+    r"(?:帮我|替我|代我|请你|你去|麻烦你?)[^，,。！!？?]{0,6}?"
+    r"(?:转发|转给|转告|发给|发到|发送给|私信|群发|通知|告诉|@|艾特)(?!我|咱)",
+    r"转发(?:到|给|至)",
+    r"[@＠](?:所有人|全体成员|全体|全员|大家)",
+    rf"(?i:{_EN_REQUEST}(?:send|forward|relay|pass|post|share|repost|cross-?post)\b"
+    r"[^.?!]{0,40}?\b(?:to|in|into|on|with)\b(?!\s+(?:me|us)\b))",
+    r"(?i:@(?:all|everyone|here|channel)\b|\b(?:mention|notify|ping|tag)\s+(?:everyone|all)\b)",
+    rf"(?i:{_EN_REQUEST}(?:dm|message|email|text|ping|tell|notify))\s+(?!Me\b|Us\b)[A-Z][a-z]+",
+)
+_AS_SOMEONE_ELSE = _compile(
+    # 以老板的身份通知大家 / 你现在是管理员 / 冒充 / 代表经理宣布
+    r"以[^，,。！!？?]{1,12}?(?:的)?(?:身份|名义|口吻)",
+    r"冒充|假冒|假装(?:你)?(?:是|成)|扮演|伪装成",
+    r"你(?:现在)?就?是(?:我们的)?(?:管理员|老板|群主|主管|经理|领导|人事|hr|admin)",
+    r"代表[^，,。！!？?]{1,10}?(?:通知|发|宣布|回复|承诺|答应|表态)",
+    r"(?i:\b(?:pretend|impersonate|pose as|posing as|act as|speak as|on behalf of)\b"
+    r"|\bin the name of\b"
+    r"|\byou are now (?:an? |the )?(?:admin|administrator|boss|manager|owner)\b)",
+)
+# Asking *how* to do something, or *who* to send it to, is a question, not a request.
+_HOW_OR_WHO = re.compile(
+    r"怎么|如何|怎样|(?:发给|发到|转给|转发给|转发到|通知|告诉)(?:谁|哪)"
+    r"|(?i:^\s*(?:who|what|where|when|which|how|why)\b|\b(?:should|do|can|must|may) (?:i|we)\b)"
+)
+_SELF_INTRO = re.compile(
+    r"你是谁|你叫什么|你的名字|介绍(?:一下)?(?:你)?自己|自我介绍"
+    r"|你(?:能|会|可以)(?:帮(?:我|我们)?)?(?:做|干)?(?:些|点)?(?:什么|啥)"
+    r"|你有(?:什么|哪些)(?:功能|本事|能力|技能)|你的(?:职责|功能|作用|能力)"
+    r"|能帮(?:我|我们|忙)?(?:做|干)?(?:些|点)?(?:什么|啥)"
+    r"|(?i:\bwho are you\b|\bwhat(?:'s| is) your name\b|\bintroduce yourself\b"
+    r"|\bwhat (?:can|do) you do\b|\bwhat are you\b|\bhow can you help\b)"
+)
+_GREETING = re.compile(
+    r"(?i:你好|您好|hi|hello|hey|在吗|在么|在不在|help|帮助)[吗呀啊]?[\s!！。.~～?？]*"
+)
+
+_FORWARD_ZH = (
+    "这个我帮不了：我只能在这里回复你，不能把消息发到别的地方，也不会转发私聊内容或替人@大家。"
+    "需要的话你可以自己转发；如果是别人的信息，最好请信息的主人自己分享。"
+)
+_FORWARD_EN = (
+    "I can't do that: I can only reply to you here, in this conversation. I don't send "
+    "messages elsewhere, forward private conversations or @ people on someone's behalf. "
+    "You're welcome to forward it yourself, or ask the owner of the information to share it."
+)
+_IMPERSONATE_ZH = (
+    "这个我不能做：我只能以自己的身份、在这个对话里回复你，不能冒充别人或替别人发通知、表态，"
+    "也不会把消息发到别处。如果需要通知大家，请本人或有权限的同事直接发。"
+)
+_IMPERSONATE_EN = (
+    "I can't do that: I only speak as myself, and only in this conversation. I won't pretend "
+    "to be someone else, post in their name or send messages elsewhere. If people need to "
+    "be told, the person concerned (or someone with the right permissions) can post it directly."
+)
+
+
+def clean_text(text: str, agent_name: str = "") -> str:
+    """Drop a leftover robot name and other leading @mentions, and surrounding spaces."""
+    stripped = text.strip()
+    for prefix in (f"@{agent_name}", f"＠{agent_name}"):
+        if agent_name and stripped.startswith(prefix):
+            stripped = stripped[len(prefix) :]
+    return _LEADING_MENTIONS.sub("", stripped).strip()
+
+
+def is_english(text: str) -> bool:
+    """Answer in English only when the message has no Chinese at all but has letters."""
+    return not _CJK.search(text) and re.search(r"[A-Za-z]", text) is not None
+
+
+def redirect_kind(text: str) -> str | None:
+    """'impersonate', 'forward' or None: does the message ask to act beyond the origin?"""
+    if _HOW_OR_WHO.search(text):
+        return None
+    if any(p.search(text) for p in _AS_SOMEONE_ELSE):
+        return "impersonate"
+    if any(p.search(text) for p in _TO_ELSEWHERE):
+        return "forward"
+    return None
+
+
+def wants_introduction(text: str) -> bool:
+    return not text or bool(_SELF_INTRO.search(text)) or bool(_GREETING.fullmatch(text))
+
+
+class RulesProvider:
+    """Answers from rules, arithmetic and the knowledge folder; never from guesses."""
+
+    name: str = "rules"
+
+    def __init__(self, agent: AgentDefinition, knowledge_dir: Path | None) -> None:
+        self.agent = agent
+        self.knowledge = KnowledgeBase(knowledge_dir)
+
+    async def respond(
+        self, invocation: EnrichedInvocation, skills: Sequence[Skill]
+    ) -> list[dict[str, Any]]:
+        """One request for the invocation; silence if this run may not reply at all."""
+        permitted = set(invocation.allowed_actions) & set(allowed_actions(skills))
+        if ActionKind.REPLY not in permitted:
+            if ActionKind.SILENCE in permitted:
+                return [silence("reply is not allowed for this run; rules only reply")]
+            return []
+        return [self.answer(invocation.text)]
+
+    def answer(self, text: str) -> dict[str, Any]:
+        """The single reply for a message text (pure apart from reading the knowledge)."""
+        cleaned = clean_text(text, self.agent.name)
+        english = is_english(cleaned)
+        kind = redirect_kind(cleaned)
+        if kind == "impersonate":
+            return reply(_IMPERSONATE_EN if english else _IMPERSONATE_ZH)
+        if kind == "forward":
+            return reply(_FORWARD_EN if english else _FORWARD_ZH)
+        calculated = arithmetic.answer(cleaned, english=english)
+        if calculated is not None:
+            return reply(calculated)
+        if wants_introduction(cleaned):
+            return reply(self._introduction(english))
+        match = self.knowledge.search(cleaned)
+        if match is not None:
+            return reply(_from_knowledge(match, english))
+        return reply(self._dont_know(english))
+
+    def _introduction(self, english: bool) -> str:
+        agent = self.agent
+        role = agent.role.rstrip("。.")
+        duties = [d.rstrip("。.；;") for d in agent.duties if d.strip()]
+        if english:
+            text = f"I'm {agent.name}: {role}."
+            if duties:
+                text += " I can help with: " + "; ".join(duties) + "."
+            return text + " Just ask me here."
+        text = f"我是{agent.name}，{role}。"
+        if duties:
+            text += "我可以帮你：" + "；".join(duties) + "。"
+        return text + "有问题直接在这里问我就好。"
+
+    def _dont_know(self, english: bool) -> str:
+        if not self.knowledge.configured:
+            checked_zh = "我这边还没有接入团队知识库，没有资料可查"
+            checked_en = "no team knowledge base is set up for me, so I had nothing to check"
+        elif (count := self.knowledge.file_count) == 0:
+            checked_zh = "我查了团队知识库，但里面目前没有资料"
+            checked_en = "I checked the team knowledge base, but it is empty right now"
+        else:
+            checked_zh = f"我查了团队知识库（{count} 个文件），没有找到相关内容"
+            files = "file" if count == 1 else "files"
+            checked_en = f"I checked the team knowledge base ({count} {files}) and found nothing"
+        if english:
+            return (
+                f"I don't know, and I'd rather not guess: {checked_en}. A colleague who "
+                "owns this topic is your best bet; if it comes up often, adding it to the "
+                "knowledge base would let me answer next time."
+            )
+        return (
+            f"这个我不知道，不想乱说：{checked_zh}。建议问问负责这方面的同事；"
+            "如果这是常见问题，可以把答案补进知识库，以后我就能直接回答。"
+        )
+
+
+def _from_knowledge(match: Match, english: bool) -> str:
+    section = match.section
+    content = excerpt(section.content)
+    if english:
+        where = f'"{section.source}"'
+        if section.level:
+            where += f', section "{section.heading}"'
+        return f"From {where}:\n{content}"
+    where = f"《{section.source}》"
+    if section.level:
+        where += f"“{section.heading}”一节"
+    return f"根据{where}：\n{content}"
