@@ -25,7 +25,7 @@ from agent.contracts import (
     SilentReason,
 )
 from agent.crashpoints import CrashPoints
-from agent.transport import DingTalkTransport, Delivery
+from agent.transport import Delivery, DingTalkTransport
 from gates.action import GATE_VERSION
 from storage import Store
 
@@ -142,9 +142,14 @@ class Broker:
                 channel = fallback
                 continue
             break
-        evidence = delivery.evidence.model_copy(update={"channels_tried": tried, "retries": retries})
+        evidence = delivery.evidence.model_copy(
+            update={"channels_tried": tried, "retries": retries}
+        )
         receipt = self.receipt(
-            run, intent.kind, _STATUS_OF[delivery.outcome], intent_id=intent.intent_id,
+            run,
+            intent.kind,
+            _STATUS_OF[delivery.outcome],
+            intent_id=intent.intent_id,
             evidence=evidence,
         )
         outbound = None

@@ -118,8 +118,10 @@ class _Callback(_Wire):
 def _describe(exc: ValidationError) -> tuple[QuarantineReason, str]:
     first = exc.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "(frame)"
-    reason = QuarantineReason.MISSING_FIELD if first["type"] == "missing" else (
-        QuarantineReason.BAD_FIELD
+    reason = (
+        QuarantineReason.MISSING_FIELD
+        if first["type"] == "missing"
+        else (QuarantineReason.BAD_FIELD)
     )
     return reason, f"{field}: {first['msg']}"
 

@@ -115,14 +115,21 @@ class Pipeline:
         decision = self.store.get_decision(event.event_id) or self.response_gate.decide(event, now)
         log.info(
             "decision",
-            extra={"run_id": run.run_id, "event_id": event.event_id,
-                   "verdict": decision.verdict.value, "reason": decision.reason.value},
+            extra={
+                "run_id": run.run_id,
+                "event_id": event.event_id,
+                "verdict": decision.verdict.value,
+                "reason": decision.reason.value,
+            },
         )
         if decision.verdict is Verdict.SILENT:
             run = run.model_copy(update={"state": RunState.SILENT, "updated_at": now})
             receipt = self.broker.receipt(
-                run, ActionKind.SILENCE, ReceiptStatus.SILENT,
-                reason=decision.reason.value, gate_version=RESPONSE_GATE_VERSION,
+                run,
+                ActionKind.SILENCE,
+                ReceiptStatus.SILENT,
+                reason=decision.reason.value,
+                gate_version=RESPONSE_GATE_VERSION,
             )
             self.store.add_silence(run, decision, receipt)
             return run
@@ -204,7 +211,10 @@ class Pipeline:
         state = RunState.FAILED if reason is SilentReason.PROVIDER_FAILED else RunState.SILENT
         run = run.model_copy(update={"state": state, "updated_at": self.clock.now()})
         receipt = self.broker.receipt(
-            run, ActionKind.SILENCE, ReceiptStatus.SILENT, reason=reason.value,
+            run,
+            ActionKind.SILENCE,
+            ReceiptStatus.SILENT,
+            reason=reason.value,
             evidence=Evidence(detail=detail),
         )
         self.store.add_receipt(receipt)

@@ -115,7 +115,9 @@ class DingTalkTransport:
         self.clock = clock
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(
-                config.read_timeout_s, connect=config.connect_timeout_s, pool=config.connect_timeout_s
+                config.read_timeout_s,
+                connect=config.connect_timeout_s,
+                pool=config.connect_timeout_s,
             ),
             trust_env=False,
         )
@@ -130,7 +132,9 @@ class DingTalkTransport:
     def channel_for(self, target: Origin) -> Channel:
         """The session webhook while it is valid, else the OpenAPI for the conversation."""
         hook = target.session_webhook
-        if hook is not None and hook.valid_at(self.clock.now(), self.config.webhook_expiry_margin_s):
+        if hook is not None and hook.valid_at(
+            self.clock.now(), self.config.webhook_expiry_margin_s
+        ):
             return Channel.SESSION_WEBHOOK
         return self.openapi_channel(target)
 
@@ -176,7 +180,9 @@ class DingTalkTransport:
             return OutboundRequest(f"{base}/v1.0/robot/groupMessages/send", body, needs_token=True)
         if channel is Channel.OPENAPI_OTO:
             body["userIds"] = [target.user_id]
-            return OutboundRequest(f"{base}/v1.0/robot/oToMessages/batchSend", body, needs_token=True)
+            return OutboundRequest(
+                f"{base}/v1.0/robot/oToMessages/batchSend", body, needs_token=True
+            )
         raise ValueError(f"no request for channel {channel}")
 
     # ------------------------------------------------------------------ token
@@ -216,8 +222,9 @@ class DingTalkTransport:
             return min(hinted if hinted is not None else fallback, self.config.max_retry_after_s)
 
         retrying = AsyncRetrying(
-            retry=retry_if_exception_type((_Retryable, httpx.ConnectError, httpx.ConnectTimeout,
-                                           httpx.PoolTimeout)),
+            retry=retry_if_exception_type(
+                (_Retryable, httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+            ),
             stop=stop_after_attempt(self.config.send_retries + 1),
             wait=wait,
             sleep=self.clock.sleep,
@@ -245,8 +252,12 @@ class DingTalkTransport:
             evidence.error = "TokenError"
             evidence.detail = str(exc)
             return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
-        except (httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError,
-                httpx.WriteError) as exc:
+        except (
+            httpx.TimeoutException,
+            httpx.RemoteProtocolError,
+            httpx.ReadError,
+            httpx.WriteError,
+        ) as exc:
             # The request may have reached DingTalk: never resend blindly.
             evidence.retries = tries - 1
             evidence.error = type(exc).__name__

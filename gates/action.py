@@ -122,12 +122,19 @@ class ActionGate:
         self.policy = policy
 
     def decide(
-        self, raw: ActionRequest | dict[str, Any] | Any, run: Run, tally: RunTally, facts: ActionFacts
+        self,
+        raw: ActionRequest | dict[str, Any] | Any,
+        run: Run,
+        tally: RunTally,
+        facts: ActionFacts,
     ) -> Approval | Refusal:
         checks: list[str] = []
 
         def refuse(
-            reason: RefusalReason, detail: str, kind: ActionKind | None, first: Receipt | None = None
+            reason: RefusalReason,
+            detail: str,
+            kind: ActionKind | None,
+            first: Receipt | None = None,
         ) -> Refusal:
             checks.append(reason.value)
             return Refusal(reason, detail, list(checks), kind, first)

@@ -56,7 +56,9 @@ class SendSpec(_Model):
     def short_keys(self) -> dict[str, Any]:
         """The step as the fake platform's callback builder takes it."""
         return self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True) | {
-            "msg": self.msg, "from": self.from_}
+            "msg": self.msg,
+            "from": self.from_,
+        }
 
 
 class RestartSpec(_Model):
@@ -83,8 +85,11 @@ class Step(_Model):
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> Step:
-        kinds = [name for name in ("send", "frame", "redeliver", "fault", "restart", "wait")
-                 if getattr(self, name) is not None and getattr(self, name) is not False]
+        kinds = [
+            name
+            for name in ("send", "frame", "redeliver", "fault", "restart", "wait")
+            if getattr(self, name) is not None and getattr(self, name) is not False
+        ]
         if len(kinds) != 1:
             raise ValueError(
                 "a step needs exactly one of send, frame, redeliver, fault, restart, wait;"

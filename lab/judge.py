@@ -29,7 +29,9 @@ def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[
     problems: list[Check] = []
     where = f"platform.messages[{i}]"
     if want.conversation is not None and got.get("conversation_id") != want.conversation:
-        problems.append(Check(f"{where}.conversation", want.conversation, got.get("conversation_id")))
+        problems.append(
+            Check(f"{where}.conversation", want.conversation, got.get("conversation_id"))
+        )
     if want.user is not None:
         users = got.get("user_ids") or []
         if got.get("conversation_type") != "dm" or want.user not in users:
@@ -99,8 +101,11 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
         wanted = want_refusal.model_dump(exclude_none=True)
         if not any(_subset(wanted, r) for r in refusals):
             problems.append(
-                Check(f"refusals[{i}]", wanted, [{"msg": r["msg"], "reason": r["reason"]}
-                                                  for r in refusals])
+                Check(
+                    f"refusals[{i}]",
+                    wanted,
+                    [{"msg": r["msg"], "reason": r["reason"]} for r in refusals],
+                )
             )
 
     counts = store.counts()
@@ -117,7 +122,5 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
     if expect.tasks:
         problems.append(Check("tasks", expect.tasks, "task records are not supported yet"))
     if expect.memory_candidates:
-        problems.append(
-            Check("memory_candidates", expect.memory_candidates, "not supported yet")
-        )
+        problems.append(Check("memory_candidates", expect.memory_candidates, "not supported yet"))
     return problems

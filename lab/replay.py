@@ -45,8 +45,9 @@ def read_recording(path: Path) -> list[RecordedFrame]:
             raw = item["frame"]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise RecordingError(f"{path}:{number}: not a recorded frame ({exc})") from None
-        frames.append(RecordedFrame(number, received_at, raw if isinstance(raw, str)
-                                    else json.dumps(raw)))
+        frames.append(
+            RecordedFrame(number, received_at, raw if isinstance(raw, str) else json.dumps(raw))
+        )
     return frames
 
 
@@ -86,9 +87,7 @@ def _robot_code(frames: list[RecordedFrame]) -> str:
     return "dta-lab-robot"
 
 
-async def replay_frames(
-    frames: list[RecordedFrame], base: Settings, workdir: Path
-) -> Transcript:
+async def replay_frames(frames: list[RecordedFrame], base: Settings, workdir: Path) -> Transcript:
     start = frames[0].received_at if frames else 0.0
     clock = VirtualClock(start)
     fake = FakeDingTalk(clock, robot_code=_robot_code(frames))

@@ -54,8 +54,9 @@ def _write_files(folder: Path, files: dict[str, str]) -> Path:
 
 def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
     fixtures = case.fixtures
-    knowledge_dir = _write_files(workdir / "knowledge", fixtures.knowledge) if (
-        fixtures.knowledge) else None
+    knowledge_dir = (
+        _write_files(workdir / "knowledge", fixtures.knowledge) if (fixtures.knowledge) else None
+    )
     skill_paths = [_write_files(workdir / "skills", fixtures.skills)] if fixtures.skills else []
     base = Settings(
         store_path=workdir / "dta.db",

@@ -24,9 +24,7 @@ class ScriptedProvider:
         self.script = script
         self.fallback = fallback
 
-    async def respond(
-        self, invocation: EnrichedInvocation, skills: Sequence[Any]
-    ) -> list[Any]:
+    async def respond(self, invocation: EnrichedInvocation, skills: Sequence[Any]) -> list[Any]:
         scripted = self.script.get(invocation.event.event_id)
         if scripted is None:
             return await self.fallback.respond(invocation, skills)

@@ -83,9 +83,13 @@ def collect_transcript(
             text=event.text,
             deliveries=store.deliveries(event.event_id),
             decision=(
-                {"verdict": decision.verdict.value, "reason": decision.reason.value,
-                 "checked": decision.checked}
-                if decision else None
+                {
+                    "verdict": decision.verdict.value,
+                    "reason": decision.reason.value,
+                    "checked": decision.checked,
+                }
+                if decision
+                else None
             ),
             run_state=run.state.value if run else None,
         )

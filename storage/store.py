@@ -265,9 +265,7 @@ class Store:
         return Receipt.model_validate_json(row[0]) if row else None
 
     def intent_exists(self, key: str) -> bool:
-        return (
-            self._scalar("SELECT 1 FROM intents WHERE idempotency_key = ?", (key,)) is not None
-        )
+        return self._scalar("SELECT 1 FROM intents WHERE idempotency_key = ?", (key,)) is not None
 
     def writes_since(self, since: float, conversation_id: str | None = None) -> int:
         if conversation_id is None:
@@ -424,9 +422,7 @@ class Store:
     # ------------------------------------------------------------------ reading back
 
     def decisions(self) -> list[ResponseDecision]:
-        rows = self.db.conn.execute(
-            "SELECT decision_json FROM decisions ORDER BY rowid"
-        ).fetchall()
+        rows = self.db.conn.execute("SELECT decision_json FROM decisions ORDER BY rowid").fetchall()
         return [ResponseDecision.model_validate_json(row[0]) for row in rows]
 
     def receipts(self, event_id: str | None = None) -> list[Receipt]:

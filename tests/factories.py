@@ -62,14 +62,16 @@ def frame(data: Any, message_id: str = "f1") -> str:
 
 
 def event(**kwargs: Any) -> Event:
-    return callback_to_event(callback(**kwargs), received_at=kwargs.get("created_at", T0), frame_message_id="f1")
+    return callback_to_event(
+        callback(**kwargs), received_at=kwargs.get("created_at", T0), frame_message_id="f1"
+    )
 
 
 def run_for(
     ev: Event,
     generation: int = 1,
     allowed: list[ActionKind] | None = None,
-    webhook: SessionWebhook | None | bool = True,
+    webhook: SessionWebhook | bool | None = True,
 ) -> Run:
     hook = ev.session_webhook if webhook is True else (webhook or None)
     return Run(

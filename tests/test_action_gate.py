@@ -52,8 +52,18 @@ def test_reply_is_approved_and_targets_the_origin():
     assert intent.target == run.origin
     assert intent.idempotency_key == "m1:terminal"
     assert intent.content.text == "12"
-    assert result.checks == ["schema", "allowed_action", "run_state", "generation", "run_budget",
-                             "idempotency", "identity", "write_budget", "target", "content"]
+    assert result.checks == [
+        "schema",
+        "allowed_action",
+        "run_state",
+        "generation",
+        "run_budget",
+        "idempotency",
+        "identity",
+        "write_budget",
+        "target",
+        "content",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -93,11 +103,20 @@ def test_run_budget_one_ack():
 
 
 def test_duplicate_intent_returns_first_receipt():
-    first = Receipt(receipt_id="r1", run_id="run_1", event_id="m1", kind=ActionKind.REPLY,
-                    status=ReceiptStatus.ACCEPTED, gate_version="g", skill_snapshot="s",
-                    created_at=T0, updated_at=T0)
-    result = refused(decide(f=facts(taken_keys={"m1:terminal": first})),
-                     RefusalReason.DUPLICATE_INTENT)
+    first = Receipt(
+        receipt_id="r1",
+        run_id="run_1",
+        event_id="m1",
+        kind=ActionKind.REPLY,
+        status=ReceiptStatus.ACCEPTED,
+        gate_version="g",
+        skill_snapshot="s",
+        created_at=T0,
+        updated_at=T0,
+    )
+    result = refused(
+        decide(f=facts(taken_keys={"m1:terminal": first})), RefusalReason.DUPLICATE_INTENT
+    )
     assert result.first_receipt == first
 
 
@@ -128,11 +147,17 @@ def test_long_reply_is_chunked_and_too_long_is_refused():
     assert isinstance(result, Approval)
     assert len(result.intents) == 3
     assert [i.idempotency_key for i in result.intents] == [
-        "m1:terminal", "m1:terminal#2", "m1:terminal#3"]
+        "m1:terminal",
+        "m1:terminal#2",
+        "m1:terminal#3",
+    ]
     assert "".join(i.content.text for i in result.intents).replace("\n", "") == long_text.replace(
-        "\n", "")
-    refused(decide({"kind": "reply", "text": long_text}, max_reply_chars=1000, max_reply_chunks=4),
-            RefusalReason.CONTENT_TOO_LARGE)
+        "\n", ""
+    )
+    refused(
+        decide({"kind": "reply", "text": long_text}, max_reply_chars=1000, max_reply_chunks=4),
+        RefusalReason.CONTENT_TOO_LARGE,
+    )
     refused(decide({"kind": "ask", "text": "x" * 5000}), RefusalReason.CONTENT_TOO_LARGE)
 
 

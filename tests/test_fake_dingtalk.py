@@ -63,34 +63,47 @@ def hook(fake: FakeDingTalk, group: str | None = None, user: str = "u1") -> str:
 
 
 async def token(fake: FakeDingTalk, http: httpx.AsyncClient) -> str:
-    answer = await http.post(f"{fake.base_url}/v1.0/oauth2/accessToken",
-                             json={"appKey": fake.app_key, "appSecret": fake.app_secret})
+    answer = await http.post(
+        f"{fake.base_url}/v1.0/oauth2/accessToken",
+        json={"appKey": fake.app_key, "appSecret": fake.app_secret},
+    )
     return answer.json()["accessToken"]
 
 
 def oto(fake: FakeDingTalk, **override: Any) -> dict[str, Any]:
-    body = {"robotCode": fake.robot_code, "userIds": ["u1"], "msgKey": "sampleText",
-            "msgParam": json.dumps({"content": "你好"})}
+    body = {
+        "robotCode": fake.robot_code,
+        "userIds": ["u1"],
+        "msgKey": "sampleText",
+        "msgParam": json.dumps({"content": "你好"}),
+    }
     return {**body, **override}
 
 
-async def api(fake: FakeDingTalk, http: httpx.AsyncClient, path: str, body: Any,
-              tok: str | None = "auto", **kw: Any) -> httpx.Response:
+async def api(
+    fake: FakeDingTalk,
+    http: httpx.AsyncClient,
+    path: str,
+    body: Any,
+    tok: str | None = "auto",
+    **kw: Any,
+) -> httpx.Response:
     headers = {}
     if tok == "auto":
         tok = await token(fake, http)
     if tok is not None:
         headers["x-acs-dingtalk-access-token"] = tok
-    return await http.post(f"{fake.base_url}/v1.0/robot/{path}", json=body, headers=headers,
-                           **kw)
+    return await http.post(f"{fake.base_url}/v1.0/robot/{path}", json=body, headers=headers, **kw)
 
 
 # ---------------------------------------------------------------------------- token
 
 
 async def test_token_issued_then_expires_by_clock(fake, http, clock) -> None:
-    answer = await http.post(f"{fake.base_url}/v1.0/oauth2/accessToken",
-                             json={"appKey": "dta-lab-app", "appSecret": "dta-lab-secret"})
+    answer = await http.post(
+        f"{fake.base_url}/v1.0/oauth2/accessToken",
+        json={"appKey": "dta-lab-app", "appSecret": "dta-lab-secret"},
+    )
     assert answer.status_code == 200 and answer.json()["expireIn"] == 7200
     tok = answer.json()["accessToken"]
     assert (await api(fake, http, "oToMessages/batchSend", oto(fake), tok)).status_code == 200
@@ -100,8 +113,10 @@ async def test_token_issued_then_expires_by_clock(fake, http, clock) -> None:
 
 
 async def test_wrong_secret_is_refused_without_echo(fake, http) -> None:
-    answer = await http.post(f"{fake.base_url}/v1.0/oauth2/accessToken",
-                             json={"appKey": "dta-lab-app", "appSecret": "guess-XYZ"})
+    answer = await http.post(
+        f"{fake.base_url}/v1.0/oauth2/accessToken",
+        json={"appKey": "dta-lab-app", "appSecret": "guess-XYZ"},
+    )
     assert answer.status_code == 400 and answer.json()["code"] == "invalidClientIdOrSecret"
     assert "guess-XYZ" not in answer.text
 
@@ -110,15 +125,26 @@ async def test_wrong_secret_is_refused_without_echo(fake, http) -> None:
 
 
 async def test_webhook_send_is_recorded_with_at_users(fake, http) -> None:
-    body = {"msgtype": "markdown", "markdown": {"title": "T", "text": "**hi**"},
-            "at": {"atUserIds": ["u1"], "isAtAll": False}}
+    body = {
+        "msgtype": "markdown",
+        "markdown": {"title": "T", "text": "**hi**"},
+        "at": {"atUserIds": ["u1"], "isAtAll": False},
+    }
     answer = await http.post(hook(fake, group="cid-g1"), json=body)
     assert answer.json() == {"errcode": 0, "errmsg": "ok"}
     [got] = fake.received
     assert (got.channel, got.conversation_id, got.conversation_type) == (
-        "session_webhook", "cid-g1", "group")
+        "session_webhook",
+        "cid-g1",
+        "group",
+    )
     assert (got.msgtype, got.title, got.text, got.at_user_ids, got.user_ids) == (
-        "markdown", "T", "**hi**", ["u1"], [])
+        "markdown",
+        "T",
+        "**hi**",
+        ["u1"],
+        [],
+    )
     assert got.time == START and got.seq == 1
 
 
@@ -138,16 +164,19 @@ async def test_expired_or_unknown_session_is_gone(fake, http, clock) -> None:
     assert fake.received == []
 
 
-@pytest.mark.parametrize(("body", "code"), [
-    ({"text": {"content": "x"}}, 40035),
-    ({"msgtype": "video", "video": {}}, 40008),
-    ({"msgtype": "text"}, 40035),
-    ({"msgtype": "text", "text": {"content": "  "}}, 40035),
-    ({"msgtype": "markdown", "markdown": {"text": "no title"}}, 40035),
-    ({**TEXT, "at": {"atUserIds": "u1"}}, 40035),
-    ({"msgtype": "text", "text": {"content": "长" * 7000}}, 460101),
-    ("not json", 40035),
-])
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"text": {"content": "x"}}, 40035),
+        ({"msgtype": "video", "video": {}}, 40008),
+        ({"msgtype": "text"}, 40035),
+        ({"msgtype": "text", "text": {"content": "  "}}, 40035),
+        ({"msgtype": "markdown", "markdown": {"text": "no title"}}, 40035),
+        ({**TEXT, "at": {"atUserIds": "u1"}}, 40035),
+        ({"msgtype": "text", "text": {"content": "长" * 7000}}, 460101),
+        ("not json", 40035),
+    ],
+)
 async def test_webhook_body_validation(fake, http, body: Any, code: int) -> None:
     content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     answer = await http.post(hook(fake), content=content)
@@ -201,8 +230,12 @@ async def test_openapi_429_carries_retry_after(fake, http) -> None:
     fake.arm_fault({"openapi": {"status": 429, "times": 2, "retry_after": 1}})
     first = await api(fake, http, "oToMessages/batchSend", oto(fake), tok)
     assert first.status_code == 429 and first.headers["Retry-After"] == "1"
-    group = {"robotCode": fake.robot_code, "openConversationId": "cid-g1",
-             "msgKey": "sampleText", "msgParam": json.dumps({"content": "x"})}
+    group = {
+        "robotCode": fake.robot_code,
+        "openConversationId": "cid-g1",
+        "msgKey": "sampleText",
+        "msgParam": json.dumps({"content": "x"}),
+    }
     assert (await api(fake, http, "groupMessages/send", group, tok)).status_code == 429
     assert (await api(fake, http, "oToMessages/batchSend", oto(fake), tok)).status_code == 200
     assert len(fake.received) == 1
@@ -237,16 +270,19 @@ def test_disconnect_is_recorded(fake) -> None:
     assert fake.faults_seen == [{"disconnect": True}] and fake.faults == []
 
 
-@pytest.mark.parametrize(("spec", "named"), [
-    ({"webhok": {"status": 500}}, "webhok"),
-    ({"webhook": {"status": 500, "tims": 1}}, "tims"),
-    ({"token": {"status": 500, "delivered": True}}, "delivered"),
-    ({"webhook": {"status": "500"}}, "status"),
-    ({"openapi": {"status": 429, "times": 0}}, "times"),
-    ({"webhook": {"times": 1}}, "status"),
-    ({"webhook": {"expired": True, "status": 500}}, "expired"),
-    ({"disconnect": "yes"}, "disconnect"),
-])
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"webhok": {"status": 500}}, "webhok"),
+        ({"webhook": {"status": 500, "tims": 1}}, "tims"),
+        ({"token": {"status": 500, "delivered": True}}, "delivered"),
+        ({"webhook": {"status": "500"}}, "status"),
+        ({"openapi": {"status": 429, "times": 0}}, "times"),
+        ({"webhook": {"times": 1}}, "status"),
+        ({"webhook": {"expired": True, "status": 500}}, "expired"),
+        ({"disconnect": "yes"}, "disconnect"),
+    ],
+)
 def test_bad_fault_specs_are_named(fake, spec: dict[str, Any], named: str) -> None:
     with pytest.raises(ValueError, match=named):
         fake.arm_fault(spec)
@@ -256,15 +292,18 @@ def test_bad_fault_specs_are_named(fake, spec: dict[str, Any], named: str) -> No
 # ---------------------------------------------------------------------------- openapi
 
 
-@pytest.mark.parametrize(("override", "code"), [
-    ({"robotCode": "other"}, "invalidParameter.robotCode"),
-    ({"msgParam": "{not json"}, "invalidParameter.msgParam"),
-    ({"msgParam": {"content": "x"}}, "invalidParameter.msgParam"),
-    ({"msgParam": json.dumps({"text": "x"})}, "invalidParameter.msgParam"),
-    ({"msgKey": "sampleFancy"}, "invalidParameter.msgKey"),
-    ({"userIds": [f"u{i}" for i in range(21)]}, "invalidParameter.userIds"),
-    ({"userIds": []}, "MissinguserIds"),
-])
+@pytest.mark.parametrize(
+    ("override", "code"),
+    [
+        ({"robotCode": "other"}, "invalidParameter.robotCode"),
+        ({"msgParam": "{not json"}, "invalidParameter.msgParam"),
+        ({"msgParam": {"content": "x"}}, "invalidParameter.msgParam"),
+        ({"msgParam": json.dumps({"text": "x"})}, "invalidParameter.msgParam"),
+        ({"msgKey": "sampleFancy"}, "invalidParameter.msgKey"),
+        ({"userIds": [f"u{i}" for i in range(21)]}, "invalidParameter.userIds"),
+        ({"userIds": []}, "MissinguserIds"),
+    ],
+)
 async def test_batch_send_validation(fake, http, override: dict[str, Any], code: str) -> None:
     answer = await api(fake, http, "oToMessages/batchSend", oto(fake, **override))
     assert answer.status_code == 400 and answer.json()["code"] == code
@@ -280,35 +319,53 @@ async def test_openapi_needs_a_valid_token(fake, http, tok: str | None) -> None:
 async def test_sends_and_readback(fake, http) -> None:
     tok = await token(fake, http)
     md = json.dumps({"title": "周报", "text": "## 完成"})
-    sent = await api(fake, http, "oToMessages/batchSend",
-                     oto(fake, userIds=["u1", "u2"], msgKey="sampleMarkdown", msgParam=md), tok)
+    sent = await api(
+        fake,
+        http,
+        "oToMessages/batchSend",
+        oto(fake, userIds=["u1", "u2"], msgKey="sampleMarkdown", msgParam=md),
+        tok,
+    )
     assert sent.json()["invalidStaffIdList"] == [] == sent.json()["flowControlledStaffIdList"]
     key = sent.json()["processQueryKey"]
-    group = {"robotCode": fake.robot_code, "openConversationId": "cid-g1",
-             "msgKey": "sampleText", "msgParam": json.dumps({"content": "大家好"})}
+    group = {
+        "robotCode": fake.robot_code,
+        "openConversationId": "cid-g1",
+        "msgKey": "sampleText",
+        "msgParam": json.dumps({"content": "大家好"}),
+    }
     gkey = (await api(fake, http, "groupMessages/send", group, tok)).json()["processQueryKey"]
     one, two = fake.received
     assert (one.channel, one.user_ids, one.msgtype, one.title, one.process_query_key) == (
-        "openapi_oto", ["u1", "u2"], "markdown", "周报", key)
+        "openapi_oto",
+        ["u1", "u2"],
+        "markdown",
+        "周报",
+        key,
+    )
     assert (two.channel, two.conversation_id, two.text) == ("openapi_group", "cid-g1", "大家好")
 
     headers = {"x-acs-dingtalk-access-token": tok}
     url = f"{fake.base_url}/v1.0/robot/oToMessages/readStatus"
-    read = await http.get(url, params={"robotCode": fake.robot_code, "processQueryKey": key},
-                          headers=headers)
-    assert read.json() == {"sendStatus": "SUCCESS", "readStatus": {
-        "readUserIdList": [], "unreadUserIdList": ["u1", "u2"]}}
+    read = await http.get(
+        url, params={"robotCode": fake.robot_code, "processQueryKey": key}, headers=headers
+    )
+    assert read.json() == {
+        "sendStatus": "SUCCESS",
+        "readStatus": {"readUserIdList": [], "unreadUserIdList": ["u1", "u2"]},
+    }
     for unknown in ("nope", gkey):
-        bad = await http.get(url, params={"robotCode": fake.robot_code,
-                                          "processQueryKey": unknown}, headers=headers)
+        bad = await http.get(
+            url, params={"robotCode": fake.robot_code, "processQueryKey": unknown}, headers=headers
+        )
         assert bad.status_code == 400
-    query = {"robotCode": fake.robot_code, "openConversationId": "cid-g1",
-             "processQueryKey": gkey}
+    query = {"robotCode": fake.robot_code, "openConversationId": "cid-g1", "processQueryKey": gkey}
     answer = await api(fake, http, "groupMessages/query", query, tok)
     assert answer.json() == {"sendStatus": "SUCCESS", "readUserIds": [], "hasMore": False}
     for wrong in ({"processQueryKey": key}, {"openConversationId": "cid-g2"}):
-        assert (await api(fake, http, "groupMessages/query", {**query, **wrong},
-                          tok)).status_code == 400
+        assert (
+            await api(fake, http, "groupMessages/query", {**query, **wrong}, tok)
+        ).status_code == 400
 
 
 # ---------------------------------------------------------------------------- identity
@@ -337,7 +394,9 @@ async def test_control_api(fake, http) -> None:
     assert [m["text"] for m in received] == ["你好"] and received[0]["seq"] == 1
     log = (await http.get(f"{base}/_lab/requests")).json()
     assert [(r["method"], r["path"], r["status"]) for r in log] == [
-        ("POST", "/robot/sendBySession", 200), ("POST", "/v1.0/oauth2/accessToken", 200)]
+        ("POST", "/robot/sendBySession", 200),
+        ("POST", "/v1.0/oauth2/accessToken", 200),
+    ]
     assert tok not in json.dumps(log) and "session=" not in json.dumps(log)
     bad = await http.post(f"{base}/_lab/faults", json={"webhook": {"oops": 1}})
     assert bad.status_code == 400 and "oops" in bad.json()["error"]
@@ -347,8 +406,9 @@ async def test_control_api(fake, http) -> None:
     assert fake.received == [] and fake.faults == [] and fake.request_log == []
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", "/nowhere"),
-                                              ("GET", "/v1.0/robot/groupMessages/send")])
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/nowhere"), ("GET", "/v1.0/robot/groupMessages/send")]
+)
 async def test_unknown_routes_are_json_404(fake, http, method: str, path: str) -> None:
     answer = await http.request(method, f"{fake.base_url}{path}")
     assert answer.status_code == 404 and answer.json()["code"] == "InvalidAction.NotFound"
@@ -368,53 +428,73 @@ def test_dm_callback(fake) -> None:
 
 
 def test_group_callback_with_mentions(fake) -> None:
-    send = {"msg": "m1", "from": "u1", "nick": "张三", "group": "cid-g1", "text": " 查一下",
-            "at_bot": True, "at": ["u2"]}
+    send = {
+        "msg": "m1",
+        "from": "u1",
+        "nick": "张三",
+        "group": "cid-g1",
+        "text": " 查一下",
+        "at_bot": True,
+        "at": ["u2"],
+    }
     data = build_callback(fake, send, START)
     assert data["conversationType"] == "2" and data["conversationId"] == "cid-g1"
     assert data["conversationTitle"] and data["senderNick"] == "张三"
     assert data["isInAtList"] is True
-    assert data["atUsers"] == [{"dingtalkId": fake.chatbot_user_id},
-                               {"dingtalkId": "$:LWCP_v1:$u2", "staffId": "u2"}]
+    assert data["atUsers"] == [
+        {"dingtalkId": fake.chatbot_user_id},
+        {"dingtalkId": "$:LWCP_v1:$u2", "staffId": "u2"},
+    ]
     assert data["robotCode"] == fake.robot_code and data["chatbotCorpId"] == fake.corp_id
 
 
 def test_quotes(fake) -> None:
     build_callback(fake, {"msg": "m1", "from": "u1", "text": "原话"}, START)
-    user_quote = build_callback(fake, {"msg": "m2", "from": "u2", "quote": {"msg": "m1"}},
-                                START + 1)["text"]
+    user_quote = build_callback(
+        fake, {"msg": "m2", "from": "u2", "quote": {"msg": "m1"}}, START + 1
+    )["text"]
     assert user_quote["isReplyMsg"] is True
-    assert user_quote["repliedMsg"] == {"msgType": "text", "msgId": "m1",
-                                        "senderId": "$:LWCP_v1:$u1",
-                                        "createdAt": START * 1000, "content": {"text": "原话"}}
+    assert user_quote["repliedMsg"] == {
+        "msgType": "text",
+        "msgId": "m1",
+        "senderId": "$:LWCP_v1:$u1",
+        "createdAt": START * 1000,
+        "content": {"text": "原话"},
+    }
     bot = build_callback(fake, {"msg": "m3", "from": "u1", "quote": {"msg": "out-1"}}, START)
     assert bot["text"]["repliedMsg"]["msgId"] == "out-1"
     assert "content" not in bot["text"]["repliedMsg"]
     raw = {"msgId": "x", "msgType": "text", "content": {"text": "raw"}}
-    assert build_callback(fake, {"msg": "m4", "from": "u1", "quote": raw},
-                          START)["text"]["repliedMsg"] == raw
+    assert (
+        build_callback(fake, {"msg": "m4", "from": "u1", "quote": raw}, START)["text"]["repliedMsg"]
+        == raw
+    )
 
 
 def test_non_text_and_raw_override(fake) -> None:
-    audio = build_callback(fake, {"msg": "a", "from": "u1", "msgtype": "audio",
-                                  "text": "语音"}, START)
+    audio = build_callback(
+        fake, {"msg": "a", "from": "u1", "msgtype": "audio", "text": "语音"}, START
+    )
     assert audio["content"]["recognition"] == "语音" and "text" not in audio
-    rich = build_callback(fake, {"msg": "r", "from": "u1", "msgtype": "richText", "text": "t"},
-                          START)
+    rich = build_callback(
+        fake, {"msg": "r", "from": "u1", "msgtype": "richText", "text": "t"}, START
+    )
     assert rich["content"] == {"richText": [{"text": "t"}]}
-    raw = build_callback(fake, {"msg": "o", "from": "u1", "raw": {"conversationType": "9"}},
-                         START)
+    raw = build_callback(fake, {"msg": "o", "from": "u1", "raw": {"conversationType": "9"}}, START)
     assert raw["conversationType"] == "9"
 
 
-@pytest.mark.parametrize(("send", "named"), [
-    ({"msg": "m", "from": "u", "colour": "red"}, "colour"),
-    ({"from": "u"}, "msg"),
-    ({"msg": "m"}, "from"),
-    ({"msg": "m", "from": "u", "at": "u2"}, "at"),
-    ({"msg": "m", "from": "u", "age": -1}, "age"),
-    ({"msg": "m", "from": "u", "msgtype": "picture", "quote": {"msg": "x"}}, "quote"),
-])
+@pytest.mark.parametrize(
+    ("send", "named"),
+    [
+        ({"msg": "m", "from": "u", "colour": "red"}, "colour"),
+        ({"from": "u"}, "msg"),
+        ({"msg": "m"}, "from"),
+        ({"msg": "m", "from": "u", "at": "u2"}, "at"),
+        ({"msg": "m", "from": "u", "age": -1}, "age"),
+        ({"msg": "m", "from": "u", "msgtype": "picture", "quote": {"msg": "x"}}, "quote"),
+    ],
+)
 def test_bad_send_steps_are_named(fake, send: dict[str, Any], named: str) -> None:
     with pytest.raises(ValueError, match=named):
         build_callback(fake, send, START)
@@ -443,23 +523,34 @@ def _intent(data: dict[str, Any], text: str = "好的") -> ActionIntent:
     origin = Origin(
         conversation_id=data["conversationId"],
         conversation_type=ConversationType.GROUP if group else ConversationType.DM,
-        user_id=data["senderStaffId"], robot_code=data["robotCode"],
-        session_webhook=SessionWebhook(url=data["sessionWebhook"],
-                                       expires_at=data["sessionWebhookExpiredTime"] / 1000),
+        user_id=data["senderStaffId"],
+        robot_code=data["robotCode"],
+        session_webhook=SessionWebhook(
+            url=data["sessionWebhook"], expires_at=data["sessionWebhookExpiredTime"] / 1000
+        ),
     )
-    return ActionIntent(intent_id="i1", run_id="r1", event_id=data["msgId"],
-                        kind=ActionKind.REPLY, idempotency_key="k1", target=origin,
-                        content=MessageContent(msgtype="text", text=text), gate_checks=[],
-                        created_at=START)
+    return ActionIntent(
+        intent_id="i1",
+        run_id="r1",
+        event_id=data["msgId"],
+        kind=ActionKind.REPLY,
+        idempotency_key="k1",
+        target=origin,
+        content=MessageContent(msgtype="text", text=text),
+        gate_checks=[],
+        created_at=START,
+    )
 
 
 async def test_transport_round_trip(fake, clock) -> None:
     """The runtime's own transport is accepted as-is, on both channels, through a 429."""
-    transport = DingTalkTransport(TransportConfig(
-        fake.base_url, fake.app_key, fake.app_secret, fake.robot_code), clock)
+    transport = DingTalkTransport(
+        TransportConfig(fake.base_url, fake.app_key, fake.app_secret, fake.robot_code), clock
+    )
     try:
-        data = build_callback(fake, {"msg": "m1", "from": "u1", "group": "cid-g1",
-                                     "at_bot": True}, START)
+        data = build_callback(
+            fake, {"msg": "m1", "from": "u1", "group": "cid-g1", "at_bot": True}, START
+        )
         hooked = await transport.deliver(_intent(data), Channel.SESSION_WEBHOOK)
         assert hooked.outcome is AttemptOutcome.ACCEPTED
         fake.arm_fault({"openapi": {"status": 429, "retry_after": 2}})
@@ -469,7 +560,9 @@ async def test_transport_round_trip(fake, clock) -> None:
         assert clock.now() == START + 2  # the Retry-After was honoured on the virtual clock
         assert sent.evidence.process_query_key == fake.received[1].process_query_key
         assert [(m.channel, m.at_user_ids, m.user_ids) for m in fake.received] == [
-            ("session_webhook", ["u1"], []), ("openapi_oto", [], ["u2"])]
+            ("session_webhook", ["u1"], []),
+            ("openapi_oto", [], ["u2"]),
+        ]
         fake.arm_fault({"webhook": {"expired": True}})
         gone = await transport.deliver(_intent(data), Channel.SESSION_WEBHOOK)
         assert gone.outcome is AttemptOutcome.FAILED and gone.session_gone
@@ -479,8 +572,19 @@ async def test_transport_round_trip(fake, clock) -> None:
 
 def test_callbacks_parse_as_the_runtime_reads_them(fake) -> None:
     build_callback(fake, {"msg": "m0", "from": "u2", "text": "原话"}, START)
-    data = build_callback(fake, {"msg": "m1", "from": "u1", "group": "cid-g1", "text": "问",
-                                 "at_bot": True, "at": ["u2"], "quote": {"msg": "m0"}}, START)
+    data = build_callback(
+        fake,
+        {
+            "msg": "m1",
+            "from": "u1",
+            "group": "cid-g1",
+            "text": "问",
+            "at_bot": True,
+            "at": ["u2"],
+            "quote": {"msg": "m0"},
+        },
+        START,
+    )
     event = callback_to_event(data, START + 1, "frame-1")
     assert (event.event_id, event.conversation.id, event.actor.user_id) == ("m1", "cid-g1", "u1")
     assert event.mentioned and "u2" in event.at_users and event.quote is not None

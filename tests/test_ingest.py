@@ -36,8 +36,10 @@ def test_group_mention_and_at_users():
 
 
 def test_richtext_and_audio_text_extracted():
-    rich = callback(msgtype="richText", content={"richText": [{"text": "a"}, {"downloadCode": "d"},
-                                                              {"text": "b"}]})
+    rich = callback(
+        msgtype="richText",
+        content={"richText": [{"text": "a"}, {"downloadCode": "d"}, {"text": "b"}]},
+    )
     rich.pop("text")
     ev = parse_frame(frame(rich), T0).event
     assert ev.text == "ab"
@@ -49,8 +51,11 @@ def test_richtext_and_audio_text_extracted():
 
 def test_quote_fields_kept_raw():
     data = callback(originalProcessQueryKey="pqk-1")
-    data["text"] = {"content": "看这个", "isReplyMsg": True,
-                    "repliedMsg": {"msgId": "m0", "content": {"text": "原文"}}}
+    data["text"] = {
+        "content": "看这个",
+        "isReplyMsg": True,
+        "repliedMsg": {"msgId": "m0", "content": {"text": "原文"}},
+    }
     ev = parse_frame(frame(data), T0).event
     assert ev.quote["repliedMsg"]["msgId"] == "m0"
     assert ev.quote["originalProcessQueryKey"] == "pqk-1"
@@ -63,11 +68,23 @@ def test_quote_fields_kept_raw():
         ("[1, 2]", QuarantineReason.BAD_SHAPE, "list"),
         ('{"type": "CALLBACK"}', QuarantineReason.BAD_SHAPE, "headers"),
         (frame("{not json"), QuarantineReason.DATA_NOT_JSON, ""),
-        (json.dumps({"type": "CALLBACK", "headers": {"topic": "/v1.0/im/bot/messages/get"},
-                     "data": {"msgId": "x"}}), QuarantineReason.DATA_NOT_JSON, "string"),
+        (
+            json.dumps(
+                {
+                    "type": "CALLBACK",
+                    "headers": {"topic": "/v1.0/im/bot/messages/get"},
+                    "data": {"msgId": "x"},
+                }
+            ),
+            QuarantineReason.DATA_NOT_JSON,
+            "string",
+        ),
         (frame("[]"), QuarantineReason.BAD_SHAPE, "list"),
-        (frame({k: v for k, v in callback().items() if k != "msgId"}),
-         QuarantineReason.MISSING_FIELD, "msgId"),
+        (
+            frame({k: v for k, v in callback().items() if k != "msgId"}),
+            QuarantineReason.MISSING_FIELD,
+            "msgId",
+        ),
         (frame(callback(createAt="yesterday")), QuarantineReason.BAD_FIELD, "createAt"),
         (frame(callback(conversationType="3")), QuarantineReason.BAD_FIELD, "conversationType"),
     ],
@@ -80,8 +97,13 @@ def test_malformed_frames_are_classified(raw, reason, fragment):
 
 
 def test_system_and_other_topics_are_not_events():
-    ping = json.dumps({"type": "SYSTEM", "headers": {"topic": "ping", "messageId": "p"},
-                       "data": json.dumps({"opaque": "x"})})
+    ping = json.dumps(
+        {
+            "type": "SYSTEM",
+            "headers": {"topic": "ping", "messageId": "p"},
+            "data": json.dumps({"opaque": "x"}),
+        }
+    )
     assert parse_frame(ping, T0).kind is FrameKind.SYSTEM
     other = json.dumps({"type": "EVENT", "headers": {"topic": "chat_update"}, "data": "{}"})
     assert parse_frame(other, T0).kind is FrameKind.IGNORED

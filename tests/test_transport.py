@@ -24,7 +24,9 @@ API = "https://api.test"
 HOOK = "https://oapi.test/robot/sendBySession?session=abc"
 
 
-def intent(group: bool = False, webhook_expires: float = T0 + 3600, text: str = "12") -> ActionIntent:
+def intent(
+    group: bool = False, webhook_expires: float = T0 + 3600, text: str = "12"
+) -> ActionIntent:
     return ActionIntent(
         intent_id="int_1",
         run_id="run_1",
@@ -51,15 +53,22 @@ def clock():
 
 @pytest.fixture
 def transport(clock):
-    cfg = TransportConfig(openapi_base_url=API, client_id="app", client_secret="sekret",
-                          robot_code="robot-1", send_retries=3, read_timeout_s=1)
+    cfg = TransportConfig(
+        openapi_base_url=API,
+        client_id="app",
+        client_secret="sekret",
+        robot_code="robot-1",
+        send_retries=3,
+        read_timeout_s=1,
+    )
     t = DingTalkTransport(cfg, clock)
     yield t
 
 
 def token_route():
     return respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
-        return_value=httpx.Response(200, json={"accessToken": "tok-1", "expireIn": 7200}))
+        return_value=httpx.Response(200, json={"accessToken": "tok-1", "expireIn": 7200})
+    )
 
 
 @respx.mock
@@ -68,18 +77,23 @@ async def test_webhook_success_in_group_ats_the_asker(transport):
     delivery = await transport.deliver(intent(group=True), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.ACCEPTED
     body = json.loads(route.calls.last.request.content)
-    assert body == {"msgtype": "text", "text": {"content": "12"},
-                    "at": {"atUserIds": ["u1"], "isAtAll": False}}
+    assert body == {
+        "msgtype": "text",
+        "text": {"content": "12"},
+        "at": {"atUserIds": ["u1"], "isAtAll": False},
+    }
     assert delivery.request_digest and "abc" not in delivery.request_digest
 
 
 @respx.mock
 async def test_429_then_success_honours_retry_after(transport, clock):
-    route = respx.post(HOOK).mock(side_effect=[
-        httpx.Response(429, headers={"Retry-After": "2"}),
-        httpx.Response(429, headers={"Retry-After": "3"}),
-        httpx.Response(200, json={"errcode": 0}),
-    ])
+    route = respx.post(HOOK).mock(
+        side_effect=[
+            httpx.Response(429, headers={"Retry-After": "2"}),
+            httpx.Response(429, headers={"Retry-After": "3"}),
+            httpx.Response(200, json={"errcode": 0}),
+        ]
+    )
     delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.ACCEPTED
     assert route.call_count == 3
@@ -98,8 +112,9 @@ async def test_429_forever_is_a_definite_failure(transport):
 
 @respx.mock
 async def test_connect_error_then_success(transport):
-    route = respx.post(HOOK).mock(side_effect=[httpx.ConnectError("refused"),
-                                               httpx.Response(200, json={"errcode": 0})])
+    route = respx.post(HOOK).mock(
+        side_effect=[httpx.ConnectError("refused"), httpx.Response(200, json={"errcode": 0})]
+    )
     delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.ACCEPTED
     assert route.call_count == 2
@@ -126,8 +141,9 @@ async def test_5xx_is_uncertain_and_not_resent(transport, status):
 
 @respx.mock
 async def test_session_gone_is_a_definite_failure(transport):
-    respx.post(HOOK).mock(return_value=httpx.Response(
-        200, json={"errcode": 300001, "errmsg": "session 不存在"}))
+    respx.post(HOOK).mock(
+        return_value=httpx.Response(200, json={"errcode": 300001, "errmsg": "session 不存在"})
+    )
     delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.FAILED
     assert delivery.session_gone
@@ -138,16 +154,19 @@ async def test_expired_webhook_chooses_openapi(transport, clock):
     assert transport.channel_for(intent().target) is Channel.SESSION_WEBHOOK
     assert transport.channel_for(intent(webhook_expires=T0 + 10).target) is Channel.OPENAPI_OTO
     assert transport.channel_for(intent(True, webhook_expires=T0 - 1).target) is (
-        Channel.OPENAPI_GROUP)
+        Channel.OPENAPI_GROUP
+    )
 
 
 @respx.mock
 async def test_openapi_dm_and_group_payloads_with_cached_token(transport):
     tokens = token_route()
     oto = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
-        return_value=httpx.Response(200, json={"processQueryKey": "pqk-1"}))
+        return_value=httpx.Response(200, json={"processQueryKey": "pqk-1"})
+    )
     grp = respx.post(f"{API}/v1.0/robot/groupMessages/send").mock(
-        return_value=httpx.Response(200, json={"processQueryKey": "pqk-2"}))
+        return_value=httpx.Response(200, json={"processQueryKey": "pqk-2"})
+    )
     d1 = await transport.deliver(intent(), Channel.OPENAPI_OTO)
     d2 = await transport.deliver(intent(group=True), Channel.OPENAPI_GROUP)
     assert (d1.outcome, d1.evidence.process_query_key) == (AttemptOutcome.ACCEPTED, "pqk-1")
@@ -164,17 +183,21 @@ async def test_openapi_dm_and_group_payloads_with_cached_token(transport):
 
 @respx.mock
 async def test_token_refreshed_after_expiry_and_after_401(transport, clock):
-    tokens = respx.post(f"{API}/v1.0/oauth2/accessToken").mock(side_effect=[
-        httpx.Response(200, json={"accessToken": "t1", "expireIn": 7200}),
-        httpx.Response(200, json={"accessToken": "t2", "expireIn": 7200}),
-        httpx.Response(200, json={"accessToken": "t3", "expireIn": 7200}),
-    ])
-    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(side_effect=[
-        httpx.Response(200, json={"processQueryKey": "a"}),
-        httpx.Response(200, json={"processQueryKey": "b"}),
-        httpx.Response(401, json={"code": "InvalidAuthentication"}),
-        httpx.Response(200, json={"processQueryKey": "c"}),
-    ])
+    tokens = respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
+        side_effect=[
+            httpx.Response(200, json={"accessToken": "t1", "expireIn": 7200}),
+            httpx.Response(200, json={"accessToken": "t2", "expireIn": 7200}),
+            httpx.Response(200, json={"accessToken": "t3", "expireIn": 7200}),
+        ]
+    )
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        side_effect=[
+            httpx.Response(200, json={"processQueryKey": "a"}),
+            httpx.Response(200, json={"processQueryKey": "b"}),
+            httpx.Response(401, json={"code": "InvalidAuthentication"}),
+            httpx.Response(200, json={"processQueryKey": "c"}),
+        ]
+    )
     await transport.deliver(intent(), Channel.OPENAPI_OTO)
     clock.advance_to(T0 + 7200 - 299)  # inside the five-minute margin
     await transport.deliver(intent(), Channel.OPENAPI_OTO)
@@ -182,14 +205,20 @@ async def test_token_refreshed_after_expiry_and_after_401(transport, clock):
     assert d.outcome is AttemptOutcome.ACCEPTED
     assert tokens.call_count == 3
     assert [c.request.headers["x-acs-dingtalk-access-token"] for c in send.calls] == [
-        "t1", "t2", "t2", "t3"]
+        "t1",
+        "t2",
+        "t2",
+        "t3",
+    ]
 
 
 @respx.mock
 async def test_token_failure_is_definite_and_hides_the_secret(transport):
     respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
-        return_value=httpx.Response(400, json={"code": "invalidClientIdOrSecret",
-                                               "message": "appSecret sekret is wrong"}))
+        return_value=httpx.Response(
+            400, json={"code": "invalidClientIdOrSecret", "message": "appSecret sekret is wrong"}
+        )
+    )
     d = await transport.deliver(intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.FAILED
     assert "sekret" not in d.evidence.model_dump_json()
@@ -198,10 +227,12 @@ async def test_token_failure_is_definite_and_hides_the_secret(transport):
 @respx.mock
 async def test_openapi_4xx_is_failed_and_flow_control_is_failed(transport):
     token_route()
-    respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(side_effect=[
-        httpx.Response(400, json={"code": "invalidParameter", "message": "bad"}),
-        httpx.Response(200, json={"processQueryKey": "k", "flowControlledStaffIdList": ["u1"]}),
-    ])
+    respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        side_effect=[
+            httpx.Response(400, json={"code": "invalidParameter", "message": "bad"}),
+            httpx.Response(200, json={"processQueryKey": "k", "flowControlledStaffIdList": ["u1"]}),
+        ]
+    )
     assert (await transport.deliver(intent(), Channel.OPENAPI_OTO)).outcome is AttemptOutcome.FAILED
     d = await transport.deliver(intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.FAILED and "flow" in d.evidence.detail

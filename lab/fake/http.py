@@ -108,8 +108,11 @@ def _oapi_fault_body(status: int) -> dict[str, Any]:
 
 def _api_fault_body(status: int) -> dict[str, Any]:
     code = {429: "Throttling", 504: "GatewayTimeout"}.get(status, "ServiceUnavailable")
-    return {"code": code, "message": f"injected fault: HTTP {status}",
-            "requestid": secrets.token_hex(8)}
+    return {
+        "code": code,
+        "message": f"injected fault: HTTP {status}",
+        "requestid": secrets.token_hex(8),
+    }
 
 
 # ---------------------------------------------------------------------------- token
@@ -175,9 +178,14 @@ async def send_by_session(request: web.Request) -> web.Response:
     fields = _webhook_message(_loads(raw))
     users = [session.user_id] if session.conversation_type == "dm" and session.user_id else []
 
-    keep = partial(platform.accept, channel="session_webhook", user_ids=users,
-                   conversation_id=session.conversation_id,
-                   conversation_type=session.conversation_type, **fields)
+    keep = partial(
+        platform.accept,
+        channel="session_webhook",
+        user_ids=users,
+        conversation_id=session.conversation_id,
+        conversation_type=session.conversation_type,
+        **fields,
+    )
 
     fault = platform.take_fault("webhook")
     if fault is not None:
@@ -233,23 +241,33 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
     """batchSend and groupMessages/send: the same checks, a different kind of target."""
     platform = _authenticate(request)
     target = "userIds" if oto else "openConversationId"
-    body = _require(platform, await _json_body(request),
-                    ("robotCode", target, "msgKey", "msgParam"))
+    body = _require(
+        platform, await _json_body(request), ("robotCode", target, "msgKey", "msgParam")
+    )
     users, conversation = body.get("userIds"), body.get("openConversationId")
-    if oto and (not isinstance(users, list) or not 1 <= len(users) <= MAX_OTO_USERS
-                or not all(_nonempty_str(u) for u in users)):
-        _reject_api(400, "invalidParameter.userIds",
-                    f"userIds must list 1 to {MAX_OTO_USERS} staff ids")
+    if oto and (
+        not isinstance(users, list)
+        or not 1 <= len(users) <= MAX_OTO_USERS
+        or not all(_nonempty_str(u) for u in users)
+    ):
+        _reject_api(
+            400, "invalidParameter.userIds", f"userIds must list 1 to {MAX_OTO_USERS} staff ids"
+        )
     if not oto and not _nonempty_str(conversation):
         _reject_api(400, "invalidParameter.openConversationId", "openConversationId 不合法")
     fields = _message_param(body)
     key = secrets.token_urlsafe(24)
 
-    keep = partial(platform.accept, channel="openapi_oto" if oto else "openapi_group",
-                   conversation_id=None if oto else conversation,
-                   conversation_type="dm" if oto else "group",
-                   user_ids=list(users) if oto else [], process_query_key=key,
-                   robot_code=platform.robot_code, **fields)
+    keep = partial(
+        platform.accept,
+        channel="openapi_oto" if oto else "openapi_group",
+        conversation_id=None if oto else conversation,
+        conversation_type="dm" if oto else "group",
+        user_ids=list(users) if oto else [],
+        process_query_key=key,
+        robot_code=platform.robot_code,
+        **fields,
+    )
 
     fault = platform.take_fault("openapi")
     if fault is not None:
@@ -273,16 +291,19 @@ async def oto_read_status(request: web.Request) -> web.Response:
     message = platform.by_query_key(request.query["processQueryKey"], "openapi_oto")
     if message is None:
         _reject_api(400, "invalidParameter.processQueryKey", "processQueryKey 不存在")
-    return web.json_response({
-        "sendStatus": "SUCCESS",
-        "readStatus": {"readUserIdList": [], "unreadUserIdList": list(message.user_ids)},
-    })
+    return web.json_response(
+        {
+            "sendStatus": "SUCCESS",
+            "readStatus": {"readUserIdList": [], "unreadUserIdList": list(message.user_ids)},
+        }
+    )
 
 
 async def group_query(request: web.Request) -> web.Response:
     platform = _authenticate(request)
-    body = _require(platform, await _json_body(request),
-                    ("robotCode", "openConversationId", "processQueryKey"))
+    body = _require(
+        platform, await _json_body(request), ("robotCode", "openConversationId", "processQueryKey")
+    )
     message = platform.by_query_key(body["processQueryKey"], "openapi_group")
     if message is None or message.conversation_id != body["openConversationId"]:
         _reject_api(400, "invalidParameter.processQueryKey", "processQueryKey 不存在")
@@ -347,8 +368,11 @@ async def _guard(
         response = exc.response
     except web.HTTPException as exc:
         if exc.status in (404, 405):
-            response = api_error(404, "InvalidAction.NotFound",
-                                 "Specified api is not found, please check your url and method.")
+            response = api_error(
+                404,
+                "InvalidAction.NotFound",
+                "Specified api is not found, please check your url and method.",
+            )
         else:
             response = api_error(exc.status, exc.reason, exc.text or exc.reason)
     except Exception:
@@ -379,8 +403,9 @@ def build_app(platform: FakeDingTalk) -> web.Application:
 async def serve(platform: FakeDingTalk, host: str, port: int) -> tuple[web.AppRunner, str]:
     """Start serving; returns the runner (``cleanup()`` stops it) and the base URL."""
     # A timeout fault keeps a handler asleep; shutdown waits for it a little, no longer.
-    runner = web.AppRunner(build_app(platform), access_log=None,
-                           shutdown_timeout=platform.timeout_fault_s + 1.0)
+    runner = web.AppRunner(
+        build_app(platform), access_log=None, shutdown_timeout=platform.timeout_fault_s + 1.0
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -122,8 +122,16 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
     delivered = _bool(target, "delivered", inner.get("delivered", False))
     if status is None and not timeout:
         raise ValueError(f"fault {target!r} needs 'status' or 'timeout': true")
-    parsed.faults.append(Fault(cast(FaultTarget, target), times, status, timeout, delivered,
-                               None if retry_after is None else float(retry_after)))
+    parsed.faults.append(
+        Fault(
+            cast(FaultTarget, target),
+            times,
+            status,
+            timeout,
+            delivered,
+            None if retry_after is None else float(retry_after),
+        )
+    )
 
 
 def parse_fault_spec(spec: Any) -> ParsedFaults:
@@ -249,8 +257,7 @@ class FakeDingTalk:
     ) -> str:
         """Register a session webhook and return its URL, as a callback would carry it."""
         session_id = secrets.token_hex(16)
-        self.sessions[session_id] = Session(conversation_id, conversation_type, user_id,
-                                            expires_at)
+        self.sessions[session_id] = Session(conversation_id, conversation_type, user_id, expires_at)
         return f"{self.base_url}/robot/sendBySession?session={session_id}"
 
     def live_session(self, session_id: str | None) -> Session | None:
