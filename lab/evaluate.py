@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import Counter
 from pathlib import Path
@@ -86,6 +87,8 @@ def evaluate(
         if out is not None:
             print(text, file=out, flush=True)
 
+    # The runtime's own logs are not evidence here; keep the output to verdicts.
+    logging.getLogger("dta").setLevel(logging.ERROR)
     try:
         cases = discover(paths)
     except CaseError as exc:
