@@ -25,7 +25,7 @@ from agent.contracts import (
     SilentReason,
 )
 from agent.crashpoints import CrashPoints
-from agent.transport import Delivery, DingTalkTransport
+from agent.transport import DingTalkTransport, OutboundRequest
 from gates.action import GATE_VERSION
 from storage import Store
 
@@ -77,7 +77,12 @@ class Broker:
         )
 
     async def execute(self, run: Run, intent: ActionIntent, silence_detail: str = "") -> Receipt:
-        if not self.store.add_intent(intent):
+        attempt = request = None
+        if intent.kind.is_message:
+            channel = self.transport.channel_for(intent.target)
+            if channel is not Channel.NONE:
+                attempt, request = self._attempt(intent, channel)
+        if not self.store.add_intent(intent, attempt):
             # Another execution claimed the key between the gate and here.
             first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
             receipt = self.receipt(
@@ -100,48 +105,61 @@ class Broker:
             )
             self.store.add_receipt(receipt)
             return receipt
-        return await self._deliver(run, intent)
+        if attempt is None or request is None:
+            # The webhook expired after the gate looked and there is no OpenAPI to fall to.
+            receipt = self.receipt(
+                run,
+                intent.kind,
+                ReceiptStatus.FAILED,
+                intent_id=intent.intent_id,
+                evidence=Evidence(
+                    channels_tried=[Channel.NONE],
+                    detail="no usable channel: webhook expired, no OpenAPI credentials",
+                ),
+            )
+            self.store.add_receipt(receipt)
+            return receipt
+        return await self._deliver(run, intent, attempt, request)
 
-    async def _deliver(self, run: Run, intent: ActionIntent) -> Receipt:
-        channel = self.transport.channel_for(intent.target)
+    def _attempt(self, intent: ActionIntent, channel: Channel) -> tuple[Attempt, OutboundRequest]:
+        request = self.transport.build_request(intent, channel)
+        attempt = Attempt(
+            attempt_id=new_id("att"),
+            intent_id=intent.intent_id,
+            channel=channel,
+            started_at=self.clock.now(),
+            request_digest=request.digest,
+        )
+        return attempt, request
+
+    async def _deliver(
+        self, run: Run, intent: ActionIntent, attempt: Attempt, request: OutboundRequest
+    ) -> Receipt:
+        """Send on the attempt's channel; fall back to the OpenAPI only on a definite no."""
         tried: list[Channel] = []
         retries = 0
         while True:
+            channel = attempt.channel
             tried.append(channel)
-            attempt = Attempt(
-                attempt_id=new_id("att"),
-                intent_id=intent.intent_id,
-                channel=channel,
-                started_at=self.clock.now(),
-                request_digest="",
-            )
-            if channel is Channel.NONE:
-                delivery = Delivery(
-                    AttemptOutcome.FAILED,
-                    Evidence(detail="no usable channel: webhook expired, no OpenAPI credentials"),
-                )
-            else:
-                attempt.request_digest = self.transport.build_request(intent, channel).digest
-                self.store.start_attempt(attempt)
-                self.crash.hit("after_attempt_started")
-                delivery = await self.transport.deliver(intent, channel)
-                self.crash.hit("after_send")
+            self.crash.hit("after_attempt_started")
+            delivery = await self.transport.deliver(request)
+            self.crash.hit("after_send")
             retries += delivery.evidence.retries
             attempt.outcome = delivery.outcome
             attempt.finished_at = self.clock.now()
             attempt.evidence = delivery.evidence
             fallback = self.transport.openapi_channel(intent.target)
-            if (
+            if not (
                 delivery.session_gone
                 and channel is Channel.SESSION_WEBHOOK
                 and fallback is not Channel.NONE
             ):
-                # DingTalk said the webhook is gone: nothing was delivered, so the OpenAPI
-                # may safely carry the same message.
-                self.store.finish_attempt(attempt)
-                channel = fallback
-                continue
-            break
+                break
+            # DingTalk said the webhook is gone: nothing was delivered, so the OpenAPI may
+            # carry the same message. The next attempt is stored before it is sent.
+            attempt_next, request = self._attempt(intent, fallback)
+            self.store.finish_attempt(attempt, start_next=attempt_next)
+            attempt = attempt_next
         evidence = delivery.evidence.model_copy(
             update={"channels_tried": tried, "retries": retries}
         )
@@ -158,14 +176,11 @@ class Broker:
                 "intent_id": intent.intent_id,
                 "process_query_key": delivery.evidence.process_query_key,
                 "conversation_id": intent.target.conversation_id,
-                "channel": channel.value,
+                "channel": attempt.channel.value,
                 "text": intent.content.text,
                 "sent_at": attempt.finished_at,
             }
-        if channel is Channel.NONE:
-            self.store.add_receipt(receipt)
-        else:
-            self.store.finish_delivery(attempt, receipt, outbound)
+        self.store.finish_delivery(attempt, receipt, outbound)
         return receipt
 
     def reconcile_interrupted(self) -> list[Receipt]:

@@ -2,6 +2,7 @@
 
     dta lab eval PATH... [--report FILE] [--html FILE]
     dta lab replay FILE.jsonl
+    dta lab bench [--events N] [--json]
 
 The lab commands live in ``lab/`` (which depends on ``agent``); they are imported only
 when asked for, so the daemon never loads the lab.
@@ -27,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     rp = lab_commands.add_parser("replay", help="drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
+    bn = lab_commands.add_parser("bench", help="throughput benchmark against its baseline")
+    bn.add_argument("--events", type=int, default=5000, help="synthetic messages (default 5000)")
+    bn.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -41,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
             from lab.replay import replay
 
             return replay(args.recording, config=args.config, out=sys.stdout)
+        if args.lab_command == "bench":
+            from lab.bench import bench
+
+            return bench(args.events, args.json, out=sys.stdout)
     return 2
 
 

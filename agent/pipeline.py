@@ -111,8 +111,16 @@ class Pipeline:
         skills, snapshot, allowed = self.skills.for_event(
             event.msgtype, event.conversation.type.value, self.provider.name
         )
-        run = existing or self.store.open_run(self._new_run(event, snapshot, allowed, now))
-        decision = self.store.get_decision(event.event_id) or self.response_gate.decide(event, now)
+        if existing is None:
+            decision = self.response_gate.decide(event, now)
+            run = self.store.open_run(self._new_run(event, snapshot, allowed, now), decision)
+        else:
+            # Re-executing after a crash: the first verdict stands if it was recorded.
+            run = existing
+            decision = self.store.get_decision(event.event_id) or self.response_gate.decide(
+                event, now
+            )
+            self.store.add_decision(run.run_id, decision)
         log.info(
             "decision",
             extra={
@@ -133,7 +141,6 @@ class Pipeline:
             )
             self.store.add_silence(run, decision, receipt)
             return run
-        self.store.add_decision(run.run_id, decision)
 
         invocation = self.invocations.build(event, run)
         try:

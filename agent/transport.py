@@ -63,6 +63,7 @@ class Delivery:
 
 @dataclass
 class OutboundRequest:
+    channel: Channel
     url: str
     body: dict[str, Any]
     needs_token: bool
@@ -164,7 +165,7 @@ class DingTalkTransport:
                 body = {"msgtype": "text", "text": {"content": content.text}}
             if group:
                 body["at"] = {"atUserIds": [target.user_id], "isAtAll": False}
-            return OutboundRequest(target.session_webhook.url, body, needs_token=False)
+            return OutboundRequest(channel, target.session_webhook.url, body, needs_token=False)
         if content.msgtype == "markdown":
             msg_key = "sampleMarkdown"
             param = {"title": content.title or content.text[:20], "text": content.text}
@@ -177,12 +178,12 @@ class DingTalkTransport:
         }
         if channel is Channel.OPENAPI_GROUP:
             body["openConversationId"] = target.conversation_id
-            return OutboundRequest(f"{base}/v1.0/robot/groupMessages/send", body, needs_token=True)
+            url = f"{base}/v1.0/robot/groupMessages/send"
+            return OutboundRequest(channel, url, body, needs_token=True)
         if channel is Channel.OPENAPI_OTO:
             body["userIds"] = [target.user_id]
-            return OutboundRequest(
-                f"{base}/v1.0/robot/oToMessages/batchSend", body, needs_token=True
-            )
+            url = f"{base}/v1.0/robot/oToMessages/batchSend"
+            return OutboundRequest(channel, url, body, needs_token=True)
         raise ValueError(f"no request for channel {channel}")
 
     # ------------------------------------------------------------------ token
@@ -210,9 +211,8 @@ class DingTalkTransport:
 
     # ------------------------------------------------------------------ delivery
 
-    async def deliver(self, intent: ActionIntent, channel: Channel) -> Delivery:
-        request = self.build_request(intent, channel)
-        evidence = Evidence(channels_tried=[channel])
+    async def deliver(self, request: OutboundRequest) -> Delivery:
+        evidence = Evidence(channels_tried=[request.channel])
         tries = 0
 
         def wait(state: RetryCallState) -> float:

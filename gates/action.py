@@ -90,17 +90,13 @@ def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1) -> str:
 
 
 def load_facts(store: Store, run: Run, now: float) -> ActionFacts:
-    taken: dict[str, Receipt | None] = {}
-    for kind in (ActionKind.ACK, ActionKind.REPLY):
-        key = idempotency_key(run.event_id, kind)
-        if store.intent_exists(key):
-            taken[key] = store.receipt_for_idempotency_key(key)
+    keys = [idempotency_key(run.event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
     return ActionFacts(
         now=now,
         thread_generation=store.thread_generation(run.thread_key),
         writes_last_minute=store.writes_since(now - MINUTE_S, run.origin.conversation_id),
         writes_last_day=store.writes_since(now - DAY_S),
-        taken_keys=taken,
+        taken_keys=store.taken_keys(keys),
     )
 
 

@@ -110,16 +110,19 @@ class Store:
                     (event.event_id, event.frame_message_id, event.received_at),
                 )
                 return EventInsert(new=False, generation=known[0])
+            generation = 0
             if event.addressed:
-                conn.execute(
+                generation = conn.execute(
                     "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
-                    " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1",
+                    " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1"
+                    " RETURNING generation",
                     (event.thread_key,),
-                )
-            row = conn.execute(
-                "SELECT generation FROM threads WHERE thread_key = ?", (event.thread_key,)
-            ).fetchone()
-            generation = row[0] if row else 0
+                ).fetchone()[0]
+            else:
+                row = conn.execute(
+                    "SELECT generation FROM threads WHERE thread_key = ?", (event.thread_key,)
+                ).fetchone()
+                generation = row[0] if row else 0
             conn.execute(
                 "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
                 " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -177,17 +180,12 @@ class Store:
 
     # ------------------------------------------------------------------ runs and decisions
 
-    def open_run(self, run: Run) -> Run:
-        """Create the event's run, or return the one that already exists (after a crash)."""
+    def open_run(self, run: Run, decision: ResponseDecision | None = None) -> Run:
+        """Create the event's run (with its decision), or return the run that already exists."""
         with self._tx() as conn:
-            row = conn.execute(
-                "SELECT run_json FROM runs WHERE event_id = ?", (run.event_id,)
-            ).fetchone()
-            if row is not None:
-                return Run.model_validate_json(row[0])
-            conn.execute(
-                "INSERT INTO runs (run_id, event_id, thread_key, generation, state, provider,"
-                " created_at, updated_at, run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO runs (run_id, event_id, thread_key, generation, state,"
+                " provider, created_at, updated_at, run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
                     run.event_id,
@@ -200,6 +198,13 @@ class Store:
                     run.to_json(),
                 ),
             )
+            if cursor.rowcount == 0:
+                row = conn.execute(
+                    "SELECT run_json FROM runs WHERE event_id = ?", (run.event_id,)
+                ).fetchone()
+                return Run.model_validate_json(row[0])
+            if decision is not None:
+                self._insert_decision(conn, run.run_id, decision)
         return run
 
     def save_run(self, run: Run) -> None:
@@ -264,8 +269,16 @@ class Store:
         ).fetchone()
         return Receipt.model_validate_json(row[0]) if row else None
 
-    def intent_exists(self, key: str) -> bool:
-        return self._scalar("SELECT 1 FROM intents WHERE idempotency_key = ?", (key,)) is not None
+    def taken_keys(self, keys: list[str]) -> dict[str, Receipt | None]:
+        """Which idempotency keys are already held, each with its first receipt (if any)."""
+        marks = ",".join("?" * len(keys))
+        held = [
+            row[0]
+            for row in self.db.conn.execute(
+                f"SELECT idempotency_key FROM intents WHERE idempotency_key IN ({marks})", keys
+            ).fetchall()
+        ]
+        return {key: self.receipt_for_idempotency_key(key) for key in held}
 
     def writes_since(self, since: float, conversation_id: str | None = None) -> int:
         if conversation_id is None:
@@ -279,8 +292,9 @@ class Store:
 
     # ------------------------------------------------------------------ intents, attempts
 
-    def add_intent(self, intent: ActionIntent) -> bool:
-        """Store an approved intent (and its write-budget row); False if the key is taken."""
+    def add_intent(self, intent: ActionIntent, first_attempt: Attempt | None = None) -> bool:
+        """Store an approved intent, its write-budget row and (before any I/O) its first
+        attempt, together. False if another execution already holds the idempotency key."""
         with self._tx() as conn:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO intents (intent_id, run_id, event_id, kind,"
@@ -304,6 +318,8 @@ class Store:
                     "INSERT INTO budget_ledger (conversation_id, intent_id, at) VALUES (?, ?, ?)",
                     (intent.target.conversation_id, intent.intent_id, intent.created_at),
                 )
+            if first_attempt is not None:
+                self._insert_attempt(conn, first_attempt)
         return True
 
     def start_attempt(self, attempt: Attempt) -> None:
@@ -327,9 +343,12 @@ class Store:
             ),
         )
 
-    def finish_attempt(self, attempt: Attempt) -> None:
+    def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
+        """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""
         with self._tx() as conn:
             self._update_attempt(conn, attempt)
+            if start_next is not None:
+                self._insert_attempt(conn, start_next)
 
     @staticmethod
     def _update_attempt(conn: sqlite3.Connection, attempt: Attempt) -> None:

@@ -551,11 +551,13 @@ async def test_transport_round_trip(fake, clock) -> None:
         data = build_callback(
             fake, {"msg": "m1", "from": "u1", "group": "cid-g1", "at_bot": True}, START
         )
-        hooked = await transport.deliver(_intent(data), Channel.SESSION_WEBHOOK)
+        hooked = await transport.deliver(
+            transport.build_request(_intent(data), Channel.SESSION_WEBHOOK)
+        )
         assert hooked.outcome is AttemptOutcome.ACCEPTED
         fake.arm_fault({"openapi": {"status": 429, "retry_after": 2}})
         dm = build_callback(fake, {"msg": "m2", "from": "u2"}, START)
-        sent = await transport.deliver(_intent(dm), Channel.OPENAPI_OTO)
+        sent = await transport.deliver(transport.build_request(_intent(dm), Channel.OPENAPI_OTO))
         assert sent.outcome is AttemptOutcome.ACCEPTED and sent.evidence.retries == 1
         assert clock.now() == START + 2  # the Retry-After was honoured on the virtual clock
         assert sent.evidence.process_query_key == fake.received[1].process_query_key
@@ -564,7 +566,9 @@ async def test_transport_round_trip(fake, clock) -> None:
             ("openapi_oto", [], ["u2"]),
         ]
         fake.arm_fault({"webhook": {"expired": True}})
-        gone = await transport.deliver(_intent(data), Channel.SESSION_WEBHOOK)
+        gone = await transport.deliver(
+            transport.build_request(_intent(data), Channel.SESSION_WEBHOOK)
+        )
         assert gone.outcome is AttemptOutcome.FAILED and gone.session_gone
     finally:
         await transport.aclose()

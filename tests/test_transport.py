@@ -46,6 +46,10 @@ def intent(
     )
 
 
+async def deliver(transport: DingTalkTransport, item: ActionIntent, channel: Channel):
+    return await transport.deliver(transport.build_request(item, channel))
+
+
 @pytest.fixture
 def clock():
     return VirtualClock(T0)
@@ -74,7 +78,7 @@ def token_route():
 @respx.mock
 async def test_webhook_success_in_group_ats_the_asker(transport):
     route = respx.post(HOOK).mock(return_value=httpx.Response(200, json={"errcode": 0}))
-    delivery = await transport.deliver(intent(group=True), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(group=True), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.ACCEPTED
     body = json.loads(route.calls.last.request.content)
     assert body == {
@@ -94,7 +98,7 @@ async def test_429_then_success_honours_retry_after(transport, clock):
             httpx.Response(200, json={"errcode": 0}),
         ]
     )
-    delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.ACCEPTED
     assert route.call_count == 3
     assert delivery.evidence.retries == 2
@@ -104,7 +108,7 @@ async def test_429_then_success_honours_retry_after(transport, clock):
 @respx.mock
 async def test_429_forever_is_a_definite_failure(transport):
     respx.post(HOOK).mock(return_value=httpx.Response(429, headers={"Retry-After": "1"}))
-    delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.FAILED
     assert delivery.evidence.http_status == 429
     assert delivery.evidence.retries == 3
@@ -115,7 +119,7 @@ async def test_connect_error_then_success(transport):
     route = respx.post(HOOK).mock(
         side_effect=[httpx.ConnectError("refused"), httpx.Response(200, json={"errcode": 0})]
     )
-    delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.ACCEPTED
     assert route.call_count == 2
 
@@ -123,7 +127,7 @@ async def test_connect_error_then_success(transport):
 @respx.mock
 async def test_read_timeout_is_uncertain_and_not_resent(transport):
     route = respx.post(HOOK).mock(side_effect=httpx.ReadTimeout("slow"))
-    delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.UNCERTAIN
     assert route.call_count == 1
     assert delivery.evidence.error == "ReadTimeout"
@@ -133,7 +137,7 @@ async def test_read_timeout_is_uncertain_and_not_resent(transport):
 @pytest.mark.parametrize("status", [500, 502, 503])
 async def test_5xx_is_uncertain_and_not_resent(transport, status):
     route = respx.post(HOOK).mock(return_value=httpx.Response(status))
-    delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.UNCERTAIN
     assert route.call_count == 1
     assert delivery.evidence.http_status == status
@@ -144,7 +148,7 @@ async def test_session_gone_is_a_definite_failure(transport):
     respx.post(HOOK).mock(
         return_value=httpx.Response(200, json={"errcode": 300001, "errmsg": "session 不存在"})
     )
-    delivery = await transport.deliver(intent(), Channel.SESSION_WEBHOOK)
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
     assert delivery.outcome is AttemptOutcome.FAILED
     assert delivery.session_gone
     assert delivery.evidence.errcode == 300001
@@ -167,8 +171,8 @@ async def test_openapi_dm_and_group_payloads_with_cached_token(transport):
     grp = respx.post(f"{API}/v1.0/robot/groupMessages/send").mock(
         return_value=httpx.Response(200, json={"processQueryKey": "pqk-2"})
     )
-    d1 = await transport.deliver(intent(), Channel.OPENAPI_OTO)
-    d2 = await transport.deliver(intent(group=True), Channel.OPENAPI_GROUP)
+    d1 = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    d2 = await deliver(transport, intent(group=True), Channel.OPENAPI_GROUP)
     assert (d1.outcome, d1.evidence.process_query_key) == (AttemptOutcome.ACCEPTED, "pqk-1")
     assert d2.evidence.process_query_key == "pqk-2"
     assert tokens.call_count == 1
@@ -198,10 +202,10 @@ async def test_token_refreshed_after_expiry_and_after_401(transport, clock):
             httpx.Response(200, json={"processQueryKey": "c"}),
         ]
     )
-    await transport.deliver(intent(), Channel.OPENAPI_OTO)
+    await deliver(transport, intent(), Channel.OPENAPI_OTO)
     clock.advance_to(T0 + 7200 - 299)  # inside the five-minute margin
-    await transport.deliver(intent(), Channel.OPENAPI_OTO)
-    d = await transport.deliver(intent(), Channel.OPENAPI_OTO)
+    await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.ACCEPTED
     assert tokens.call_count == 3
     assert [c.request.headers["x-acs-dingtalk-access-token"] for c in send.calls] == [
@@ -219,7 +223,7 @@ async def test_token_failure_is_definite_and_hides_the_secret(transport):
             400, json={"code": "invalidClientIdOrSecret", "message": "appSecret sekret is wrong"}
         )
     )
-    d = await transport.deliver(intent(), Channel.OPENAPI_OTO)
+    d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.FAILED
     assert "sekret" not in d.evidence.model_dump_json()
 
@@ -233,6 +237,7 @@ async def test_openapi_4xx_is_failed_and_flow_control_is_failed(transport):
             httpx.Response(200, json={"processQueryKey": "k", "flowControlledStaffIdList": ["u1"]}),
         ]
     )
-    assert (await transport.deliver(intent(), Channel.OPENAPI_OTO)).outcome is AttemptOutcome.FAILED
-    d = await transport.deliver(intent(), Channel.OPENAPI_OTO)
+    first = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert first.outcome is AttemptOutcome.FAILED
+    d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.FAILED and "flow" in d.evidence.detail

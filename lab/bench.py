@@ -1,0 +1,121 @@
+"""``dta lab bench``: throughput of the whole pipeline against the bare store writes.
+
+N synthetic one-to-one messages go through ingest, the response gate, the rules provider,
+the action gate, the broker and a stub transport (the real one with the network call
+replaced by an immediate "ok") on a file-backed SQLite store. Beside it, in the same run,
+``storage.baseline`` writes the same rows directly. The ratio is the figure to watch:
+absolute rates on shared machines are noise, the ratio is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TextIO
+
+import httpx
+
+from agent.clock import SystemClock
+from agent.config import Settings
+from agent.runtime import Runtime, transport_config
+from agent.transport import DingTalkTransport, OutboundRequest
+from lab.fake.callbacks import callback_frame
+from storage.baseline import write_bare_rows
+
+
+@dataclass(frozen=True)
+class PipelineBench:
+    events: int
+    pipeline_seconds: float
+    pipeline_events_per_s: float
+    bare_seconds: float
+    bare_events_per_s: float
+    ratio: float
+    replies: int
+
+
+def _callback(i: int, now_ms: int) -> dict[str, object]:
+    user = f"u{i}"
+    return {
+        "msgId": f"bench-{i}",
+        "msgtype": "text",
+        "text": {"content": f"{i} + 5 等于多少"},
+        "conversationId": f"cid-dm-{user}",
+        "conversationType": "1",
+        "senderId": f"$:LWCP_v1:${user}",
+        "senderStaffId": user,
+        "senderNick": user,
+        "chatbotUserId": "$:LWCP_v1:$bench-bot",
+        "robotCode": "bench-robot",
+        "isInAtList": False,
+        "createAt": now_ms,
+        "sessionWebhook": f"http://stub.invalid/robot/sendBySession?session={i}",
+        "sessionWebhookExpiredTime": now_ms + 5_400_000,
+    }
+
+
+OK_BODY = b'{"errcode": 0, "errmsg": "ok"}'
+
+
+class StubTransport(DingTalkTransport):
+    """The real transport minus the wire: requests are built, retried and classified as
+    usual, and DingTalk's "ok" comes back at once."""
+
+    answered = 0
+
+    async def _send_once(self, request: OutboundRequest) -> httpx.Response:
+        self.answered += 1
+        return httpx.Response(200, content=OK_BODY)
+
+
+async def _run_pipeline(path: Path, count: int) -> tuple[float, int]:
+    settings = Settings(store_path=path, robot_code="bench-robot", max_concurrent_runs=64)
+    runtime = Runtime(settings, clock=SystemClock())
+    stub = StubTransport(transport_config(settings), runtime.clock)
+    runtime.broker.transport = stub
+    await runtime.start()
+    now_ms = int(time.time() * 1000)
+    frames = [callback_frame(_callback(i, now_ms), f"bf-{i}") for i in range(count)]
+    started = time.perf_counter()
+    for raw in frames:
+        runtime.ingest(raw)
+        if runtime.dispatcher.busy >= 256:  # keep memory flat, like a socket would
+            await runtime.drain()
+    await runtime.drain()
+    seconds = time.perf_counter() - started
+    await runtime.aclose()
+    return seconds, stub.answered
+
+
+def bench_pipeline(count: int) -> PipelineBench:
+    with tempfile.TemporaryDirectory(prefix="dta-bench-") as tmp:
+        seconds, replies = asyncio.run(_run_pipeline(Path(tmp) / "pipeline.db", count))
+        bare = write_bare_rows(Path(tmp) / "bare.db", count)
+    return PipelineBench(
+        events=count,
+        pipeline_seconds=round(seconds, 3),
+        pipeline_events_per_s=round(count / seconds, 1),
+        bare_seconds=round(bare, 3),
+        bare_events_per_s=round(count / bare, 1),
+        ratio=round(bare / seconds, 3),
+        replies=replies,
+    )
+
+
+def bench(events: int, as_json: bool, out: TextIO) -> int:
+    result = bench_pipeline(events)
+    if as_json:
+        print(json.dumps({"pipeline": asdict(result)}, indent=2), file=out)
+        return 0
+    print(
+        f"pipeline: {result.events} events in {result.pipeline_seconds}s"
+        f" = {result.pipeline_events_per_s} events/s ({result.replies} replies)\n"
+        f"bare store writes (same rows, same transactions): {result.bare_events_per_s} events/s\n"
+        f"ratio pipeline / bare = {result.ratio}",
+        file=out,
+    )
+    return 0

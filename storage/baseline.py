@@ -1,0 +1,98 @@
+"""The storage floor for benchmarks: the rows one answered DM costs, written directly.
+
+``write_bare_rows`` inserts exactly the rows the pipeline writes for one answered message
+(event, delivery, thread generation, run, decision, intent, budget row, attempt, receipt,
+outbound index, run update) in the same five transactions, with pre-built JSON and no
+parsing, gates, skills or HTTP. Dividing the pipeline's rate by this rate shows what the
+pipeline adds on top of the durability it needs anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from storage.store import Store
+
+
+def write_bare_rows(path: Path, count: int, synchronous: str = "normal") -> float:
+    """Write ``count`` answered messages' rows; returns the seconds it took."""
+    store = Store(path, synchronous)
+    conn = store.conn
+    blob = json.dumps({"pad": "x" * 600})  # about the size of the pipeline's JSON columns
+    started = time.perf_counter()
+    for i in range(count):
+        event_id, run_id, intent_id, attempt_id = f"e{i}", f"r{i}", f"i{i}", f"a{i}"
+        thread = f"cid-{i}|u{i}"
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
+            " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1",
+            (thread,),
+        )
+        conn.execute(
+            "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
+            " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
+            (event_id, thread, f"cid-{i}", f"u{i}", 0.0, 0.0, blob, blob),
+        )
+        conn.execute(
+            "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
+            " VALUES (?, ?, 0, 0)",
+            (event_id, f"f{i}"),
+        )
+        conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO runs (run_id, event_id, thread_key, generation, state, provider,"
+            " created_at, updated_at, run_json) VALUES (?, ?, ?, 1, 'working', 'rules', 0, 0, ?)",
+            (run_id, event_id, thread, blob),
+        )
+        conn.execute(
+            "INSERT INTO decisions (event_id, run_id, verdict, reason, gate_version, decided_at,"
+            " decision_json) VALUES (?, ?, 'engage', 'dm', 'g', 0, ?)",
+            (event_id, run_id, blob),
+        )
+        conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO intents (intent_id, run_id, event_id, kind, idempotency_key,"
+            " conversation_id, created_at, intent_json) VALUES (?, ?, ?, 'reply', ?, ?, 0, ?)",
+            (intent_id, run_id, event_id, f"{event_id}:terminal", f"cid-{i}", blob),
+        )
+        conn.execute(
+            "INSERT INTO budget_ledger (conversation_id, intent_id, at) VALUES (?, ?, 0)",
+            (f"cid-{i}", intent_id),
+        )
+        conn.execute(
+            "INSERT INTO attempts (attempt_id, intent_id, channel, outcome, started_at,"
+            " attempt_json) VALUES (?, ?, 'session_webhook', 'started', 0, ?)",
+            (attempt_id, intent_id, blob),
+        )
+        conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE attempts SET outcome = 'accepted', finished_at = 0, attempt_json = ?"
+            " WHERE attempt_id = ?",
+            (blob, attempt_id),
+        )
+        conn.execute(
+            "INSERT INTO receipts (receipt_id, run_id, event_id, intent_id, kind, status,"
+            " created_at, receipt_json) VALUES (?, ?, ?, ?, 'reply', 'accepted', 0, ?)",
+            (f"c{i}", run_id, event_id, intent_id, blob),
+        )
+        conn.execute(
+            "INSERT INTO outbound (intent_id, conversation_id, channel, text, sent_at)"
+            " VALUES (?, ?, 'session_webhook', '12', 0)",
+            (intent_id, f"cid-{i}"),
+        )
+        conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "UPDATE runs SET state = 'done', updated_at = 0, run_json = ? WHERE run_id = ?",
+            (blob, run_id),
+        )
+        conn.execute("COMMIT")
+    seconds = time.perf_counter() - started
+    store.close()
+    return seconds

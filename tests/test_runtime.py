@@ -1,0 +1,202 @@
+"""The wired runtime: receipts, zero-egress silence, crash recovery, webhook fallback."""
+
+import httpx
+import pytest
+import respx
+
+from agent.clock import VirtualClock
+from agent.config import Settings
+from agent.contracts import ActionKind, ReceiptStatus, RunState
+from agent.crashpoints import Crash, CrashPoints
+from agent.ingest import Ingestor
+from agent.runtime import Runtime
+from gates.action import idempotency_key
+from tests.factories import T0, callback, frame
+
+API = "https://api.test"
+HOOK = "https://oapi.example/robot/sendBySession"
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(
+        store_path=tmp_path / "dta.db",
+        openapi_base_url=API,
+        client_id="app",
+        client_secret="sekret",
+        robot_code="robot-1",
+    )
+
+
+@pytest.fixture
+def clock():
+    return VirtualClock(T0)
+
+
+def webhook_ok():
+    return respx.post(url__startswith=HOOK).mock(
+        return_value=httpx.Response(200, json={"errcode": 0, "errmsg": "ok"})
+    )
+
+
+async def boot(settings, clock, crash=None, provider=None):
+    runtime = Runtime(settings, clock=clock, crash=crash, provider=provider)
+    await runtime.start()
+    return runtime
+
+
+@respx.mock
+async def test_silent_event_has_silent_receipt_and_no_outbound_call(settings, clock):
+    route = respx.route().mock(return_value=httpx.Response(200, json={"errcode": 0}))
+    runtime = await boot(settings, clock)
+    runtime.ingest(frame(callback(group="cid-g", text="7+5 等于多少")))
+    await runtime.drain()
+    (receipt,) = runtime.store.receipts()
+    assert (receipt.kind, receipt.status, receipt.reason) == (
+        ActionKind.SILENCE,
+        ReceiptStatus.SILENT,
+        "group_not_mentioned",
+    )
+    assert route.call_count == 0
+    assert runtime.store.get_run("m1").state is RunState.SILENT
+    await runtime.aclose()
+
+
+@respx.mock
+async def test_dm_reply_receipt_carries_snapshot_gate_and_evidence(settings, clock):
+    route = webhook_ok()
+    runtime = await boot(settings, clock)
+    runtime.ingest(frame(callback(text="7 + 5 等于多少")))
+    await runtime.drain()
+    assert route.call_count == 1
+    assert "12" in route.calls.last.request.content.decode()
+    (receipt,) = runtime.store.receipts()
+    assert receipt.status is ReceiptStatus.ACCEPTED
+    run = runtime.store.get_run("m1")
+    assert receipt.skill_snapshot == run.skill_snapshot.digest
+    assert "basic-behavior" in [s.name for s in run.skill_snapshot.skills]
+    assert receipt.gate_version.startswith("action-gate/")
+    assert receipt.evidence.http_status == 200 and receipt.evidence.errcode == 0
+    assert run.state is RunState.DONE
+    await runtime.aclose()
+
+
+@pytest.mark.parametrize(("point", "calls"), [("after_attempt_started", 0), ("after_send", 1)])
+@respx.mock
+async def test_crash_mid_delivery_leaves_uncertain_receipt_and_never_resends(
+    settings, clock, point, calls
+):
+    route = webhook_ok()
+    crash = CrashPoints()
+    crash.arm(point)
+    runtime = await boot(settings, clock, crash)
+    runtime.ingest(frame(callback(text="7 + 5 等于多少")))
+    with pytest.raises(Crash):
+        await runtime.drain()
+    runtime.store.close()  # the process is gone; only the file remains
+
+    restarted = await boot(settings, clock)
+    await restarted.drain()
+    restarted.ingest(frame(callback(text="7 + 5 等于多少"), "f-again"))  # DingTalk redelivers
+    await restarted.drain()
+    assert route.call_count == calls
+    statuses = [(r.kind, r.status, r.reason) for r in restarted.store.receipts()]
+    assert statuses[0] == (ActionKind.REPLY, ReceiptStatus.UNCERTAIN, None)
+    assert (ActionKind.REPLY, ReceiptStatus.REFUSED, "duplicate_intent") in statuses
+    assert restarted.store.runs_per_event() == {"m1": 1}
+    await restarted.aclose()
+
+
+@respx.mock
+async def test_crash_after_ingest_is_processed_on_restart(settings, clock):
+    route = webhook_ok()
+    crash = CrashPoints()
+    crash.arm("after_ingest")
+    runtime = await boot(settings, clock, crash)
+    with pytest.raises(Crash):
+        runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    runtime.store.close()
+    restarted = await boot(settings, clock)
+    await restarted.drain()
+    assert route.call_count == 1
+    assert restarted.store.receipts()[0].status is ReceiptStatus.ACCEPTED
+    await restarted.aclose()
+
+
+@respx.mock
+async def test_event_stored_by_another_process_is_picked_up_at_start(settings, clock):
+    route = webhook_ok()
+    runtime = Runtime(settings, clock=clock)
+    Ingestor(runtime.store).ingest(frame(callback(text="2 + 2 等于几")), T0)
+    assert await runtime.start() == 1
+    await runtime.drain()
+    assert route.call_count == 1
+    await runtime.aclose()
+
+
+@respx.mock
+async def test_intent_cut_before_its_attempt_is_sent_after_restart(settings, clock):
+    """An intent with no attempt provably never left: it is dropped and the run redone."""
+    route = webhook_ok()
+    runtime = await boot(settings, clock)
+    runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    await runtime.drain()
+    store = runtime.store
+    # Rewind to "intent stored, nothing else": remove attempt + receipt, reopen the run.
+    intent = store.intents("m1")[0]
+    store.conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent.intent_id,))
+    store.conn.execute("DELETE FROM receipts WHERE event_id = 'm1'")
+    store.save_run(store.get_run("m1").model_copy(update={"state": RunState.WORKING}))
+    store.close()
+    route.reset()
+
+    restarted = await boot(settings, clock)
+    await restarted.drain()
+    assert route.call_count == 1
+    assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.ACCEPTED]
+    assert restarted.store.intents("m1")[0].idempotency_key == idempotency_key(
+        "m1", ActionKind.REPLY
+    )
+    await restarted.aclose()
+
+
+@respx.mock
+async def test_session_gone_falls_back_to_openapi(settings, clock):
+    respx.post(url__startswith=HOOK).mock(
+        return_value=httpx.Response(200, json={"errcode": 300001, "errmsg": "session 不存在"})
+    )
+    respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
+        return_value=httpx.Response(200, json={"accessToken": "t", "expireIn": 7200})
+    )
+    oto = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(200, json={"processQueryKey": "pqk-9"})
+    )
+    runtime = await boot(settings, clock)
+    runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    await runtime.drain()
+    assert oto.call_count == 1
+    (receipt,) = runtime.store.receipts()
+    assert receipt.status is ReceiptStatus.ACCEPTED
+    assert [c.value for c in receipt.evidence.channels_tried] == ["session_webhook", "openapi_oto"]
+    assert runtime.store.outbound_by_key("pqk-9")["intent_id"] == receipt.intent_id
+    await runtime.aclose()
+
+
+class ExplodingProvider:
+    name = "exploding"
+
+    async def respond(self, invocation, skills):
+        raise RuntimeError("model fell over")
+
+
+@respx.mock
+async def test_provider_failure_is_an_honest_silence(settings, clock):
+    route = respx.route().mock(return_value=httpx.Response(200, json={"errcode": 0}))
+    runtime = await boot(settings, clock, provider=ExplodingProvider())
+    runtime.ingest(frame(callback(text="hi")))
+    await runtime.drain()
+    (receipt,) = runtime.store.receipts()
+    assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "provider_failed")
+    assert runtime.store.get_run("m1").state is RunState.FAILED
+    assert route.call_count == 0
+    await runtime.aclose()
