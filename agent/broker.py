@@ -8,7 +8,7 @@ an attempt still ``started`` becomes ``uncertain`` and is never resent blindly.
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Callable
 
 from agent.clock import Clock
 from agent.contracts import (
@@ -23,6 +23,7 @@ from agent.contracts import (
     RefusalReason,
     Run,
     SilentReason,
+    new_id,
 )
 from agent.crashpoints import CrashPoints
 from agent.transport import DingTalkTransport, OutboundRequest
@@ -36,8 +37,8 @@ _STATUS_OF = {
 }
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+# Given an intent's receipt, the run as it ends (saved with that receipt), if it ends there.
+Settle = Callable[[Receipt], Run]
 
 
 class Broker:
@@ -76,7 +77,13 @@ class Broker:
             updated_at=now,
         )
 
-    async def execute(self, run: Run, intent: ActionIntent, silence_detail: str = "") -> Receipt:
+    async def execute(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        silence_detail: str = "",
+        settle: Settle | None = None,
+    ) -> Receipt:
         attempt = request = None
         if intent.kind.is_message:
             channel = self.transport.channel_for(intent.target)
@@ -103,7 +110,7 @@ class Broker:
                 reason=SilentReason.PROVIDER_SILENCE.value,
                 evidence=Evidence(detail=silence_detail[:500] or None),
             )
-            self.store.add_receipt(receipt)
+            self.store.add_receipt(receipt, settle(receipt) if settle else None)
             return receipt
         if attempt is None or request is None:
             # The webhook expired after the gate looked and there is no OpenAPI to fall to.
@@ -117,9 +124,9 @@ class Broker:
                     detail="no usable channel: webhook expired, no OpenAPI credentials",
                 ),
             )
-            self.store.add_receipt(receipt)
+            self.store.add_receipt(receipt, settle(receipt) if settle else None)
             return receipt
-        return await self._deliver(run, intent, attempt, request)
+        return await self._deliver(run, intent, attempt, request, settle)
 
     def _attempt(self, intent: ActionIntent, channel: Channel) -> tuple[Attempt, OutboundRequest]:
         request = self.transport.build_request(intent, channel)
@@ -133,7 +140,12 @@ class Broker:
         return attempt, request
 
     async def _deliver(
-        self, run: Run, intent: ActionIntent, attempt: Attempt, request: OutboundRequest
+        self,
+        run: Run,
+        intent: ActionIntent,
+        attempt: Attempt,
+        request: OutboundRequest,
+        settle: Settle | None,
     ) -> Receipt:
         """Send on the attempt's channel; fall back to the OpenAPI only on a definite no."""
         tried: list[Channel] = []
@@ -180,7 +192,7 @@ class Broker:
                 "text": intent.content.text,
                 "sent_at": attempt.finished_at,
             }
-        self.store.finish_delivery(attempt, receipt, outbound)
+        self.store.finish_delivery(attempt, receipt, outbound, settle(receipt) if settle else None)
         return receipt
 
     def reconcile_interrupted(self) -> list[Receipt]:

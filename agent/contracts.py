@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+import time
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -146,6 +149,15 @@ class Contract(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def new_id(prefix: str) -> str:
+    """A unique id that sorts by creation time (microseconds, then 24 random bits).
+
+    Time-ordered keys append at the end of the store's indexes instead of scattering
+    writes across them, which keeps each commit small.
+    """
+    return f"{prefix}_{time.time_ns() // 1000:013x}{secrets.token_hex(3)}"
 
 
 def sha256_text(text: str) -> str:
@@ -321,8 +333,9 @@ class SkillSnapshot(Contract):
 
     skills: list[SkillRef] = Field(default_factory=list)
 
-    @property
+    @cached_property
     def digest(self) -> str:
+        """Short content hash: equal snapshots have equal digests (stamped on receipts)."""
         return sha256_text(canonical_json(self.to_dict()))[:16]
 
 

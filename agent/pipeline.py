@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.broker import Broker, new_id
+from agent.broker import Broker, Settle
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
@@ -36,6 +36,7 @@ from agent.contracts import (
     SilentReason,
     SkillSnapshot,
     Verdict,
+    new_id,
 )
 from agent.invocation import InvocationBuilder
 from gates.action import ActionGate, Refusal, RunTally, load_facts
@@ -70,6 +71,7 @@ class RunOutcome:
     terminal_kind: ActionKind | None = None
     stale: bool = False
     receipts: list[Receipt] = field(default_factory=list)
+    settled: Run | None = None  # the run's final form, if already saved with a receipt
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:
@@ -151,6 +153,8 @@ class Pipeline:
         if not requests:
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
         outcome = await self._act(run, requests)
+        if outcome.settled is not None:
+            return outcome.settled
         run = run.model_copy(
             update={"state": outcome.final_state(), "updated_at": self.clock.now()}
         )
@@ -160,7 +164,7 @@ class Pipeline:
     async def _act(self, run: Run, requests: list[Any]) -> RunOutcome:
         tally = RunTally()
         outcome = RunOutcome()
-        for raw in requests:
+        for index, raw in enumerate(requests):
             verdict = self.action_gate.decide(
                 raw, run, tally, load_facts(self.store, run, self.clock.now())
             )
@@ -181,9 +185,13 @@ class Pipeline:
                 continue
             kind = verdict.request.kind
             status: ReceiptStatus | None = None
-            for intent in verdict.intents:
+            for chunk, intent in enumerate(verdict.intents, start=1):
+                last = index == len(requests) - 1 and chunk == len(verdict.intents)
                 receipt = await self.broker.execute(
-                    run, intent, silence_detail=verdict.request.reason or ""
+                    run,
+                    intent,
+                    silence_detail=verdict.request.reason or "",
+                    settle=self._settler(run, outcome, kind) if last else None,
                 )
                 outcome.receipts.append(receipt)
                 status = receipt.status
@@ -195,6 +203,22 @@ class Pipeline:
                 tally.terminal = kind
                 outcome.terminal, outcome.terminal_kind = status, kind
         return outcome
+
+    def _settler(self, run: Run, outcome: RunOutcome, kind: ActionKind) -> Settle:
+        """The run as it ends if this receipt is its last word, saved in the receipt's
+        own transaction (one write fewer per message)."""
+
+        def settle(receipt: Receipt) -> Run:
+            final = RunOutcome(outcome.terminal, outcome.terminal_kind, outcome.stale)
+            if kind is not ActionKind.ACK:
+                final.terminal, final.terminal_kind = receipt.status, kind
+            state = final.final_state()
+            outcome.settled = run.model_copy(
+                update={"state": state, "updated_at": receipt.created_at}
+            )
+            return outcome.settled
+
+        return settle
 
     def _refuse(self, run: Run, refusal: Refusal) -> Receipt:
         first = refusal.first_receipt

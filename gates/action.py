@@ -10,7 +10,6 @@ origin, never taken from the request (which has no target field to begin with).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from agent.contracts import (
     Receipt,
     RefusalReason,
     Run,
+    new_id,
 )
 from storage import Store
 
@@ -272,7 +272,7 @@ class ActionGate:
         now: float,
     ) -> ActionIntent:
         return ActionIntent(
-            intent_id=f"int_{uuid.uuid4().hex[:16]}",
+            intent_id=new_id("int"),
             run_id=run.run_id,
             event_id=run.event_id,
             kind=kind,

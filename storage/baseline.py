@@ -2,7 +2,7 @@
 
 ``write_bare_rows`` inserts exactly the rows the pipeline writes for one answered message
 (event, delivery, thread generation, run, decision, intent, budget row, attempt, receipt,
-outbound index, run update) in the same five transactions, with pre-built JSON and no
+outbound index, run update) in the same four transactions, with pre-built JSON and no
 parsing, gates, skills or HTTP. Dividing the pipeline's rate by this rate shows what the
 pipeline adds on top of the durability it needs anyway.
 """
@@ -13,6 +13,7 @@ import json
 import time
 from pathlib import Path
 
+from agent.contracts import new_id
 from storage.store import Store
 
 
@@ -23,7 +24,8 @@ def write_bare_rows(path: Path, count: int, synchronous: str = "normal") -> floa
     blob = json.dumps({"pad": "x" * 600})  # about the size of the pipeline's JSON columns
     started = time.perf_counter()
     for i in range(count):
-        event_id, run_id, intent_id, attempt_id = f"e{i}", f"r{i}", f"i{i}", f"a{i}"
+        event_id = f"bench-{i}"
+        run_id, intent_id, attempt_id = new_id("run"), new_id("int"), new_id("att")
         thread = f"cid-{i}|u{i}"
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
@@ -79,15 +81,13 @@ def write_bare_rows(path: Path, count: int, synchronous: str = "normal") -> floa
         conn.execute(
             "INSERT INTO receipts (receipt_id, run_id, event_id, intent_id, kind, status,"
             " created_at, receipt_json) VALUES (?, ?, ?, ?, 'reply', 'accepted', 0, ?)",
-            (f"c{i}", run_id, event_id, intent_id, blob),
+            (new_id("rcp"), run_id, event_id, intent_id, blob),
         )
         conn.execute(
             "INSERT INTO outbound (intent_id, conversation_id, channel, text, sent_at)"
             " VALUES (?, ?, 'session_webhook', '12', 0)",
             (intent_id, f"cid-{i}"),
         )
-        conn.execute("COMMIT")
-        conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "UPDATE runs SET state = 'done', updated_at = 0, run_json = ? WHERE run_id = ?",
             (blob, run_id),

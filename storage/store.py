@@ -364,12 +364,19 @@ class Store:
         )
 
     def finish_delivery(
-        self, attempt: Attempt, receipt: Receipt, outbound: dict[str, Any] | None
+        self,
+        attempt: Attempt,
+        receipt: Receipt,
+        outbound: dict[str, Any] | None,
+        run: Run | None = None,
     ) -> None:
-        """Close the last attempt, write the receipt and index what we sent, together."""
+        """Close the last attempt, write the receipt, index what we sent and (when this was
+        the run's last word) save the run's final state, together."""
         with self._tx() as conn:
             self._update_attempt(conn, attempt)
             self._insert_receipt(conn, receipt)
+            if run is not None:
+                self._update_run(conn, run)
             if outbound is not None:
                 conn.execute(
                     "INSERT OR REPLACE INTO outbound (intent_id, process_query_key,"
@@ -384,9 +391,11 @@ class Store:
                     ),
                 )
 
-    def add_receipt(self, receipt: Receipt) -> None:
+    def add_receipt(self, receipt: Receipt, run: Run | None = None) -> None:
         with self._tx() as conn:
             self._insert_receipt(conn, receipt)
+            if run is not None:
+                self._update_run(conn, run)
 
     @staticmethod
     def _insert_receipt(conn: sqlite3.Connection, receipt: Receipt) -> None:
