@@ -352,6 +352,18 @@ class Origin(Contract):
     robot_code: str | None = None
     session_webhook: SessionWebhook | None = None
 
+    @classmethod
+    def of(cls, event: Event) -> Origin:
+        """Where ``event`` came from: the one place its run may answer."""
+        return cls(
+            conversation_id=event.conversation.id,
+            conversation_type=event.conversation.type,
+            user_id=event.actor.user_id,
+            nick=event.actor.nick,
+            robot_code=event.robot.code,
+            session_webhook=event.session_webhook,
+        )
+
 
 class Run(Contract):
     schema_: Literal["dta.run/1"] = Field(default="dta.run/1", alias="$schema")
