@@ -1,5 +1,7 @@
 """The ``dta`` command line.
 
+    dta run [--config dta.toml] [--record FILE]
+    dta doctor [--config dta.toml]
     dta lab eval PATH... [--report FILE] [--html FILE]
     dta lab replay FILE.jsonl
     dta lab bench [--events N] [--json]
@@ -11,6 +13,8 @@ when asked for, so the daemon never loads the lab.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +22,12 @@ from pathlib import Path
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dta", description="A careful DingTalk robot runtime.")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the daemon against the configured robot")
+    run.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
+    run.add_argument("--record", type=Path, help="append every raw frame to this JSONL file")
+    doc = commands.add_parser("doctor", help="preflight: config, credentials, store, skills")
+    doc.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
 
     lab = commands.add_parser("lab", help="offline lab: cases, replay, benchmarks")
     lab_commands = lab.add_subparsers(dest="lab_command", required=True)
@@ -34,8 +44,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run(config: Path | None, record: Path | None) -> int:
+    from agent import logs
+    from agent.config import ConfigError, load_settings
+    from agent.daemon import Daemon, secrets_of
+
+    try:
+        settings = load_settings(config)
+        logs.configure(settings.log_level, settings.log_format, secrets_of(settings))
+        daemon = Daemon(settings, record=record)
+    except ConfigError as exc:
+        print(f"dta: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(daemon.run())
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Loopback (the bundled fake DingTalk) must never go through a proxy.
+    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args.config, args.record)
+    if args.command == "doctor":
+        from agent.doctor import doctor
+
+        return doctor(args.config, out=sys.stdout)
     if args.command == "lab":
         if args.lab_command == "eval":
             from lab.evaluate import evaluate

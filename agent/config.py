@@ -27,6 +27,8 @@ ENV_KEYS: dict[str, str] = {
     "DTA_PROVIDER": "provider",
     "DTA_KNOWLEDGE_DIR": "knowledge_dir",
     "DTA_OPENAI_API_KEY": "openai_api_key",
+    "DTA_HEALTH_PORT": "health_port",
+    "DTA_LOG_LEVEL": "log_level",
 }
 
 
@@ -71,6 +73,20 @@ class Settings(BaseModel):
     store_path: Path = Path(".dta/dta.db")
     store_synchronous: Literal["normal", "full"] = "normal"
     max_concurrent_runs: int = Field(default=32, ge=1)
+    shutdown_grace_s: float = Field(default=10, ge=0)
+
+    # the Stream Mode connection (see agent/connector.py)
+    stream_ping_interval_s: float = Field(default=10, gt=0)
+    stream_ping_timeout_s: float = Field(default=10, gt=0)
+    open_connection_timeout_s: float = Field(default=10, gt=0)
+    reconnect_backoff_base_s: float = Field(default=0.5, gt=0)
+    reconnect_backoff_max_s: float = Field(default=30, gt=0)
+
+    # operations
+    health_host: str = "127.0.0.1"
+    health_port: int = Field(default=8765, ge=0, le=65535)  # 0: no health server
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "text"] = "json"
 
     # openai provider (used from a later issue; accepted now so dta.toml stays stable)
     openai_base_url: str | None = None

@@ -284,7 +284,12 @@ class Ingestor:
         self.store = store
 
     def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
-        parsed = parse_frame(raw, received_at)
+        return self.store_parsed(parse_frame(raw, received_at), raw, received_at)
+
+    def store_parsed(
+        self, parsed: ParsedFrame, raw: str | bytes, received_at: float
+    ) -> IngestResult:
+        """Make a parsed frame durable: a new event, a counted duplicate, or quarantine."""
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
         if parsed.kind is FrameKind.QUARANTINED:
             assert parsed.reason is not None

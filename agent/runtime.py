@@ -13,6 +13,7 @@ clock, the HTTP client and (in the lab) the crash points differ.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -112,6 +113,8 @@ class Runtime:
             invocations=InvocationBuilder(),
         )
         self.dispatcher = Dispatcher(settings.max_concurrent_runs)
+        # Told how long each event took from receipt to finished run (metrics).
+        self.on_run_finished: Callable[[float], None] | None = None
 
     async def start(self) -> int:
         """Reconcile a previous crash, then queue every stored event not yet finished."""
@@ -136,7 +139,12 @@ class Runtime:
         return result
 
     def submit(self, event: Event) -> None:
-        self.dispatcher.submit(event.thread_key, lambda: self.pipeline.process(event))
+        async def job() -> None:
+            await self.pipeline.process(event)
+            if self.on_run_finished is not None:
+                self.on_run_finished(max(0.0, self.clock.now() - event.received_at))
+
+        self.dispatcher.submit(event.thread_key, job)
 
     async def drain(self) -> None:
         await self.dispatcher.join()

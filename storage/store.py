@@ -24,7 +24,6 @@ import sqlite_utils
 
 from agent.contracts import (
     ActionIntent,
-    ActionKind,
     Attempt,
     AttemptOutcome,
     Event,
@@ -513,8 +512,23 @@ class Store:
             receipts=count("SELECT COUNT(*) FROM receipts"),
         )
 
-    def action_counts(self, run_id: str) -> dict[ActionKind, int]:
-        rows = self.db.conn.execute(
-            "SELECT kind, COUNT(*) FROM intents WHERE run_id = ? GROUP BY kind", (run_id,)
+    def decision_counts(self) -> list[tuple[str, str, int]]:
+        """(verdict, reason, count) over every decision ever made: the metrics' source."""
+        return self.db.conn.execute(
+            "SELECT verdict, reason, COUNT(*) FROM decisions GROUP BY verdict, reason"
         ).fetchall()
-        return {ActionKind(kind): count for kind, count in rows}
+
+    def receipt_counts(self) -> list[tuple[str | None, str, str | None, int]]:
+        """(kind, status, reason, count) over every receipt."""
+        return self.db.conn.execute(
+            "SELECT kind, status, reason, COUNT(*) FROM receipts GROUP BY kind, status, reason"
+        ).fetchall()
+
+    def writable(self) -> bool:
+        """Can we take the write lock right now? (readiness)"""
+        try:
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            self.db.conn.execute("ROLLBACK")
+            return True
+        except sqlite3.Error:
+            return False

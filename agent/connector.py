@@ -1,0 +1,302 @@
+"""The Stream Mode connection: the official ``dingtalk-stream`` client on its own thread.
+
+Why a thread: the client's HTTP helpers are synchronous and (in 0.24.3) have no timeouts,
+so they would stall the pipeline's loop. The client lives on a thread with its own event
+loop, and its handler does one thing: make the frame durable (ingest) and return the ack.
+The pipeline gets the event afterwards, on its own loop.
+
+Why we drive the connection ourselves: 0.24.3's ``start()`` cannot be stopped, reconnects
+without delay and dies on a non-JSON frame. We keep the client for what it is good at —
+handler routing, frame types, acks, SYSTEM ping and disconnect — and own the lifecycle:
+bounded connection opening, websocket keepalive as the liveness watchdog (a silent socket
+misses its pongs and is closed), reconnects with exponential backoff and full jitter, and
+a stop that finishes within a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote_plus
+
+import httpx
+import websockets
+
+from agent.contracts import Event
+from agent.ingest import BOT_MESSAGE_TOPIC, FrameKind, Ingestor, ParsedFrame, parse_frame
+from storage import Store
+
+log = logging.getLogger("dta.connector")
+
+EventSink = Callable[[Event], None]
+FrameSink = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class ConnectorConfig:
+    endpoint: str
+    client_id: str
+    client_secret: str
+    store_path: Path
+    store_synchronous: str = "normal"
+    ping_interval_s: float = 10.0
+    ping_timeout_s: float = 10.0
+    open_timeout_s: float = 10.0
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+
+@dataclass
+class ConnectorStats:
+    """Written by the connector thread, read by health and metrics (plain ints: no locks)."""
+
+    connects: int = 0
+    disconnects: int = 0
+    frames: Counter[str] = field(default_factory=Counter)
+    ack_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
+    last_frame_at: float | None = None
+
+
+def backoff_delay(attempt: int, base_s: float, cap_s: float) -> float:
+    """Exponential backoff with full jitter, never below half the base delay."""
+    ceiling = min(cap_s, base_s * (2 ** min(attempt, 16)))
+    return max(base_s / 2, random.uniform(0, ceiling))
+
+
+def load_sdk(endpoint: str) -> ModuleType:
+    """Import the client after pointing it at ``endpoint`` (it reads the variable on import)."""
+    os.environ["DINGTALK_OPENAPI_ENDPOINT"] = endpoint
+    import dingtalk_stream
+
+    return dingtalk_stream
+
+
+class Connector:
+    def __init__(
+        self,
+        config: ConnectorConfig,
+        on_event: EventSink,
+        on_frame: FrameSink | None = None,
+        on_ack: Callable[[float], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.on_event = on_event
+        self.on_frame = on_frame
+        self.on_ack = on_ack
+        self.stats = ConnectorStats()
+        self._sdk = load_sdk(config.endpoint)
+        self._connected = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._ws: Any = None
+        self._ingestor: Ingestor | None = None
+        self._current: tuple[ParsedFrame, str, float] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the connector is already running")
+        started = threading.Event()
+        self._thread = threading.Thread(
+            target=self._thread_main, args=(started,), name="dta-connector", daemon=True
+        )
+        self._thread.start()
+        started.wait(5)
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop reconnecting, close the socket, and wait (bounded) for the thread to end."""
+        loop, stopping = self._loop, self._stopping
+        if loop is not None and stopping is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopping.set)
+                if self._ws is not None:
+                    asyncio.run_coroutine_threadsafe(self._ws.close(), loop)
+            except RuntimeError:
+                pass  # the loop closed between the check and the call: already stopping
+        if self._thread is not None:
+            self._thread.join(timeout)
+            alive = self._thread.is_alive()
+            if not alive:
+                self._thread = None
+            return not alive
+        return True
+
+    def _thread_main(self, started: threading.Event) -> None:
+        asyncio.run(self._main(started))
+
+    async def _main(self, started: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        store = Store(self.config.store_path, self.config.store_synchronous)
+        self._ingestor = Ingestor(store)
+        client = self._make_client()
+        started.set()
+        attempt = 0
+        try:
+            while not self._stopping.is_set():
+                received = await self._connect_once(client)
+                if self._stopping.is_set():
+                    break
+                attempt = 0 if received else attempt + 1
+                delay = backoff_delay(
+                    attempt, self.config.backoff_base_s, self.config.backoff_max_s
+                )
+                log.warning(
+                    "stream reconnecting", extra={"in_s": round(delay, 2), "attempt": attempt}
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+        finally:
+            store.close()
+
+    async def _connect_once(self, client: Any) -> bool:
+        """One connection, from opening to its end; True if it carried any frame."""
+        assert self._loop is not None
+        received = False
+        try:
+            connection = await self._loop.run_in_executor(None, client.open_connection)
+            if not connection or self._stopping is None or self._stopping.is_set():
+                return False
+            uri = f"{connection['endpoint']}?ticket={quote_plus(connection['ticket'])}"
+            async with websockets.connect(
+                uri,
+                ping_interval=self.config.ping_interval_s,
+                ping_timeout=self.config.ping_timeout_s,
+                open_timeout=self.config.open_timeout_s,
+                close_timeout=2,
+                max_size=2**22,
+            ) as ws:
+                self._ws = client.websocket = ws
+                self._connected.set()
+                self.stats.connects += 1
+                log.info("stream connected", extra={"connects": self.stats.connects})
+                async for raw in ws:
+                    received = True
+                    await self._on_frame(client, ws, raw if isinstance(raw, str) else raw.decode())
+        except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
+            log.warning("stream connection ended", extra={"error": type(exc).__name__})
+        finally:
+            if self._connected.is_set():
+                self.stats.disconnects += 1
+            self._connected.clear()
+            self._ws = client.websocket = None
+        return received
+
+    # ------------------------------------------------------------------ frames
+
+    async def _on_frame(self, client: Any, ws: Any, raw: str) -> None:
+        """Make the frame durable, then ack it. A failure here never ends the connection."""
+        received_at = time.time()
+        started = time.perf_counter()
+        self.stats.last_frame_at = received_at
+        if self.on_frame is not None:
+            self.on_frame(raw, received_at)
+        parsed = parse_frame(raw, received_at)
+        if parsed.kind is not FrameKind.EVENT:  # events are counted once stored (new or dup)
+            self.stats.frames[parsed.kind.value] += 1
+        try:
+            if parsed.kind is FrameKind.QUARANTINED:
+                assert self._ingestor is not None
+                result = self._ingestor.store_parsed(parsed, raw, received_at)
+                if result.frame_message_id:
+                    # Acked so DingTalk stops redelivering what can never be parsed.
+                    await ws.send(json.dumps(self._ack(result.frame_message_id, "quarantined")))
+            else:
+                self._current = (parsed, raw, received_at)
+                outcome = await client.route_message(json.loads(raw))
+                if outcome == client.TAG_DISCONNECT:
+                    await ws.close()
+        except websockets.exceptions.ConnectionClosed:
+            raise
+        except Exception:
+            # Not acked: DingTalk delivers it again, and the store dedupes it then.
+            log.exception("frame not ingested", extra={"frame_kind": parsed.kind.value})
+            return
+        finally:
+            self._current = None
+        seconds = time.perf_counter() - started
+        self.stats.ack_seconds.append(seconds)
+        if self.on_ack is not None:
+            self.on_ack(seconds)
+
+    def ingest_current(self) -> None:
+        """Called by the client's handler for the frame being routed: store it durably."""
+        assert self._current is not None and self._ingestor is not None
+        parsed, raw, received_at = self._current
+        result = self._ingestor.store_parsed(parsed, raw, received_at)
+        self.stats.frames[result.kind.value] += 1
+        if result.kind is FrameKind.EVENT and result.event is not None:
+            try:
+                self.on_event(result.event)
+            except RuntimeError:
+                # The pipeline's loop is gone (shutting down); the event is stored and
+                # will be picked up at the next start.
+                log.warning("pipeline not running; event left for recovery")
+
+    def _ack(self, frame_message_id: str, response: str) -> dict[str, Any]:
+        ack = self._sdk.AckMessage()
+        ack.code = self._sdk.AckMessage.STATUS_OK
+        ack.headers.message_id = frame_message_id
+        ack.headers.content_type = "application/json"
+        ack.message = "OK"
+        ack.data = {"response": response}
+        return ack.to_dict()
+
+    def _make_client(self) -> Any:
+        sdk, config, connector = self._sdk, self.config, self
+
+        class IngestHandler(sdk.CallbackHandler):  # type: ignore[name-defined,misc]
+            """The only handler: durable ingest, then the SDK sends the ack."""
+
+            async def process(self, message: Any) -> tuple[int, str]:
+                connector.ingest_current()
+                return sdk.AckMessage.STATUS_OK, "OK"
+
+        class StreamClient(sdk.DingTalkStreamClient):  # type: ignore[name-defined,misc]
+            def open_connection(self) -> dict[str, Any] | None:
+                """The SDK's request, with a timeout and without logging the secret."""
+                body = {
+                    "clientId": config.client_id,
+                    "clientSecret": config.client_secret,
+                    "subscriptions": [{"type": "CALLBACK", "topic": BOT_MESSAGE_TOPIC}],
+                    "ua": f"dta/0.1 dingtalk-stream/{sdk.version.VERSION_STRING}",
+                    "localIp": "",
+                }
+                url = f"{config.endpoint}/v1.0/gateway/connections/open"
+                try:
+                    response = httpx.post(url, json=body, timeout=config.open_timeout_s)
+                except httpx.HTTPError as exc:
+                    log.warning("open connection failed", extra={"error": type(exc).__name__})
+                    return None
+                if response.status_code != 200:
+                    log.warning("open connection refused", extra={"status": response.status_code})
+                    return None
+                data = response.json()
+                return data if isinstance(data, dict) and "endpoint" in data else None
+
+        credential = sdk.Credential(config.client_id, config.client_secret)
+        client = StreamClient(credential, logger=logging.getLogger("dta.sdk"))
+        client.register_callback_handler(BOT_MESSAGE_TOPIC, IngestHandler())
+        client.pre_start()
+        return client

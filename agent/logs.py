@@ -1,0 +1,100 @@
+"""Structured logs: one JSON object per line, with run ids, and never a secret.
+
+Every record passes a redaction filter that replaces the configured secret values and
+session-webhook tokens wherever they appear (message, arguments, extra fields), so a
+careless ``log.info(url)`` cannot leak them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+_SESSION = re.compile(r"(session=)[^&\s\"'\\]+")
+_TOKEN_HEADER = re.compile(r"(access[-_]token[\"'=:\s]+)[A-Za-z0-9._-]{8,}", re.IGNORECASE)
+MASK = "***"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, MASK)
+    text = _SESSION.sub(rf"\1{MASK}", text)
+    return _TOKEN_HEADER.sub(rf"\1{MASK}", text)
+
+
+class RedactingFilter(logging.Filter):
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = [s for s in secrets if s and len(s) >= 4]
+
+    def _clean(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return redact(value, self.secrets)
+        if isinstance(value, dict):
+            return {k: self._clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self._clean(v) for v in value)
+        return value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self._clean(str(record.msg))
+        if record.args:
+            record.args = (
+                tuple(self._clean(a) for a in record.args)
+                if isinstance(record.args, tuple)
+                else self._clean(record.args)
+            )
+        for key, value in list(vars(record).items()):
+            if key not in _STANDARD:
+                setattr(record, key, self._clean(value))
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = self._clean(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure(level: str, fmt: str, secrets: Iterable[str]) -> None:
+    """Route dta's and the SDK's logs to stderr, redacted, as JSON or plain text."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter(list(secrets)))
+    handler.setFormatter(
+        JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("dta").setLevel(level)
+    logging.getLogger("dta.sdk").setLevel("WARNING")
+    # The SDK logs through its own handlers; send them through ours (redacted) instead.
+    for name in ("dingtalk_stream", "dingtalk_stream.client", "dingtalk_stream.handler"):
+        sdk_logger = logging.getLogger(name)
+        sdk_logger.handlers.clear()
+        sdk_logger.propagate = True
