@@ -2,6 +2,7 @@
 
     dta run [--config dta.toml] [--record FILE]
     dta doctor [--config dta.toml]
+    dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
     dta lab eval PATH... [--report FILE] [--html FILE]
     dta lab replay FILE.jsonl
     dta lab bench [--events N] [--json]
@@ -26,6 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the daemon against the configured robot")
     run.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
     run.add_argument("--record", type=Path, help="append every raw frame to this JSONL file")
+    dev = commands.add_parser("dev", help="talk to the robot locally: fake DingTalk + daemon")
+    dev.add_argument("--demo", action="store_true", help="play a short conversation and exit")
+    dev.add_argument("--dir", type=Path, default=Path(".dta"), help="where the dev store lives")
+    dev_commands = dev.add_subparsers(dest="dev_command")
+    say = dev_commands.add_parser("say", help="send one message to a running `dta dev`")
+    say.add_argument(
+        "args", nargs=argparse.REMAINDER, help="[--group CID] [--at-bot] [--from USER] text"
+    )
     doc = commands.add_parser("doctor", help="preflight: config, credentials, store, skills")
     doc.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
 
@@ -65,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return _run(args.config, args.record)
+    if args.command == "dev":
+        from lab import dev
+
+        if args.dev_command == "say":
+            return dev.say(args.args, out=sys.stdout)
+        return asyncio.run(dev.dev(args.demo, args.dir, out=sys.stdout))
     if args.command == "doctor":
         from agent.doctor import doctor
 
