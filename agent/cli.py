@@ -71,14 +71,17 @@ def _run(config: Path | None, record: Path | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     # Loopback (the bundled fake DingTalk) must never go through a proxy.
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["dev", "say"]:
+        from lab import dev
+
+        return dev.say(argv[2:], out=sys.stdout)
     args = _parser().parse_args(argv)
     if args.command == "run":
         return _run(args.config, args.record)
     if args.command == "dev":
         from lab import dev
 
-        if args.dev_command == "say":
-            return dev.say(args.args, out=sys.stdout)
         return asyncio.run(dev.dev(args.demo, args.dir, out=sys.stdout))
     if args.command == "doctor":
         from agent.doctor import doctor
