@@ -1,0 +1,85 @@
+"""Operator commands as subprocesses: doctor's verdicts, and start-up refusing bad config."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.clock import SystemClock
+from lab.fake import FakeDingTalk
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def dta(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent.cli",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def fake():
+    platform = FakeDingTalk(SystemClock())
+    await platform.start()
+    yield platform
+    await platform.stop()
+
+
+async def test_doctor_passes_with_good_credentials_and_names_failures(fake, tmp_path):
+    base = {
+        "DINGTALK_CLIENT_ID": fake.app_key,
+        "DINGTALK_OPENAPI_ENDPOINT": fake.base_url,
+        "DTA_STORE_PATH": str(tmp_path / "d.db"),
+    }
+    code, out, _ = await dta("doctor", env={**base, "DINGTALK_CLIENT_SECRET": fake.app_secret})
+    assert code == 0, out
+    assert "ok    access token" in out and "ok    stream gateway" in out
+    code, out, _ = await dta("doctor", env={**base, "DINGTALK_CLIENT_SECRET": "wrong-secret"})
+    assert code == 1
+    assert "FAIL  access token" in out and "fix:" in out
+    assert "wrong-secret" not in out
+
+
+async def test_doctor_without_credentials_says_what_to_set(tmp_path):
+    code, out, _ = await dta(
+        "doctor",
+        env={
+            "DTA_STORE_PATH": str(tmp_path / "d.db"),
+            "DINGTALK_CLIENT_ID": "",
+            "DINGTALK_CLIENT_SECRET": "",
+        },
+    )
+    assert code == 1 and "DINGTALK_CLIENT_ID" in out
+
+
+@pytest.mark.parametrize(
+    ("env", "field"),
+    [
+        ({"DTA_HEALTH_PORT": "not-a-port"}, "health_port"),
+        ({"DTA_PROVIDER": "gpt"}, "provider"),
+        ({"DINGTALK_CLIENT_ID": "", "DINGTALK_CLIENT_SECRET": ""}, "client_id"),
+    ],
+)
+async def test_run_refuses_bad_config_naming_the_field(tmp_path, env, field):
+    full = {
+        "DINGTALK_CLIENT_ID": "app",
+        "DINGTALK_CLIENT_SECRET": "secret",
+        "DTA_STORE_PATH": str(tmp_path / "d.db"),
+        **env,
+    }
+    code, _, err = await dta("run", env=full)
+    assert code == 2
+    assert field in err
