@@ -38,16 +38,23 @@ def test_secret_masked_in_message_args_extra_and_exception():
 
 
 def test_webhook_session_and_tokens_masked():
-    line = redact("POST https://oapi.dingtalk.com/robot/sendBySession?session=abcdef123 "
-                  "x-acs-dingtalk-access-token: tok_1234567890", [])
+    line = redact(
+        "POST https://oapi.dingtalk.com/robot/sendBySession?session=abcdef123 "
+        "x-acs-dingtalk-access-token: tok_1234567890",
+        [],
+    )
     assert "abcdef123" not in line and "tok_1234567890" not in line
 
 
 def test_recorder_masks_sessions_and_keeps_frames_parseable(tmp_path):
     path = tmp_path / "rec.jsonl"
     recorder = FrameRecorder(path, [SECRET])
-    inner = json.dumps({"sessionWebhook": "https://h/robot/sendBySession?session=zzz999",
-                        "text": {"content": SECRET}})
+    inner = json.dumps(
+        {
+            "sessionWebhook": "https://h/robot/sendBySession?session=zzz999",
+            "text": {"content": SECRET},
+        }
+    )
     recorder(json.dumps({"type": "CALLBACK", "data": inner}), 1.5)
     recorder.close()
     (line,) = path.read_text().splitlines()

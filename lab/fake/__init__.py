@@ -1,8 +1,9 @@
-"""A fake DingTalk for the lab: the platform's HTTP side, its evidence, and its faults.
+"""A fake DingTalk for the lab: the platform's HTTP and Stream Mode sides, evidence and faults.
 
 ``FakeDingTalk`` serves DingTalk's token, session-webhook, robot OpenAPI and user-detail
-endpoints on 127.0.0.1 and records what a user would have seen; ``build_callback`` and
-``callback_frame`` make the chatbot callbacks a lab case sends to the runtime.
+endpoints on 127.0.0.1 and records what a user would have seen; its ``stream`` gateway is
+what the real ``dingtalk-stream`` client connects to, and ``inject`` pushes a chatbot
+callback down it. ``build_callback`` and ``callback_frame`` make the callbacks by hand.
 """
 
 from lab.fake.callbacks import (
@@ -12,15 +13,15 @@ from lab.fake.callbacks import (
     dingtalk_id,
     dm_conversation_id,
 )
+from lab.fake.control import Fault, LabControl, parse_fault_spec
 from lab.fake.platform import (
     SESSION_TTL_S,
     TOKEN_TTL_S,
     FakeDingTalk,
-    Fault,
     ReceivedMessage,
     Session,
-    parse_fault_spec,
 )
+from lab.fake.stream import FrameRecord, StreamGateway
 
 __all__ = [
     "CALLBACK_TOPIC",
@@ -28,8 +29,11 @@ __all__ = [
     "TOKEN_TTL_S",
     "FakeDingTalk",
     "Fault",
+    "FrameRecord",
+    "LabControl",
     "ReceivedMessage",
     "Session",
+    "StreamGateway",
     "build_callback",
     "callback_frame",
     "dingtalk_id",

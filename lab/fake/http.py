@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from aiohttp import web
 
+from lab.fake.control import LabControl
+
 if TYPE_CHECKING:
-    from lab.fake.platform import FakeDingTalk, Fault
+    from lab.fake.control import Fault
+    from lab.fake.platform import FakeDingTalk
 
 log = logging.getLogger(__name__)
 
@@ -330,30 +333,6 @@ async def user_get(request: web.Request) -> web.Response:
     return web.json_response({"errcode": 0, "errmsg": "ok", "result": detail})
 
 
-# ---------------------------------------------------------------------------- control API
-
-
-async def lab_received(request: web.Request) -> web.Response:
-    return web.json_response([m.to_dict() for m in request.app[PLATFORM].received])
-
-
-async def lab_faults(request: web.Request) -> web.Response:
-    try:
-        request.app[PLATFORM].arm_fault(await _json_body(request))
-    except ValueError as exc:
-        return web.json_response({"error": str(exc)}, status=400)
-    return web.json_response({"ok": True})
-
-
-async def lab_reset(request: web.Request) -> web.Response:
-    request.app[PLATFORM].reset()
-    return web.json_response({"ok": True})
-
-
-async def lab_requests(request: web.Request) -> web.Response:
-    return web.json_response(request.app[PLATFORM].request_log)
-
-
 # ---------------------------------------------------------------------------- app
 
 
@@ -383,9 +362,16 @@ async def _guard(
     return response
 
 
+async def _close_stream(app: web.Application) -> None:
+    """Runs after the listening socket and idle connections are closed, so a client's
+    instant reconnect cannot slip in and hold the shutdown up."""
+    await app[PLATFORM].stream.close()
+
+
 def build_app(platform: FakeDingTalk) -> web.Application:
     app = web.Application(middlewares=[_guard])
     app[PLATFORM] = platform
+    app.on_shutdown.append(_close_stream)
     app.router.add_post("/v1.0/oauth2/accessToken", access_token)
     app.router.add_post("/robot/sendBySession", send_by_session)
     app.router.add_post("/v1.0/robot/oToMessages/batchSend", oto_batch_send)
@@ -393,10 +379,8 @@ def build_app(platform: FakeDingTalk) -> web.Application:
     app.router.add_get("/v1.0/robot/oToMessages/readStatus", oto_read_status)
     app.router.add_post("/v1.0/robot/groupMessages/query", group_query)
     app.router.add_post("/topapi/v2/user/get", user_get)
-    app.router.add_get("/_lab/received", lab_received)
-    app.router.add_post("/_lab/faults", lab_faults)
-    app.router.add_post("/_lab/reset", lab_reset)
-    app.router.add_get("/_lab/requests", lab_requests)
+    app.add_routes(platform.stream.routes())  # Stream Mode: connections/open, /connect
+    app.add_routes(LabControl(platform).routes())  # /_lab/*: the harness, not DingTalk
     return app
 
 

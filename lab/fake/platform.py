@@ -3,32 +3,30 @@
 Everything a lab case is judged on lives here: what the platform accepted (``received``),
 which sessions and tokens it issued, and which faults are armed. Keeping it free of HTTP
 means the harness can read the evidence directly, and the routes in ``lab.fake.http`` stay
-a thin translation of DingTalk's wire shapes onto these rules.
+a thin translation of DingTalk's wire shapes onto these rules. The Stream Mode side (frames,
+acks, redelivery) belongs to ``lab.fake.stream``; ``FakeDingTalk`` fronts it so a harness
+drives the whole platform through one object.
 """
 
 from __future__ import annotations
 
 import copy
 import secrets
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, cast
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 from agent.clock import Clock
+from lab.fake.control import Fault, FaultTarget, ParsedFaults, parse_fault_spec
+from lab.fake.stream import StreamGateway
+
+__all__ = ["FakeDingTalk", "Fault", "ParsedFaults", "ReceivedMessage", "Session"]
 
 TOKEN_TTL_S = 7200.0
 SESSION_TTL_S = 90 * 60.0
 
 Channel = Literal["session_webhook", "openapi_oto", "openapi_group"]
 ConversationKind = Literal["dm", "group"]
-FaultTarget = Literal["webhook", "openapi", "token", "identity"]
-
-# Which inner keys each fault target understands; anything else is a typo in a case file.
-_FAULT_KEYS: dict[str, frozenset[str]] = {
-    "webhook": frozenset({"status", "times", "delivered", "timeout", "retry_after", "expired"}),
-    "openapi": frozenset({"status", "times", "delivered", "timeout", "retry_after"}),
-    "token": frozenset({"status", "times", "timeout", "retry_after"}),
-    "identity": frozenset({"status", "times", "timeout"}),
-}
 
 
 @dataclass
@@ -63,95 +61,6 @@ class Session:
     expires_at: float
 
 
-@dataclass
-class Fault:
-    """An armed failure for the next ``remaining`` requests that would otherwise succeed."""
-
-    target: FaultTarget
-    remaining: int = 1
-    status: int | None = None
-    timeout: bool = False
-    delivered: bool = False
-    retry_after: float | None = None
-
-    @property
-    def answer_status(self) -> int:
-        """A timeout that is finally answered looks like a gateway giving up."""
-        return self.status if self.status is not None else 504
-
-
-@dataclass
-class ParsedFaults:
-    faults: list[Fault] = field(default_factory=list)
-    webhook_expired: bool | None = None
-    disconnect: bool = False
-
-
-def _bool(target: str, key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"fault {target}.{key} must be true or false, got {value!r}")
-    return value
-
-
-def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
-    if not isinstance(inner, dict):
-        raise ValueError(f"fault {target!r} must be an object, got {inner!r}")
-    unknown = sorted(set(inner) - _FAULT_KEYS[target])
-    if unknown:
-        raise ValueError(f"fault {target!r}: unknown key(s) {', '.join(map(repr, unknown))}")
-    if "expired" in inner:
-        others = sorted(set(inner) - {"expired"})
-        if others:
-            raise ValueError(f"fault webhook.expired cannot be combined with {others}")
-        parsed.webhook_expired = _bool(target, "expired", inner["expired"])
-        return
-    status = inner.get("status")
-    if status is not None and (
-        isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599
-    ):
-        raise ValueError(f"fault {target}.status must be an HTTP error status, got {status!r}")
-    times = inner.get("times", 1)
-    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-        raise ValueError(f"fault {target}.times must be a positive integer, got {times!r}")
-    retry_after = inner.get("retry_after")
-    if retry_after is not None and (
-        isinstance(retry_after, bool) or not isinstance(retry_after, int | float) or retry_after < 0
-    ):
-        raise ValueError(f"fault {target}.retry_after must be seconds >= 0, got {retry_after!r}")
-    timeout = _bool(target, "timeout", inner.get("timeout", False))
-    delivered = _bool(target, "delivered", inner.get("delivered", False))
-    if status is None and not timeout:
-        raise ValueError(f"fault {target!r} needs 'status' or 'timeout': true")
-    parsed.faults.append(
-        Fault(
-            cast(FaultTarget, target),
-            times,
-            status,
-            timeout,
-            delivered,
-            None if retry_after is None else float(retry_after),
-        )
-    )
-
-
-def parse_fault_spec(spec: Any) -> ParsedFaults:
-    """Check a whole spec before arming any of it, so a bad spec changes nothing."""
-    if not isinstance(spec, dict) or not spec:
-        raise ValueError(f"a fault spec must be a non-empty object, got {spec!r}")
-    parsed = ParsedFaults()
-    for target, inner in spec.items():
-        if target == "disconnect":
-            if inner is not True:
-                raise ValueError(f"fault 'disconnect' must be true, got {inner!r}")
-            parsed.disconnect = True
-        elif target in _FAULT_KEYS:
-            _parse_target(target, inner, parsed)
-        else:
-            known = ", ".join([*_FAULT_KEYS, "disconnect"])
-            raise ValueError(f"unknown fault {target!r} (known: {known})")
-    return parsed
-
-
 class FakeDingTalk:
     """A DingTalk platform small enough to reason about and strict enough to catch bugs."""
 
@@ -165,6 +74,11 @@ class FakeDingTalk:
         corp_id: str = "dinglabcorp",
         timeout_fault_s: float = 2.0,
         users: dict[str, dict[str, Any]] | None = None,
+        *,
+        redelivery_delay_s: float = 60.0,
+        max_redeliveries: int = 5,
+        ping_interval_s: float | None = None,
+        ticket_ttl_s: float = 90.0,
     ) -> None:
         self.clock = clock
         self.app_key = app_key
@@ -177,6 +91,13 @@ class FakeDingTalk:
         self.tokens: dict[str, float] = {}  # token -> expires_at
         self._base_url: str | None = None
         self._server: Any = None  # the aiohttp runner, owned by lab.fake.http
+        self.stream = StreamGateway(
+            self,
+            redelivery_delay_s=redelivery_delay_s,
+            max_redeliveries=max_redeliveries,
+            ping_interval_s=ping_interval_s,
+            ticket_ttl_s=ticket_ttl_s,
+        )
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle
@@ -188,12 +109,15 @@ class FakeDingTalk:
         if self._server is not None:
             raise RuntimeError("the fake DingTalk is already running")
         self._server, self._base_url = await serve(self, host, port)
+        await self.stream.start()
         return self._base_url
 
     async def stop(self) -> None:
+        """Stop serving; the stream's sockets close during the server's shutdown."""
         if self._server is not None:
             server, self._server = self._server, None
             await server.cleanup()
+        await self.stream.close()  # idempotent; stops timers even if it never served
 
     @property
     def base_url(self) -> str:
@@ -210,6 +134,7 @@ class FakeDingTalk:
         self.faults_seen: list[dict[str, Any]] = []
         self.webhook_expired = False
         self.request_log: list[dict[str, Any]] = []
+        self.stream.reset()
 
     # ------------------------------------------------------------------ faults
 
@@ -219,6 +144,12 @@ class FakeDingTalk:
         self.faults.extend(parsed.faults)
         if parsed.webhook_expired is not None:
             self.webhook_expired = parsed.webhook_expired
+        self.stream.apply_faults(
+            drop=parsed.drop,
+            zombie=parsed.zombie,
+            refuse_s=parsed.refuse_s,
+            disconnect=parsed.disconnect,
+        )
         self.faults_seen.append(copy.deepcopy(spec))
 
     def take_fault(self, target: FaultTarget) -> Fault | None:
@@ -230,6 +161,64 @@ class FakeDingTalk:
                     self.faults.remove(fault)
                 return fault
         return None
+
+    # ------------------------------------------------------------------ stream
+
+    def inject(self, send: dict[str, Any]) -> dict[str, Any]:
+        """Push a chatbot callback built from a ``send`` step, as DingTalk does when a user
+        writes: queued until a client connects, redelivered until acked.
+
+        Returns ``{"msg": msgId, "frame_message_id": ...}``; ``ValueError`` for a bad step.
+        """
+        from lab.fake.callbacks import build_callback  # callbacks.py imports this module
+
+        return self._deliver(build_callback(self, send, self.clock.now()))
+
+    def redeliver(self, msg_id: str) -> dict[str, Any]:
+        """Send an earlier callback again under a new frame messageId (``KeyError`` if none)."""
+        data = self.inbound.get(msg_id)
+        if data is None:
+            raise KeyError(msg_id)
+        return self._deliver(data)
+
+    def _deliver(self, data: dict[str, Any]) -> dict[str, Any]:
+        from lab.fake.callbacks import callback_frame
+
+        def render(frame_id: str, connection_id: str) -> str:
+            return callback_frame(data, frame_id, now=self.clock.now(), connection_id=connection_id)
+
+        return self.stream.deliver(str(data["msgId"]), render)
+
+    def inject_raw(self, frame: str) -> dict[str, Any]:
+        """Send a text frame exactly as given (malformed on purpose, say); never redelivered."""
+        return self.stream.send_raw(frame)
+
+    def send_ping(self) -> str | None:
+        """A SYSTEM ping to the current connection; its frame id, or None with none open."""
+        return self.stream.send_ping()
+
+    def send_disconnect(self) -> str | None:
+        """Ask the current client to reconnect; new frames wait for its next connection."""
+        return self.stream.send_system("disconnect", {"reason": "lab request"})
+
+    def stream_stats(self) -> dict[str, Any]:
+        """Connections, frame records and ack latency: what ``GET /_lab/stream`` answers."""
+        return self.stream.stats()
+
+    @property
+    def connected(self) -> bool:
+        return self.stream.connected
+
+    async def wait_connected(self, timeout: float) -> bool:
+        return await self.stream.wait_until(lambda: self.stream.connected, timeout)
+
+    async def wait_acked(self, msg_ids: Iterable[str], timeout: float) -> bool:
+        """True once every delivery of each msgId that a client could ack has been acked."""
+        return await self.stream.wait_acked(msg_ids, timeout)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """True once nothing is queued and no callback is waiting for its ack."""
+        return await self.stream.wait_until(self.stream.idle, timeout)
 
     # ------------------------------------------------------------------ tokens
 
