@@ -3,7 +3,7 @@
     dta run [--config dta.toml] [--record FILE]
     dta doctor [--config dta.toml]
     dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
-    dta lab eval PATH... [--report FILE] [--html FILE]
+    dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
     dta lab bench [--events N] [--json]
 
@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("paths", nargs="+", type=Path, help="case files or folders (recursive)")
     ev.add_argument("--report", type=Path, help="write a JSON report here")
     ev.add_argument("--html", type=Path, help="write an HTML report here")
+    ev.add_argument(
+        "--live",
+        action="store_true",
+        help="through the real connector and websocket instead of direct ingest",
+    )
     rp = lab_commands.add_parser("replay", help="drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
@@ -91,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.lab_command == "eval":
             from lab.evaluate import evaluate
 
-            return evaluate(args.paths, report=args.report, html=args.html, out=sys.stdout)
+            return evaluate(
+                args.paths, report=args.report, html=args.html, out=sys.stdout, live=args.live
+            )
         if args.lab_command == "replay":
             from lab.replay import replay
 

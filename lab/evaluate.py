@@ -16,12 +16,15 @@ from typing import Any, TextIO
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from lab.cases import CaseError, discover
-from lab.runner import CaseResult, run_cases
+from lab.live import run_live_case
+from lab.runner import CaseResult, run_case, run_cases
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
 
 def result_line(result: CaseResult) -> str:
+    if result.skipped is not None:
+        return f"SKIP  {result.case.category.value:<24} {result.case.id}  ({result.skipped})"
     verdict = "PASS" if result.passed else "FAIL"
     line = f"{verdict}  {result.case.category.value:<24} {result.case.id}  ({result.seconds:.2f}s)"
     details = [f"    - {problem}" for problem in result.problems]
@@ -32,15 +35,21 @@ def result_line(result: CaseResult) -> str:
 
 def summarise(results: list[CaseResult], seconds: float) -> dict[str, Any]:
     passed = Counter(r.case.category.value for r in results if r.passed)
+    skipped = Counter(r.case.category.value for r in results if r.skipped is not None)
     total = Counter(r.case.category.value for r in results)
     return {
         "cases": len(results),
         "passed": sum(passed.values()),
-        "failed": len(results) - sum(passed.values()),
+        "skipped": sum(skipped.values()),
+        "failed": len(results) - sum(passed.values()) - sum(skipped.values()),
         "seconds": round(seconds, 3),
         "cases_per_second": round(len(results) / seconds, 2) if seconds > 0 else None,
         "by_category": {
-            category: {"passed": passed[category], "failed": total[category] - passed[category]}
+            category: {
+                "passed": passed[category],
+                "skipped": skipped[category],
+                "failed": total[category] - passed[category] - skipped[category],
+            }
             for category in sorted(total)
         },
     }
@@ -57,6 +66,7 @@ def report_document(results: list[CaseResult], summary: dict[str, Any]) -> dict[
                 "category": r.case.category.value,
                 "path": r.case.path,
                 "passed": r.passed,
+                "skipped": r.skipped,
                 "seconds": round(r.seconds, 3),
                 "problems": [
                     {"check": p.name, "expected": p.expected, "actual": p.actual}
@@ -82,6 +92,7 @@ def evaluate(
     report: Path | None = None,
     html: Path | None = None,
     out: TextIO | None = None,
+    live: bool = False,
 ) -> int:
     def say(text: str) -> None:
         if out is not None:
@@ -98,13 +109,16 @@ def evaluate(
         say("no cases found")
         return EXIT_INVALID
     started = time.perf_counter()
-    results = asyncio.run(run_cases(cases, on_result=lambda r: say(result_line(r))))
+    runner = run_live_case if live else run_case
+    results = asyncio.run(run_cases(cases, lambda r: say(result_line(r)), runner))
     summary = summarise(results, time.perf_counter() - started)
     say("")
     for category, counts in summary["by_category"].items():
-        say(f"{category:<26} {counts['passed']} passed, {counts['failed']} failed")
+        skipped = f", {counts['skipped']} skipped" if counts["skipped"] else ""
+        say(f"{category:<26} {counts['passed']} passed, {counts['failed']} failed{skipped}")
+    skipped = f" ({summary['skipped']} skipped)" if summary["skipped"] else ""
     say(
-        f"{summary['passed']}/{summary['cases']} cases passed in {summary['seconds']}s"
+        f"{summary['passed']}/{summary['cases']} cases passed{skipped} in {summary['seconds']}s"
         f" ({summary['cases_per_second']} cases/s)"
     )
     if report is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 from agent.clock import VirtualClock
 from agent.config import Settings
 from agent.crashpoints import Crash, CrashPoints
+from agent.pipeline import Provider
 from agent.runtime import Runtime, build_provider
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
@@ -38,10 +39,11 @@ class CaseResult:
     error: str | None = None
     seconds: float = 0.0
     transcript: Transcript | None = None
+    skipped: str | None = None  # why the case was not run (live mode only)
 
     @property
     def passed(self) -> bool:
-        return not self.problems and self.error is None
+        return not self.problems and self.error is None and self.skipped is None
 
 
 def _write_files(folder: Path, files: dict[str, str]) -> Path:
@@ -72,6 +74,13 @@ def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
     return base.with_overrides(case.config)
+
+
+def case_provider(case: Case, settings: Settings) -> Provider | None:
+    """The case's scripted provider, if it scripts one (else the runtime builds its own)."""
+    if not case.fixtures.provider_script:
+        return None
+    return ScriptedProvider(case.fixtures.provider_script, build_provider(settings))
 
 
 class CaseRun:
@@ -111,11 +120,7 @@ class CaseRun:
 
     async def _boot(self) -> Runtime:
         assert self.settings is not None
-        provider = None
-        if self.case.fixtures.provider_script:
-            provider = ScriptedProvider(
-                self.case.fixtures.provider_script, build_provider(self.settings)
-            )
+        provider = case_provider(self.case, self.settings)
         runtime = Runtime(self.settings, clock=self.clock, crash=self.crash, provider=provider)
         await runtime.start()
         return runtime
@@ -208,12 +213,14 @@ async def run_case(case: Case) -> CaseResult:
 
 
 async def run_cases(
-    cases: list[Case], on_result: Callable[[CaseResult], None] | None = None
+    cases: list[Case],
+    on_result: Callable[[CaseResult], None] | None = None,
+    runner: Callable[[Case], Awaitable[CaseResult]] = run_case,
 ) -> list[CaseResult]:
     """Run cases one after another (each is deterministic on its own clock)."""
     results = []
     for case in cases:
-        result = await run_case(case)
+        result = await runner(case)
         if on_result is not None:
             on_result(result)
         results.append(result)

@@ -1,0 +1,137 @@
+"""``dta lab eval --live``: the same case files, through the real connector and websocket.
+
+Instead of handing frames to ingest, each case starts the fake DingTalk's stream gateway
+and the real ``dingtalk-stream`` client (``agent.connector``) on the system clock; steps
+become injected callbacks, raw frames, redeliveries and faults on the platform's side, and
+the verdict comes from the same judge. A case that needs the virtual clock (waits, crash
+restarts, minute-long gaps, or several messages from one person arriving at the same
+instant) cannot be reproduced on real time and is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from agent.clock import SystemClock
+from agent.connector import Connector, ConnectorConfig
+from agent.runtime import Runtime
+from lab.cases import Case, SendSpec, Step
+from lab.fake import FakeDingTalk
+from lab.judge import judge
+from lab.runner import CaseResult, case_provider, lab_settings
+from lab.transcript import collect_transcript
+
+SETTLE_TIMEOUT_S = 10.0
+
+
+def live_skip_reason(case: Case) -> str | None:
+    """Why this case cannot run on real time, or None when it can."""
+    kinds = {step.kind for step in case.steps}
+    if "restart" in kinds:
+        return "restarts and crash points need the in-process harness"
+    if "wait" in kinds:
+        return "waits on the virtual clock"
+    if any((step.at or 0) >= 60 for step in case.steps):
+        return "spans a minute or more of virtual time"
+    arrivals: Counter[tuple[float, str]] = Counter()
+    for step in case.steps:
+        if step.send is not None:
+            arrivals[(step.at or 0.0, _thread(step.send))] += 1
+    if any(count > 1 for count in arrivals.values()):
+        return "several messages from one person at the same instant"
+    return None
+
+
+def _thread(send: SendSpec) -> str:
+    return f"{send.group or 'dm'}|{send.from_}"
+
+
+class LiveCaseRun:
+    def __init__(self, case: Case, workdir: Path) -> None:
+        self.case = case
+        self.workdir = workdir
+        self.fake = FakeDingTalk(SystemClock(), timeout_fault_s=1.0)
+
+    async def run(self) -> CaseResult:
+        started = time.perf_counter()
+        result = CaseResult(self.case)
+        await self.fake.start()
+        runtime: Runtime | None = None
+        connector: Connector | None = None
+        loop = asyncio.get_running_loop()
+        try:
+            settings = lab_settings(self.case, self.workdir, self.fake)
+            runtime = Runtime(settings, provider=case_provider(self.case, settings))
+            await runtime.start()
+            live = runtime
+            connector = Connector(
+                ConnectorConfig(
+                    endpoint=self.fake.base_url,
+                    client_id=self.fake.app_key,
+                    client_secret=self.fake.app_secret,
+                    store_path=settings.store_path,
+                    ping_interval_s=1.0,
+                    ping_timeout_s=1.0,
+                    backoff_base_s=0.05,
+                    backoff_max_s=0.5,
+                ),
+                on_event=lambda event: loop.call_soon_threadsafe(live.submit, event),
+            )
+            connector.start()
+            if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):
+                raise RuntimeError("the connector did not connect to the fake gateway")
+            frames = 0
+            for step in self.case.steps:
+                frames += self._step(step)
+                await self._settle(runtime, connector, frames)
+            received = [message.to_dict() for message in self.fake.received]
+            result.problems = judge(self.case.expect, received, runtime.store)
+            result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
+        except Exception as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if connector is not None:
+                await loop.run_in_executor(None, connector.stop, 5.0)
+            if runtime is not None:
+                await runtime.aclose()
+            await self.fake.stop()
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _step(self, step: Step) -> int:
+        """Play one step on the platform's side; returns how many frames it sent."""
+        if step.send is not None:
+            self.fake.inject(step.send.short_keys())
+            return 1
+        if step.kind == "frame":
+            value = step.frame_value
+            self.fake.inject_raw(value if isinstance(value, str) else json.dumps(value))
+            return 1
+        if step.redeliver is not None:
+            self.fake.redeliver(step.redeliver)
+            return 1
+        if step.fault is not None:
+            self.fake.arm_fault(step.fault)
+        return 0
+
+    async def _settle(self, runtime: Runtime, connector: Connector, frames: int) -> None:
+        """Wait until every frame sent so far was handled and the runs it caused finished."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while sum(connector.stats.frames.values()) < frames and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        await self.fake.wait_idle(max(0.0, deadline - time.monotonic()))
+        await asyncio.sleep(0)  # let handed-over events reach the dispatcher
+        await runtime.drain()
+
+
+async def run_live_case(case: Case) -> CaseResult:
+    reason = live_skip_reason(case)
+    if reason is not None:
+        return CaseResult(case, skipped=reason)
+    with tempfile.TemporaryDirectory(prefix=f"dta-live-{case.id[:40]}-") as tmp:
+        return await LiveCaseRun(case, Path(tmp)).run()
