@@ -14,6 +14,7 @@ from lab.fake.callbacks import (
     dm_conversation_id,
 )
 from lab.fake.control import Fault, LabControl, parse_fault_spec
+from lab.fake.ledger import FrameRecord
 from lab.fake.platform import (
     SESSION_TTL_S,
     TOKEN_TTL_S,
@@ -21,7 +22,7 @@ from lab.fake.platform import (
     ReceivedMessage,
     Session,
 )
-from lab.fake.stream import FrameRecord, StreamGateway
+from lab.fake.stream import StreamGateway
 
 __all__ = [
     "CALLBACK_TOPIC",
