@@ -5,7 +5,7 @@
     dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
-    dta lab bench [--events N] [--json]
+    dta lab bench [--quick] [--only pipeline|stream] [--events N] [--json]
 
 The lab commands live in ``lab/`` (which depends on ``agent``); they are imported only
 when asked for, so the daemon never loads the lab.
@@ -52,8 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     rp = lab_commands.add_parser("replay", help="drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
-    bn = lab_commands.add_parser("bench", help="throughput benchmark against its baseline")
-    bn.add_argument("--events", type=int, default=5000, help="synthetic messages (default 5000)")
+    bn = lab_commands.add_parser("bench", help="benchmarks, each next to its baseline")
+    bn.add_argument("--events", type=int, help="pipeline: synthetic messages (default 5000)")
+    bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
+    bn.add_argument("--only", choices=["pipeline", "stream"], help="run one benchmark")
     bn.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.lab_command == "bench":
             from lab.bench import bench
 
-            return bench(args.events, args.json, out=sys.stdout)
+            return bench(args.events, args.json, sys.stdout, args.quick, args.only)
     return 2
 
 

@@ -68,11 +68,12 @@ class Settings(BaseModel):
     read_timeout_s: float = Field(default=10, gt=0)
     send_retries: int = Field(default=3, ge=0, le=10)
     max_retry_after_s: float = Field(default=30, ge=0)
+    http_proxy: str | None = None  # e.g. http://proxy:3128 for the OpenAPI and webhooks
 
     # runtime
     store_path: Path = Path(".dta/dta.db")
     store_synchronous: Literal["normal", "full"] = "normal"
-    max_concurrent_runs: int = Field(default=32, ge=1)
+    max_concurrent_runs: int = Field(default=16, ge=1)
     shutdown_grace_s: float = Field(default=10, ge=0)
 
     # the Stream Mode connection (see agent/connector.py)

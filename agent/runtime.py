@@ -73,6 +73,8 @@ def transport_config(settings: Settings) -> TransportConfig:
         send_retries=settings.send_retries,
         max_retry_after_s=settings.max_retry_after_s,
         webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
+        max_connections=settings.max_concurrent_runs,
+        proxy=settings.http_proxy,
     )
 
 

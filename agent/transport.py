@@ -45,6 +45,8 @@ class TransportConfig:
     send_retries: int = 3
     max_retry_after_s: float = 30.0
     webhook_expiry_margin_s: float = 30.0
+    max_connections: int = 16
+    proxy: str | None = None
 
     @property
     def has_openapi_credentials(self) -> bool:
@@ -114,12 +116,19 @@ class DingTalkTransport:
     ) -> None:
         self.config = config
         self.clock = clock
+        # A small pool: loopback or not, a handful of kept-alive connections carry the
+        # load, and httpcore's bookkeeping grows with every connection it has to scan.
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(
                 config.read_timeout_s,
                 connect=config.connect_timeout_s,
                 pool=config.connect_timeout_s,
             ),
+            limits=httpx.Limits(
+                max_connections=config.max_connections,
+                max_keepalive_connections=config.max_connections,
+            ),
+            proxy=config.proxy,
             trust_env=False,
         )
         self._token: str | None = None

@@ -23,6 +23,7 @@ from agent.clock import SystemClock
 from agent.config import Settings
 from agent.runtime import Runtime, transport_config
 from agent.transport import DingTalkTransport, OutboundRequest
+from lab.bench_stream import bench_stream
 from lab.fake.callbacks import callback_frame
 from storage.baseline import write_bare_rows
 
@@ -110,16 +111,44 @@ def bench_pipeline(count: int) -> PipelineBench:
     )
 
 
-def bench(events: int, as_json: bool, out: TextIO) -> int:
-    result = bench_pipeline(events)
+def bench(events: int | None, as_json: bool, out: TextIO, quick: bool, only: str | None) -> int:
+    """Run the benchmarks; each figure sits next to its baseline from the same run."""
+    report: dict[str, object] = {"quick": quick}
+    if only in (None, "pipeline"):
+        count = events or (1000 if quick else 5000)
+        pipeline = bench_pipeline(count)
+        report["pipeline"] = asdict(pipeline)
+        if not as_json:
+            print(
+                f"pipeline: {pipeline.events} events in {pipeline.pipeline_seconds}s"
+                f" = {pipeline.pipeline_events_per_s} events/s ({pipeline.replies} replies)\n"
+                f"  bare store writes (same rows, same transactions):"
+                f" {pipeline.bare_events_per_s} events/s\n"
+                f"  ratio pipeline / bare = {pipeline.ratio}",
+                file=out,
+            )
+    if only in (None, "stream"):
+        with tempfile.TemporaryDirectory(prefix="dta-bench-stream-") as tmp:
+            figures = asyncio.run(bench_stream(quick, Path(tmp)))
+        report["stream"] = [asdict(f) for f in figures]
+        ratios = {}
+        for bare, dta in zip(figures[::2], figures[1::2], strict=True):
+            ratios[f"{dta.platform_latency_ms:g}ms"] = {
+                "replies_per_s_dta_over_bare": round(dta.replies_per_s / bare.replies_per_s, 2),
+                "ack_p99_dta_over_bare": round(dta.ack_p99_ms / bare.ack_p99_ms, 3),
+            }
+        report["stream_ratios"] = ratios
+        if not as_json:
+            print("stream (real connector, fake gateway, same run):", file=out)
+            for f in figures:
+                print(
+                    f"  platform {f.platform_latency_ms:g} ms  {f.contestant:<5}"
+                    f" ack p50 {f.ack_p50_ms} ms, p99 {f.ack_p99_ms} ms"
+                    f" ({f.steady_messages} msgs steady);"
+                    f" burst {f.burst_messages} → {f.replies_per_s} replies/s",
+                    file=out,
+                )
+            print(f"  ratios dta/bare: {ratios}", file=out)
     if as_json:
-        print(json.dumps({"pipeline": asdict(result)}, indent=2), file=out)
-        return 0
-    print(
-        f"pipeline: {result.events} events in {result.pipeline_seconds}s"
-        f" = {result.pipeline_events_per_s} events/s ({result.replies} replies)\n"
-        f"bare store writes (same rows, same transactions): {result.bare_events_per_s} events/s\n"
-        f"ratio pipeline / bare = {result.ratio}",
-        file=out,
-    )
+        print(json.dumps(report, indent=2), file=out)
     return 0

@@ -194,6 +194,8 @@ async def send_by_session(request: web.Request) -> web.Response:
     if fault is not None:
         return await _faulted(platform, fault, keep, _oapi_fault_body)
     keep()
+    if platform.send_latency_s:
+        await asyncio.sleep(platform.send_latency_s)
     return errcode(0, "ok")
 
 
@@ -276,6 +278,8 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
     if fault is not None:
         return await _faulted(platform, fault, keep, _api_fault_body)
     keep()
+    if platform.send_latency_s:
+        await asyncio.sleep(platform.send_latency_s)
     extra = {"invalidStaffIdList": [], "flowControlledStaffIdList": []} if oto else {}
     return web.json_response({"processQueryKey": key, **extra})
 

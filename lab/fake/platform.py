@@ -79,6 +79,7 @@ class FakeDingTalk:
         max_redeliveries: int = 5,
         ping_interval_s: float | None = None,
         ticket_ttl_s: float = 90.0,
+        send_latency_s: float = 0.0,
     ) -> None:
         self.clock = clock
         self.app_key = app_key
@@ -87,6 +88,9 @@ class FakeDingTalk:
         self.chatbot_user_id = chatbot_user_id
         self.corp_id = corp_id
         self.timeout_fault_s = timeout_fault_s
+        # How long DingTalk takes to answer a send (real seconds). Loopback answers in well
+        # under a millisecond; the real platform, seen from a server, in tens of them.
+        self.send_latency_s = send_latency_s
         self.users: dict[str, dict[str, Any]] = dict(users or {})
         self.tokens: dict[str, float] = {}  # token -> expires_at
         self._base_url: str | None = None

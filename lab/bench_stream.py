@@ -1,0 +1,171 @@
+"""Stream benchmark: dta's daemon next to a bare ``dingtalk-stream`` echo bot, same fake.
+
+Each contestant runs as a subprocess connected to a fresh fake DingTalk over the real
+websocket. Two loads, measured from the platform's side:
+
+- steady: messages at a fixed rate; the fake times each frame from send to ack (ack
+  latency p50/p99);
+- burst: a batch injected at once; replies per second until the platform has them all.
+
+Each runs twice: with the fake answering sends at loopback speed, and with a 30 ms answer
+time like the real platform seen from a server. The bare bot replies inside its handler
+(blocking HTTP, as the SDK README shows), so its ack waits for the reply and its messages
+are handled one at a time; dta acks once the frame is durable and replies concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from agent.clock import SystemClock
+from lab.fake import FakeDingTalk
+
+Contestant = Literal["dta", "bare"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class StreamFigures:
+    contestant: str
+    platform_latency_ms: float
+    steady_messages: int
+    ack_p50_ms: float
+    ack_p99_ms: float
+    ack_max_ms: float
+    burst_messages: int
+    burst_seconds: float
+    replies_per_s: float
+    replies: int
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _start(kind: Contestant, fake: FakeDingTalk, workdir: Path) -> asyncio.subprocess.Process:
+    env = {
+        **os.environ,
+        "DINGTALK_CLIENT_ID": fake.app_key,
+        "DINGTALK_CLIENT_SECRET": fake.app_secret,
+        "DINGTALK_ROBOT_CODE": fake.robot_code,
+        "DINGTALK_OPENAPI_ENDPOINT": fake.base_url,
+        "DTA_STORE_PATH": str(workdir / f"{kind}.db"),
+        "DTA_HEALTH_PORT": str(_free_port()),
+        "DTA_LOG_LEVEL": "WARNING",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    module = ["agent.cli", "run"] if kind == "dta" else ["lab.bare_echo"]
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        *module,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+async def _until(check: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return True
+        await asyncio.sleep(0.005)
+    return False
+
+
+async def measure(
+    kind: Contestant, rate: float, steady_s: float, burst: int, latency_s: float, workdir: Path
+) -> StreamFigures:
+    fake = FakeDingTalk(SystemClock(), send_latency_s=latency_s)
+    await fake.start()
+    run_dir = workdir / f"{kind}-{latency_s * 1000:g}ms"  # a fresh store: msgIds repeat
+    run_dir.mkdir(parents=True, exist_ok=True)
+    proc = await _start(kind, fake, run_dir)
+    try:
+        if not await fake.wait_connected(30):
+            raise RuntimeError(f"{kind} did not connect to the fake gateway")
+        for i in range(5):  # warm-up, not measured
+            fake.inject({"msg": f"{kind}-w{i}", "from": f"w{i}", "text": f"{i} + 1 等于多少"})
+        await _until(lambda: len(fake.received) >= 5, 30)
+
+        steady = int(rate * steady_s)
+        ids = []
+        started = time.monotonic()
+        for i in range(steady):
+            await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
+            ids.append(
+                fake.inject({"msg": f"{kind}-s{i}", "from": f"s{i}", "text": f"{i} + 2 等于多少"})[
+                    "msg"
+                ]
+            )
+        await fake.wait_acked(ids, 60)
+        wanted = set(ids)
+        latencies = [
+            frame["latency_ms"]
+            for frame in fake.stream_stats()["frames"]
+            if frame.get("msg_id") in wanted and frame.get("latency_ms") is not None
+        ]
+        await _until(lambda: len(fake.received) >= 5 + steady, 60)
+
+        # One sender per message: several quick lines from one person are deliberately
+        # answered once by dta (a newer message supersedes older runs), which would not
+        # compare like with like.
+        mark = len(fake.received)
+        t0 = time.monotonic()
+        for i in range(burst):
+            fake.inject({"msg": f"{kind}-b{i}", "from": f"b{i}", "text": f"{i} + 3 等于多少"})
+        await _until(lambda: len(fake.received) >= mark + burst, 120)
+        seconds = time.monotonic() - t0
+        replies = len(fake.received) - mark
+    finally:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            proc.kill()
+        await fake.stop()
+    return StreamFigures(
+        contestant=kind,
+        platform_latency_ms=latency_s * 1000,
+        steady_messages=steady,
+        ack_p50_ms=round(statistics.median(latencies), 2) if latencies else float("nan"),
+        ack_p99_ms=round(_percentile(latencies, 0.99), 2),
+        ack_max_ms=round(max(latencies), 2) if latencies else float("nan"),
+        burst_messages=burst,
+        burst_seconds=round(seconds, 3),
+        replies_per_s=round(replies / seconds, 1) if seconds > 0 else float("nan"),
+        replies=replies,
+    )
+
+
+LATENCIES_S = (0.0, 0.03)  # loopback, and a send answered in 30 ms as from a real server
+
+
+async def bench_stream(quick: bool, workdir: Path) -> list[StreamFigures]:
+    """Both contestants at each platform latency; neither shares a process, store or fake."""
+    rate, steady_s, burst = (50.0, 2.0, 200) if quick else (100.0, 5.0, 1000)
+    figures = []
+    for latency in LATENCIES_S:
+        for kind in ("bare", "dta"):
+            n = burst if latency == 0 else max(100, burst // 5)
+            figures.append(await measure(kind, rate, steady_s, n, latency, workdir))
+    return figures
