@@ -13,7 +13,7 @@ def readme_commands() -> list[str]:
 
 def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
     main, tests = readme_commands()
-    assert "dta lab eval" in main and "[test]" not in main
+    assert "dta dev --demo" in main and "[test]" not in main
     assert "pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert tests in ci

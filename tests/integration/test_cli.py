@@ -83,3 +83,27 @@ async def test_run_refuses_bad_config_naming_the_field(tmp_path, env, field):
     code, _, err = await dta("run", env=full)
     assert code == 2
     assert field in err
+
+
+async def test_dev_demo_talks_to_the_daemon_over_the_stream(tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "dev",
+        "--demo",
+        "--dir",
+        str(tmp_path / "dev"),
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    text = out.decode()
+    assert proc.returncode == 0, text + err.decode()
+    assert "robot → cid-dm-u1: 7 + 5 = 12" in text
+    assert "decision: silent (group_not_mentioned)" in text
+    assert "robot → cid-demo @u2: (3 + 4) × 6 = 42" in text
+    assert "delivered 2x, 0 new messages" in text
+    assert not (tmp_path / ".dta" / "dev.json").exists()

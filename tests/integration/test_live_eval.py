@@ -1,7 +1,6 @@
 """Every case that does not need the virtual clock gives the same verdict through the real
 connector and websocket as through direct ingest."""
 
-
 from lab.cases import discover
 from lab.live import live_skip_reason, run_live_case
 from lab.runner import run_case
