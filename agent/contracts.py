@@ -376,6 +376,8 @@ class Run(Contract):
     skill_snapshot: SkillSnapshot = Field(default_factory=SkillSnapshot)
     provider: str
     state: RunState = RunState.WORKING
+    usage: dict[str, int] = Field(default_factory=dict)  # provider tokens, if it reports them
+    failure: str | None = None  # why the provider gave no usable answer
     created_at: float
     updated_at: float
 

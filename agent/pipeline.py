@@ -24,7 +24,6 @@ from agent.broker import Broker, Settle
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
-    EnrichedInvocation,
     Event,
     Evidence,
     Origin,
@@ -42,9 +41,13 @@ from agent.invocation import InvocationBuilder
 from gates.action import ActionGate, Refusal, RunTally, load_facts
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from gates.response import ResponseGate
+from skills.providers.base import Provider, ProviderFailed
 from storage import Store
 
 log = logging.getLogger("dta.pipeline")
+
+# What the robot says when it could not produce an answer (never the provider's raw output).
+HONEST_FAILURE = "抱歉，这次没能处理好你的请求，请稍后再试或换个说法。"
 
 DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
 
@@ -53,14 +56,6 @@ class SkillSource(Protocol):
     def for_event(
         self, msgtype: str, scene: str, provider: str
     ) -> tuple[Sequence[Any], SkillSnapshot, list[ActionKind]]: ...
-
-
-class Provider(Protocol):
-    name: str
-
-    async def respond(
-        self, invocation: EnrichedInvocation, skills: Sequence[Any]
-    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -146,13 +141,18 @@ class Pipeline:
 
         invocation = self.invocations.build(event, run)
         try:
-            requests = await self.provider.respond(invocation, skills)
+            reply = await self.provider.respond(invocation, skills)
+        except ProviderFailed as exc:
+            log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
+            return await self._fail_honestly(run, exc.reason, exc.detail)
         except Exception as exc:  # a provider bug must not take the daemon down
-            log.exception("provider failed", extra={"run_id": run.run_id})
-            return self._end_silent(run, SilentReason.PROVIDER_FAILED, type(exc).__name__)
-        if not requests:
+            log.exception("provider crashed", extra={"run_id": run.run_id})
+            return await self._fail_honestly(run, "provider_error", type(exc).__name__)
+        if reply.usage:
+            run = run.model_copy(update={"usage": reply.usage})
+        if not reply.requests:
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
-        outcome = await self._act(run, requests)
+        outcome = await self._act(run, reply.requests)
         if outcome.settled is not None:
             return outcome.settled
         run = run.model_copy(
@@ -237,6 +237,20 @@ class Pipeline:
             extra={"run_id": run.run_id, "reason": refusal.reason.value, "detail": refusal.detail},
         )
         return receipt
+
+    async def _fail_honestly(self, run: Run, reason: str, detail: str) -> Run:
+        """No usable answer: say so briefly where replying is allowed, else stay silent.
+
+        The short reply goes through the action gate like any other; the run ends
+        ``failed`` either way, with the provider's reason kept on the run.
+        """
+        run = run.model_copy(update={"failure": f"{reason}: {detail}"[:500]})
+        if ActionKind.REPLY not in run.allowed_actions:
+            return self._end_silent(run, SilentReason.PROVIDER_FAILED, f"{reason}: {detail}")
+        await self._act(run, [{"kind": "reply", "text": HONEST_FAILURE}])
+        run = run.model_copy(update={"state": RunState.FAILED, "updated_at": self.clock.now()})
+        self.store.save_run(run)
+        return run
 
     def _end_silent(self, run: Run, reason: SilentReason, detail: str) -> Run:
         state = RunState.FAILED if reason is SilentReason.PROVIDER_FAILED else RunState.SILENT

@@ -20,13 +20,13 @@ from typing import Any
 from agent.clock import VirtualClock
 from agent.config import Settings
 from agent.crashpoints import Crash, CrashPoints
-from agent.pipeline import Provider
 from agent.runtime import Runtime, build_provider
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.judge import Check, judge
 from lab.scripted import ScriptedProvider
 from lab.transcript import Transcript, collect_transcript
+from skills.providers.base import Provider
 
 LAB_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: every case starts here
 REDELIVERY_DELAY_S = 60.0  # DingTalk redelivers an unacked callback about a minute later

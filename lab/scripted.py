@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.contracts import EnrichedInvocation
-from agent.pipeline import Provider
+from skills.providers.base import Provider, ProviderReply
 
 
 class ScriptedProvider:
@@ -24,8 +24,8 @@ class ScriptedProvider:
         self.script = script
         self.fallback = fallback
 
-    async def respond(self, invocation: EnrichedInvocation, skills: Sequence[Any]) -> list[Any]:
+    async def respond(self, invocation: EnrichedInvocation, skills: Sequence[Any]) -> ProviderReply:
         scripted = self.script.get(invocation.event.event_id)
         if scripted is None:
             return await self.fallback.respond(invocation, skills)
-        return copy.deepcopy(scripted)
+        return ProviderReply(copy.deepcopy(scripted))

@@ -76,7 +76,7 @@ async def only_request(
     provider: RulesProvider, text: str, skills: list[Skill], **kwargs: Any
 ) -> dict[str, Any]:
     """Run the provider and check the contract every output must meet."""
-    requests = await provider.respond(make_invocation(text, **kwargs), skills)
+    requests = (await provider.respond(make_invocation(text, **kwargs), skills)).requests
     assert len(requests) == 1
     for request in requests:
         ActionRequest.model_validate(request)
@@ -282,7 +282,8 @@ async def test_skills_can_forbid_replies(provider: RulesProvider, tmp_path: Path
     skills = discover([tmp_path / "skills"])
     request = await only_request(provider, "1+1", skills)
     assert request["kind"] == "silence"
-    assert await provider.respond(make_invocation("1+1", allowed=[ActionKind.ACK]), skills) == []
+    reply = await provider.respond(make_invocation("1+1", allowed=[ActionKind.ACK]), skills)
+    assert reply.requests == []
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from agent.config import Settings
 from agent.contracts import ActionKind, ReceiptStatus, RunState
 from agent.crashpoints import Crash, CrashPoints
 from agent.ingest import Ingestor
+from agent.pipeline import HONEST_FAILURE
 from agent.runtime import Runtime
 from gates.action import idempotency_key
 from tests.factories import T0, callback, frame
@@ -190,13 +191,36 @@ class ExplodingProvider:
 
 
 @respx.mock
-async def test_provider_failure_is_an_honest_silence(settings, clock):
-    route = respx.route().mock(return_value=httpx.Response(200, json={"errcode": 0}))
+async def test_provider_failure_gets_an_honest_short_reply(settings, clock):
+    route = webhook_ok()
     runtime = await boot(settings, clock, provider=ExplodingProvider())
     runtime.ingest(frame(callback(text="hi")))
     await runtime.drain()
     (receipt,) = runtime.store.receipts()
+    assert (receipt.kind, receipt.status) == (ActionKind.REPLY, ReceiptStatus.ACCEPTED)
+    assert HONEST_FAILURE in route.calls.last.request.content.decode()
+    assert "model fell over" not in route.calls.last.request.content.decode()
+    run = runtime.store.get_run("m1")
+    assert run.state is RunState.FAILED and run.failure == "provider_error: RuntimeError"
+    await runtime.aclose()
+
+
+@respx.mock
+async def test_provider_failure_is_silent_where_replying_is_not_allowed(settings, clock, tmp_path):
+    route = respx.route().mock(return_value=httpx.Response(200, json={"errcode": 0}))
+    skill = tmp_path / "skills" / "no-reply"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: no-reply\ndescription: x\nversion: '1'\nallowed_actions: [silence]\n---\n"
+    )
+    runtime = await boot(
+        settings.with_overrides({"skill_paths": [tmp_path / "skills"]}),
+        clock,
+        provider=ExplodingProvider(),
+    )
+    runtime.ingest(frame(callback(text="hi")))
+    await runtime.drain()
+    (receipt,) = runtime.store.receipts()
     assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "provider_failed")
-    assert runtime.store.get_run("m1").state is RunState.FAILED
     assert route.call_count == 0
     await runtime.aclose()

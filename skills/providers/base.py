@@ -4,15 +4,39 @@ Providers return plain dicts rather than ``ActionRequest`` objects on purpose: t
 gate validates whatever comes back (from rules, a model or an external command) in one
 place, so a provider cannot skip validation by handing over an already-built object.
 The builders below only ever emit ``kind`` plus the one field the kind needs.
+
+A provider that cannot produce an answer raises ``ProviderFailed`` with a reason; the
+pipeline then ends the run honestly (a short "could not process this" reply, or silence
+with ``provider_failed`` where replying is not allowed) — never a crash, never a raw dump.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from agent.contracts import ActionKind, EnrichedInvocation
 from skills.loader import Skill
+
+
+@dataclass
+class ProviderReply:
+    """What a provider produced: raw requests for the action gate, plus its own accounting."""
+
+    requests: list[Any]
+    usage: dict[str, int] = field(default_factory=dict)  # e.g. prompt/completion tokens
+    evidence: dict[str, Any] = field(default_factory=dict)  # e.g. repair rounds, stderr tail
+
+
+class ProviderFailed(Exception):
+    """No usable answer (timeout, invalid output after repair, a failing command)."""
+
+    def __init__(self, reason: str, detail: str = "", evidence: dict[str, Any] | None = None):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+        self.evidence = evidence or {}
 
 
 @runtime_checkable
@@ -23,7 +47,7 @@ class Provider(Protocol):
 
     async def respond(
         self, invocation: EnrichedInvocation, skills: Sequence[Skill]
-    ) -> list[dict[str, Any]]: ...
+    ) -> ProviderReply: ...
 
 
 def reply(text: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 from agent.contracts import ActionKind, AgentDefinition, EnrichedInvocation
 from skills.loader import Skill, allowed_actions
 from skills.providers import arithmetic
-from skills.providers.base import reply, silence
+from skills.providers.base import ProviderReply, reply, silence
 from skills.providers.knowledge import KnowledgeBase, Match, excerpt
 
 
@@ -139,14 +139,16 @@ class RulesProvider:
 
     async def respond(
         self, invocation: EnrichedInvocation, skills: Sequence[Skill]
-    ) -> list[dict[str, Any]]:
+    ) -> ProviderReply:
         """One request for the invocation; silence if this run may not reply at all."""
         permitted = set(invocation.allowed_actions) & set(allowed_actions(skills))
         if ActionKind.REPLY not in permitted:
             if ActionKind.SILENCE in permitted:
-                return [silence("reply is not allowed for this run; rules only reply")]
-            return []
-        return [self.answer(invocation.text)]
+                return ProviderReply(
+                    [silence("reply is not allowed for this run; rules only reply")]
+                )
+            return ProviderReply([])
+        return ProviderReply([self.answer(invocation.text)])
 
     def answer(self, text: str) -> dict[str, Any]:
         """The single reply for a message text (pure apart from reading the knowledge)."""
