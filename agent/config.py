@@ -23,6 +23,7 @@ ENV_KEYS: dict[str, str] = {
     "DINGTALK_CLIENT_SECRET": "client_secret",
     "DINGTALK_ROBOT_CODE": "robot_code",
     "DINGTALK_OPENAPI_ENDPOINT": "openapi_base_url",
+    "DINGTALK_OAPI_ENDPOINT": "oapi_base_url",
     "DTA_STORE_PATH": "store_path",
     "DTA_PROVIDER": "provider",
     "DTA_KNOWLEDGE_DIR": "knowledge_dir",
@@ -52,6 +53,20 @@ class Settings(BaseModel):
     max_reply_chars: int = Field(default=3800, ge=100, le=6000)
     max_reply_chunks: int = Field(default=4, ge=1)
     agent: AgentDefinition = Field(default_factory=AgentDefinition)
+
+    # the enriched invocation (agent/invocation.py)
+    burst_window_s: float = Field(default=120, ge=0)
+    max_text_chars: int = Field(default=4000, ge=100)
+    max_quote_chars: int = Field(default=1000, ge=50)
+    max_burst_messages: int = Field(default=10, ge=0)
+    identity_lookup: bool = True
+    identity_ttl_s: float = Field(default=86400, ge=0)
+    identity_timeout_s: float = Field(default=2.0, gt=0)
+    # the old-style OpenAPI host (user details); defaults to oapi.dingtalk.com for the
+    # real platform and to openapi_base_url for anything else (the bundled fake)
+    oapi_base_url: str | None = None
+    # write response-gate.json, enriched-invocation.json and CONTEXT.md per run here
+    run_dir: Path | None = None
     knowledge_dir: Path | None = None
     skill_paths: list[Path] = Field(default_factory=list)
 
@@ -94,10 +109,18 @@ class Settings(BaseModel):
     openai_model: str | None = None
     openai_api_key: SecretStr | None = None
 
-    @field_validator("openapi_base_url", "openai_base_url")
+    @field_validator("openapi_base_url", "openai_base_url", "oapi_base_url")
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+    @property
+    def directory_base_url(self) -> str:
+        if self.oapi_base_url:
+            return self.oapi_base_url
+        if self.openapi_base_url == DINGTALK_API:
+            return "https://oapi.dingtalk.com"
+        return self.openapi_base_url
 
     @property
     def has_openapi_credentials(self) -> bool:

@@ -44,6 +44,7 @@ class SilentReason(StrEnum):
     # Added by dta: the provider chose silence, or could not produce a valid answer.
     PROVIDER_SILENCE = "provider_silence"
     PROVIDER_FAILED = "provider_failed"
+    TASK_CANCELLED = "task_cancelled"  # the actor said stop; the task ends, nothing is said
 
 
 class EngageReason(StrEnum):
@@ -259,6 +260,41 @@ class ResponseDecision(Contract):
     decided_at: float
 
 
+# --------------------------------------------------------------------------- tasks
+
+
+class TaskStatus(StrEnum):
+    WORKING = "working"
+    WAITING = "waiting"  # asked a question; the actor's next message resumes it
+    COMPLETED = "completed"  # only with receipts for every done_when item
+    CANCELLED = "cancelled"  # stopped by the actor, or superseded by a correction
+    FAILED = "failed"
+
+    @property
+    def is_active(self) -> bool:
+        return self in (TaskStatus.WORKING, TaskStatus.WAITING)
+
+
+class TaskCheckpoint(Contract):
+    """Multi-message work in one thread. Updated only by revision compare-and-set."""
+
+    schema_: Literal["dta.task-checkpoint/1"] = Field(
+        default="dta.task-checkpoint/1", alias="$schema"
+    )
+    task_id: str
+    scope_id: str  # the thread: conversation + actor
+    status: TaskStatus
+    revision: int
+    goal: str
+    done_when: list[str] = Field(default_factory=list)
+    waiting_for: str | None = None
+    # done_when item -> the receipt that proves it (a task completes only when all are here)
+    evidence: dict[str, str] = Field(default_factory=dict)
+    updated_by_run: str
+    created_at: float
+    updated_at: float
+
+
 # --------------------------------------------------------------------------- invocation
 
 
@@ -309,6 +345,7 @@ class EnrichedInvocation(Contract):
     )
     run_id: str
     event: Event
+    response_gate: ResponseDecision | None = None
     text: str
     text_truncated: bool = False
     text_original_length: int | None = None
@@ -316,7 +353,8 @@ class EnrichedInvocation(Contract):
     quote: QuotedMessage | None = None
     burst: Burst | None = None
     allowed_actions: list[ActionKind]
-    continuation: dict[str, Any] | None = None
+    # the thread's waiting task this message answers, with its checkpoint
+    continuation: TaskCheckpoint | None = None
 
 
 # --------------------------------------------------------------------------- skills

@@ -1,34 +1,203 @@
 """Build the enriched invocation a behavior skill sees for one run.
 
-For now: the event, its text, and the actor's identity as the envelope states it
-(``source: envelope``). Quote, burst and directory identity arrive with the task-lifecycle
-work; each item says where it came from and never grants authority.
+Three things beyond the message itself, each saying where it came from:
+
+- **quote** — what the message replies to: from the callback when DingTalk sent the
+  content, else from our own records (an earlier inbound event by msgId, or our own reply
+  through the outbound index by processQueryKey). If nobody has the content — a quoted
+  robot card arrives empty — it is marked ``missing`` with the reason, never invented.
+- **burst** — the same person's earlier messages in this conversation within the burst
+  window, oldest first, so three quick lines are read as one request.
+- **identity** — name, title and department from the staff directory (cached); when the
+  lookup fails the envelope's nick, marked ``source: envelope``.
+
+Long text, quotes and bursts are cut to configured sizes and say so (``truncated``).
+Sources explain; they never grant authority.
 """
 
 from __future__ import annotations
 
-from agent.contracts import EnrichedInvocation, Event, Identity, Run
+import logging
+from dataclasses import dataclass
+from typing import Any
 
-MAX_TEXT_CHARS = 4000
+from agent.clock import Clock
+from agent.contracts import (
+    Burst,
+    BurstMessage,
+    EnrichedInvocation,
+    Event,
+    Identity,
+    QuotedMessage,
+    ResponseDecision,
+    Run,
+    TaskCheckpoint,
+)
+from agent.transport import DingTalkTransport, DirectoryError
+from storage import Store
+
+log = logging.getLogger("dta.invocation")
+
+
+@dataclass(frozen=True)
+class InvocationLimits:
+    max_text_chars: int = 4000
+    max_quote_chars: int = 1000
+    burst_window_s: float = 120.0
+    max_burst_messages: int = 10
+    identity_ttl_s: float = 86_400.0
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool, int | None]:
+    if len(text) <= limit:
+        return text, False, None
+    return text[:limit], True, len(text)
+
+
+def _content_text(content: Any) -> str:
+    if not isinstance(content, dict):
+        return ""
+    if isinstance(content.get("text"), str):
+        return content["text"]
+    parts = content.get("richText") or []
+    return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
 
 
 class InvocationBuilder:
-    def __init__(self, max_text_chars: int = MAX_TEXT_CHARS) -> None:
-        self.max_text_chars = max_text_chars
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        transport: DingTalkTransport | None = None,
+        limits: InvocationLimits | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.transport = transport
+        self.limits = limits or InvocationLimits()
 
-    def build(self, event: Event, run: Run) -> EnrichedInvocation:
-        text = event.text
-        truncated = len(text) > self.max_text_chars
+    async def build(
+        self,
+        event: Event,
+        run: Run,
+        decision: ResponseDecision | None = None,
+        continuation: TaskCheckpoint | None = None,
+    ) -> EnrichedInvocation:
+        text, truncated, original = _cut(event.text, self.limits.max_text_chars)
         return EnrichedInvocation(
             run_id=run.run_id,
             event=event,
-            text=text[: self.max_text_chars],
+            response_gate=decision,
+            text=text,
             text_truncated=truncated,
-            text_original_length=len(text) if truncated else None,
-            identity=Identity(
-                source="envelope",
-                user_id=event.actor.user_id,
-                name=event.actor.nick,
-            ),
+            text_original_length=original,
+            identity=await self.identity(event),
+            quote=self.quote(event),
+            burst=self.burst(event),
             allowed_actions=run.allowed_actions,
+            continuation=continuation,
         )
+
+    # ------------------------------------------------------------------ quote
+
+    def quote(self, event: Event) -> QuotedMessage | None:
+        raw = event.quote
+        if not raw:
+            return None
+        replied: dict[str, Any] = raw.get("repliedMsg") or {}
+        older: dict[str, Any] = raw.get("quoteMessage") or {}
+        msg_id = replied.get("msgId") or older.get("msgId") or raw.get("originalMsgId")
+        author = replied.get("senderId") or older.get("senderId")
+        created = replied.get("createdAt")
+        text = _content_text(replied.get("content")) or _content_text(older.get("text"))
+        source = "callback"
+        found: dict[str, Any] = {}
+        if not text and msg_id and (earlier := self.store.get_event(str(msg_id))) is not None:
+            text, source = earlier.text, "store:event"
+            author = earlier.actor.dingtalk_id or earlier.actor.user_id
+            found = {"author_nick": earlier.actor.nick, "created_at": earlier.created_at}
+        pqk = raw.get("originalProcessQueryKey")
+        if not text and (ours := self.store.outbound(process_query_key=pqk)) is not None:
+            text, source = ours["text"], "store:outbound"
+            author = event.robot.chatbot_user_id
+            found = {"created_at": ours["sent_at"]}
+        from_robot = bool(author and author == event.robot.chatbot_user_id)
+        missing = None
+        if not text:
+            source = "callback"
+            missing = (
+                "the quoted robot message arrived without content and is not in our records"
+                if from_robot or not author
+                else "the quoted message arrived without content and is not in our records"
+            )
+        cut, truncated, original = _cut(text, self.limits.max_quote_chars)
+        return QuotedMessage(
+            source=source,
+            msg_id=str(msg_id) if msg_id else None,
+            author_id=author,
+            author_nick=found.get("author_nick") or older.get("senderNick"),
+            created_at=found.get("created_at")
+            or (created / 1000.0 if isinstance(created, int | float) else None),
+            msgtype=replied.get("msgType") or older.get("msgtype"),
+            text=cut or None,
+            from_robot=from_robot,
+            truncated=truncated,
+            original_length=original,
+            missing=missing,
+        )
+
+    # ------------------------------------------------------------------ burst
+
+    def burst(self, event: Event) -> Burst | None:
+        if self.limits.burst_window_s <= 0 or self.limits.max_burst_messages <= 0:
+            return None
+        earlier = [
+            e
+            for e in self.store.events_between(
+                event.conversation.id,
+                event.actor.user_id,
+                event.created_at - self.limits.burst_window_s,
+                event.created_at,
+            )
+            if e.event_id != event.event_id
+        ]
+        if not earlier:
+            return None
+        kept = earlier[-self.limits.max_burst_messages :]
+        return Burst(
+            source="store:events",
+            messages=[
+                BurstMessage(
+                    msg_id=e.event_id,
+                    text=e.text[: self.limits.max_quote_chars],
+                    created_at=e.created_at,
+                )
+                for e in kept
+            ],
+            truncated=len(kept) < len(earlier),
+            original_length=len(earlier) if len(kept) < len(earlier) else None,
+        )
+
+    # ------------------------------------------------------------------ identity
+
+    async def identity(self, event: Event) -> Identity:
+        actor = event.actor
+        envelope = Identity(source="envelope", user_id=actor.user_id, name=actor.nick)
+        if self.transport is None or not self.transport.config.directory_base_url:
+            return envelope
+        now = self.clock.now()
+        cached = self.store.cached_identity(actor.user_id, now - self.limits.identity_ttl_s)
+        if cached is not None:
+            return Identity(source="directory:cache", user_id=actor.user_id, **cached)
+        try:
+            detail = await self.transport.user_detail(actor.user_id)
+        except DirectoryError as exc:
+            log.info("directory lookup failed", extra={"error": str(exc)})
+            return envelope.model_copy(update={"missing": f"directory lookup failed: {exc}"})
+        found = {
+            "name": detail.get("name") or actor.nick,
+            "title": detail.get("title") or None,
+            "department": "、".join(str(d) for d in detail.get("dept_names") or []) or None,
+        }
+        self.store.cache_identity(actor.user_id, found, now)
+        return Identity(source="directory", user_id=actor.user_id, **found)

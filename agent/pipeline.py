@@ -18,18 +18,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from agent.broker import Broker, Settle
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
+    ActionRequest,
     Event,
     Evidence,
     Origin,
     Receipt,
     ReceiptStatus,
     RefusalReason,
+    ResponseDecision,
     Run,
     RunState,
     SilentReason,
@@ -38,10 +41,12 @@ from agent.contracts import (
     new_id,
 )
 from agent.invocation import InvocationBuilder
+from agent.tasks import TaskKeeper
 from gates.action import ActionGate, Refusal, RunTally, load_facts
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed
+from skills.rundir import prepare_run_dir
 from storage import Store
 
 log = logging.getLogger("dta.pipeline")
@@ -67,6 +72,8 @@ class RunOutcome:
     stale: bool = False
     receipts: list[Receipt] = field(default_factory=list)
     settled: Run | None = None  # the run's final form, if already saved with a receipt
+    terminal_request: ActionRequest | None = None
+    terminal_receipt: Receipt | None = None
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:
@@ -89,7 +96,9 @@ class Pipeline:
         skills: SkillSource,
         provider: Provider,
         broker: Broker,
-        invocations: InvocationBuilder | None = None,
+        invocations: InvocationBuilder,
+        tasks: TaskKeeper,
+        run_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -98,48 +107,24 @@ class Pipeline:
         self.skills = skills
         self.provider = provider
         self.broker = broker
-        self.invocations = invocations or InvocationBuilder()
+        self.invocations = invocations
+        self.tasks = tasks
+        self.run_dir = run_dir
 
     async def process(self, event: Event) -> Run:
         existing = self.store.get_run(event.event_id)
         if existing is not None and existing.state.is_finished:
             return existing
-        now = self.clock.now()
-        skills, snapshot, allowed = self.skills.for_event(
-            event.msgtype, event.conversation.type.value, self.provider.name
-        )
-        if existing is None:
-            decision = self.response_gate.decide(event, now)
-            run = self.store.open_run(self._new_run(event, snapshot, allowed, now), decision)
-        else:
-            # Re-executing after a crash: the first verdict stands if it was recorded.
-            run = existing
-            decision = self.store.get_decision(event.event_id) or self.response_gate.decide(
-                event, now
-            )
-            self.store.add_decision(run.run_id, decision)
-        log.info(
-            "decision",
-            extra={
-                "run_id": run.run_id,
-                "event_id": event.event_id,
-                "verdict": decision.verdict.value,
-                "reason": decision.reason.value,
-            },
-        )
+        skills, run, decision = self._open(event, existing)
         if decision.verdict is Verdict.SILENT:
-            run = run.model_copy(update={"state": RunState.SILENT, "updated_at": now})
-            receipt = self.broker.receipt(
-                run,
-                ActionKind.SILENCE,
-                ReceiptStatus.SILENT,
-                reason=decision.reason.value,
-                gate_version=RESPONSE_GATE_VERSION,
-            )
-            self.store.add_silence(run, decision, receipt)
-            return run
-
-        invocation = self.invocations.build(event, run)
+            return self._stay_silent(run, decision)
+        start = self.tasks.begin(run, event.text)
+        if start.stop:
+            ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
+            return self._end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
+        invocation = await self.invocations.build(event, run, decision, start.continuation)
+        if self.run_dir is not None:
+            prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         try:
             reply = await self.provider.respond(invocation, skills)
         except ProviderFailed as exc:
@@ -153,12 +138,56 @@ class Pipeline:
         if not reply.requests:
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
         outcome = await self._act(run, reply.requests)
+        self.tasks.settle(
+            run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
+        )
         if outcome.settled is not None:
             return outcome.settled
         run = run.model_copy(
             update={"state": outcome.final_state(), "updated_at": self.clock.now()}
         )
         self.store.save_run(run)
+        return run
+
+    def _open(
+        self, event: Event, existing: Run | None
+    ) -> tuple[Sequence[Any], Run, ResponseDecision]:
+        """The run and its verdict: new, or as a crashed execution left them."""
+        now = self.clock.now()
+        skills, snapshot, allowed = self.skills.for_event(
+            event.msgtype, event.conversation.type.value, self.provider.name
+        )
+        if existing is None:
+            decision = self.response_gate.decide(event, now)
+            run = self.store.open_run(self._new_run(event, snapshot, allowed, now), decision)
+        else:
+            run = existing  # the first verdict stands if it was recorded
+            decision = self.store.get_decision(event.event_id) or self.response_gate.decide(
+                event, now
+            )
+            self.store.add_decision(run.run_id, decision)
+        log.info(
+            "decision",
+            extra={
+                "run_id": run.run_id,
+                "event_id": event.event_id,
+                "verdict": decision.verdict.value,
+                "reason": decision.reason.value,
+            },
+        )
+        return skills, run, decision
+
+    def _stay_silent(self, run: Run, decision: ResponseDecision) -> Run:
+        """A silent verdict: a silent receipt and zero outbound calls."""
+        run = run.model_copy(update={"state": RunState.SILENT, "updated_at": self.clock.now()})
+        receipt = self.broker.receipt(
+            run,
+            ActionKind.SILENCE,
+            ReceiptStatus.SILENT,
+            reason=decision.reason.value,
+            gate_version=RESPONSE_GATE_VERSION,
+        )
+        self.store.add_silence(run, decision, receipt)
         return run
 
     async def _act(self, run: Run, requests: list[Any]) -> RunOutcome:
@@ -185,6 +214,7 @@ class Pipeline:
                 continue
             kind = verdict.request.kind
             status: ReceiptStatus | None = None
+            receipt = None
             for chunk, intent in enumerate(verdict.intents, start=1):
                 last = index == len(requests) - 1 and chunk == len(verdict.intents)
                 receipt = await self.broker.execute(
@@ -202,6 +232,7 @@ class Pipeline:
             else:
                 tally.terminal = kind
                 outcome.terminal, outcome.terminal_kind = status, kind
+                outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
 
     def _settler(self, run: Run, outcome: RunOutcome, kind: ActionKind) -> Settle:

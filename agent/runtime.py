@@ -25,8 +25,9 @@ from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dispatcher import Dispatcher
 from agent.ingest import FrameKind, Ingestor, IngestResult
-from agent.invocation import InvocationBuilder
+from agent.invocation import InvocationBuilder, InvocationLimits
 from agent.pipeline import Pipeline, Provider
+from agent.tasks import TaskKeeper
 from agent.transport import DingTalkTransport, TransportConfig
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponseGate, ResponsePolicy
@@ -75,6 +76,18 @@ def transport_config(settings: Settings) -> TransportConfig:
         webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
         max_connections=settings.max_concurrent_runs,
         proxy=settings.http_proxy,
+        directory_base_url=settings.directory_base_url if settings.identity_lookup else None,
+        directory_timeout_s=settings.identity_timeout_s,
+    )
+
+
+def invocation_limits(settings: Settings) -> InvocationLimits:
+    return InvocationLimits(
+        max_text_chars=settings.max_text_chars,
+        max_quote_chars=settings.max_quote_chars,
+        burst_window_s=settings.burst_window_s,
+        max_burst_messages=settings.max_burst_messages,
+        identity_ttl_s=settings.identity_ttl_s,
     )
 
 
@@ -112,7 +125,11 @@ class Runtime:
             skills=self.skills,
             provider=provider or build_provider(settings),
             broker=self.broker,
-            invocations=InvocationBuilder(),
+            invocations=InvocationBuilder(
+                self.store, self.clock, self.transport, invocation_limits(settings)
+            ),
+            tasks=TaskKeeper(self.store, self.clock),
+            run_dir=settings.run_dir,
         )
         self.dispatcher = Dispatcher(settings.max_concurrent_runs)
         # Told how long each event took from receipt to finished run (metrics).

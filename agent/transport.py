@@ -47,6 +47,8 @@ class TransportConfig:
     webhook_expiry_margin_s: float = 30.0
     max_connections: int = 16
     proxy: str | None = None
+    directory_base_url: str | None = None  # the oapi host for user details
+    directory_timeout_s: float = 2.0
 
     @property
     def has_openapi_credentials(self) -> bool:
@@ -87,6 +89,10 @@ class _Retryable(Exception):
 
 class _TokenError(Exception):
     pass
+
+
+class DirectoryError(Exception):
+    """A user-detail lookup that did not give an answer (the caller falls back)."""
 
 
 def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
@@ -217,6 +223,26 @@ class DingTalkTransport:
 
     def forget_token(self) -> None:
         self._token = None
+
+    async def user_detail(self, user_id: str) -> dict[str, Any]:
+        """The staff directory's entry for ``user_id`` (raises DirectoryError when not had)."""
+        if not (self.config.has_openapi_credentials and self.config.directory_base_url):
+            raise DirectoryError("no OpenAPI credentials")
+        try:
+            token = await self.access_token()
+            response = await self._client.post(
+                f"{self.config.directory_base_url}/topapi/v2/user/get",
+                params={"access_token": token},
+                json={"userid": user_id, "language": "zh_CN"},
+                timeout=self.config.directory_timeout_s,
+            )
+        except (httpx.HTTPError, _TokenError) as exc:
+            raise DirectoryError(type(exc).__name__) from None
+        data = _json(response)
+        result = data.get("result")
+        if response.status_code != 200 or data.get("errcode") != 0 or not isinstance(result, dict):
+            raise DirectoryError(f"answered {response.status_code} errcode {data.get('errcode')}")
+        return result
 
     # ------------------------------------------------------------------ delivery
 

@@ -161,6 +161,8 @@ class Fixtures(_Model):
     # provider output for chosen messages (msgId -> list of raw requests)
     skills: dict[str, str] = Field(default_factory=dict)
     provider_script: dict[str, list[Any]] = Field(default_factory=dict)
+    # the fake platform's staff directory: user id -> {name, title, dept_names}
+    users: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Case(_Model):

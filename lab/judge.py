@@ -119,8 +119,13 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
         if runs.get(msg, 0) != 1:
             problems.append(Check(f"processed.{msg}", "exactly one run", runs.get(msg, 0)))
 
-    if expect.tasks:
-        problems.append(Check("tasks", expect.tasks, "task records are not supported yet"))
+    tasks = [task.model_dump(mode="json") for task in store.tasks()]
+    for i, want_task in enumerate(expect.tasks):
+        if not any(_subset(want_task, task) for task in tasks):
+            summary = [
+                {k: t[k] for k in ("status", "goal", "waiting_for", "revision")} for t in tasks
+            ]
+            problems.append(Check(f"tasks[{i}]", want_task, summary))
     if expect.memory_candidates:
         problems.append(Check("memory_candidates", expect.memory_candidates, "not supported yet"))
     return problems

@@ -55,7 +55,7 @@ class LiveCaseRun:
     def __init__(self, case: Case, workdir: Path) -> None:
         self.case = case
         self.workdir = workdir
-        self.fake = FakeDingTalk(SystemClock(), timeout_fault_s=1.0)
+        self.fake = FakeDingTalk(SystemClock(), timeout_fault_s=1.0, users=case.fixtures.users)
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()

@@ -68,6 +68,7 @@ def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
         robot_code=fake.robot_code,
         connect_timeout_s=1.0,
         read_timeout_s=0.5,
+        identity_timeout_s=0.3,
         knowledge_dir=knowledge_dir,
         skill_paths=skill_paths,
     )
@@ -88,7 +89,7 @@ class CaseRun:
         self.case = case
         self.workdir = workdir
         self.clock = VirtualClock(LAB_EPOCH)
-        self.fake = FakeDingTalk(self.clock, timeout_fault_s=1.0)
+        self.fake = FakeDingTalk(self.clock, timeout_fault_s=1.0, users=case.fixtures.users)
         self.crash = CrashPoints()
         self.unacked: list[tuple[float, dict[str, Any]]] = []
         self.frames = 0

@@ -33,6 +33,7 @@ class Transcript:
     platform: list[dict[str, Any]]
     quarantine: list[dict[str, Any]]
     faults: list[dict[str, Any]]
+    tasks: list[dict[str, Any]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out: list[str] = []
@@ -54,6 +55,12 @@ class Transcript:
                 out.append(f"  receipt {receipt['kind']}: {receipt['status']}{reason}")
             if trail.run_state:
                 out.append(f"  run: {trail.run_state}")
+        for task in self.tasks:
+            proof = f"; proven by {', '.join(task['evidence'])}" if task["evidence"] else ""
+            out.append(
+                f"task {task['goal']!r} in {task['scope_id']}: {task['status']}"
+                f" (revision {task['revision']}{proof})"
+            )
         for message in self.platform:
             target = message.get("conversation_id") or ",".join(message.get("user_ids") or [])
             at = f" @{','.join(message['at_user_ids'])}" if message.get("at_user_ids") else ""
@@ -129,4 +136,5 @@ def collect_transcript(
         {"reason": q["reason"], "error": q["error"], "raw": q["raw"][:200]}
         for q in store.quarantined()
     ]
-    return Transcript(trails, platform, quarantine, list(faults or []))
+    tasks = [task.model_dump(mode="json") for task in store.tasks()]
+    return Transcript(trails, platform, quarantine, list(faults or []), tasks)

@@ -131,6 +131,24 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX outbound_pqk ON outbound (process_query_key);
     """,
+    # 2: tasks and the identity cache
+    """
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        scope_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        updated_at REAL NOT NULL,
+        task_json TEXT NOT NULL
+    );
+    CREATE INDEX tasks_scope ON tasks (scope_id, status);
+
+    CREATE TABLE identity_cache (
+        user_id TEXT PRIMARY KEY,
+        fetched_at REAL NOT NULL,
+        identity_json TEXT NOT NULL
+    );
+    """,
 ]
 
 

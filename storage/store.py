@@ -13,6 +13,7 @@ of it or none of it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from agent.contracts import (
     ResponseDecision,
     Run,
     RunState,
+    TaskCheckpoint,
 )
 from storage.schema import migrate
 
@@ -446,6 +448,93 @@ class Store:
             self._update_attempt(conn, attempt)
             self._insert_receipt(conn, receipt)
 
+    # ------------------------------------------------------------------ invocation lookups
+
+    def events_between(
+        self, conversation_id: str, actor_id: str, since: float, before: float
+    ) -> list[Event]:
+        """The actor's messages in a conversation created in [since, before), oldest first."""
+        rows = self.db.conn.execute(
+            "SELECT event_json FROM events WHERE conversation_id = ? AND actor_id = ?"
+            " AND created_at >= ? AND created_at < ? ORDER BY created_at, rowid",
+            (conversation_id, actor_id, since, before),
+        ).fetchall()
+        return [Event.model_validate_json(row[0]) for row in rows]
+
+    def outbound(self, *, process_query_key: str | None = None) -> dict[str, Any] | None:
+        """One of our own sent messages, found by DingTalk's processQueryKey."""
+        if not process_query_key:
+            return None
+        rows = list(
+            self.db.query(
+                "SELECT o.*, i.event_id FROM outbound o JOIN intents i"
+                " ON i.intent_id = o.intent_id WHERE o.process_query_key = ?",
+                (process_query_key,),
+            )
+        )
+        return rows[0] if rows else None
+
+    def cached_identity(self, user_id: str, fresh_after: float) -> dict[str, Any] | None:
+        row = self.db.conn.execute(
+            "SELECT identity_json FROM identity_cache WHERE user_id = ? AND fetched_at > ?",
+            (user_id, fresh_after),
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def cache_identity(self, user_id: str, identity: dict[str, Any], fetched_at: float) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO identity_cache (user_id, fetched_at, identity_json)"
+                " VALUES (?, ?, ?)",
+                (user_id, fetched_at, json.dumps(identity, ensure_ascii=False)),
+            )
+
+    # ------------------------------------------------------------------ tasks
+
+    def active_task(self, scope_id: str) -> TaskCheckpoint | None:
+        row = self.db.conn.execute(
+            "SELECT task_json FROM tasks WHERE scope_id = ? AND status IN ('working', 'waiting')"
+            " ORDER BY updated_at DESC, rowid DESC LIMIT 1",
+            (scope_id,),
+        ).fetchone()
+        return TaskCheckpoint.model_validate_json(row[0]) if row else None
+
+    def save_task(self, task: TaskCheckpoint) -> bool:
+        """Compare-and-set: ``task.revision`` must be one more than the stored revision
+        (or 1 for a new task). False when someone else moved the task first."""
+        with self._tx() as conn:
+            if task.revision == 1:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO tasks (task_id, scope_id, status, revision,"
+                    " updated_at, task_json) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        task.task_id,
+                        task.scope_id,
+                        task.status.value,
+                        task.revision,
+                        task.updated_at,
+                        task.to_json(),
+                    ),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE tasks SET status = ?, revision = ?, updated_at = ?, task_json = ?"
+                    " WHERE task_id = ? AND revision = ?",
+                    (
+                        task.status.value,
+                        task.revision,
+                        task.updated_at,
+                        task.to_json(),
+                        task.task_id,
+                        task.revision - 1,
+                    ),
+                )
+        return cursor.rowcount == 1
+
+    def tasks(self) -> list[TaskCheckpoint]:
+        rows = self.db.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
+        return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
+
     # ------------------------------------------------------------------ reading back
 
     def decisions(self) -> list[ResponseDecision]:
@@ -491,14 +580,6 @@ class Store:
 
     def deliveries(self, event_id: str) -> int:
         return int(self._scalar("SELECT COUNT(*) FROM deliveries WHERE event_id = ?", (event_id,)))
-
-    def outbound_by_key(self, process_query_key: str) -> dict[str, Any] | None:
-        rows = list(
-            self.db.query(
-                "SELECT * FROM outbound WHERE process_query_key = ?", (process_query_key,)
-            )
-        )
-        return rows[0] if rows else None
 
     def counts(self) -> Counts:
         def count(sql: str) -> int:

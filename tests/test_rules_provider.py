@@ -199,7 +199,7 @@ async def test_self_introduction_beats_knowledge(
     provider: RulesProvider, core_skills: list[Skill]
 ) -> None:
     request = await only_request(provider, "介绍一下你自己，你们团队是做什么的", core_skills)
-    assert request["text"].startswith("我是小钉")
+    assert "我是小钉" in request["text"]
 
 
 # --------------------------------------------------------------------------- knowledge

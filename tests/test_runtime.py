@@ -26,6 +26,7 @@ def settings(tmp_path):
         client_id="app",
         client_secret="sekret",
         robot_code="robot-1",
+        identity_lookup=False,  # directory lookups have their own tests
     )
 
 
@@ -179,7 +180,7 @@ async def test_session_gone_falls_back_to_openapi(settings, clock):
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED
     assert [c.value for c in receipt.evidence.channels_tried] == ["session_webhook", "openapi_oto"]
-    assert runtime.store.outbound_by_key("pqk-9")["intent_id"] == receipt.intent_id
+    assert runtime.store.outbound(process_query_key="pqk-9")["intent_id"] == receipt.intent_id
     await runtime.aclose()
 
 

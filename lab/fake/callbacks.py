@@ -88,8 +88,31 @@ def _content(msgtype: str, msg_id: str, text: str) -> dict[str, Any]:
     return {}
 
 
+def _robot_message(platform: FakeDingTalk, number: Any) -> tuple[dict[str, Any], str | None]:
+    """A quote of the N-th message the platform received from the robot (1-based).
+
+    As DingTalk does, the quoted robot message arrives without content; a message that went
+    out through the OpenAPI can be found again by its processQueryKey, which the callback
+    carries as ``originalProcessQueryKey``.
+    """
+    if not isinstance(number, int) or not 1 <= number <= len(platform.received):
+        raise ValueError(
+            f"send.quote.platform_message must be 1..{len(platform.received)}, got {number!r}"
+        )
+    sent = platform.received[number - 1]
+    replied = {
+        "msgId": f"robot-msg-{sent.seq}",
+        "senderId": platform.chatbot_user_id,
+        "msgType": sent.msgtype,
+        "createdAt": _ms(sent.time),
+    }
+    return replied, sent.process_query_key
+
+
 def _replied_msg(platform: FakeDingTalk, quote: dict[str, Any]) -> dict[str, Any]:
     """The ``repliedMsg`` for a quote: of an earlier inbound message, or of a robot message."""
+    if "platform_message" in quote:
+        return _robot_message(platform, quote["platform_message"])[0]
     if "msg" not in quote:
         return dict(quote)  # a raw repliedMsg, exactly as the case wrote it
     extra = sorted(set(quote) - {"msg"})
@@ -167,6 +190,10 @@ def build_callback(platform: FakeDingTalk, send: dict[str, Any], now: float) -> 
         if "quote" in send:
             data["text"]["isReplyMsg"] = True
             data["text"]["repliedMsg"] = _replied_msg(platform, send["quote"])
+            if "platform_message" in send["quote"]:
+                _, key = _robot_message(platform, send["quote"]["platform_message"])
+                if key:
+                    data["originalProcessQueryKey"] = key
     else:
         data["content"] = _content(msgtype, msg_id, text)
     data.update(send.get("raw", {}))

@@ -10,6 +10,9 @@ The checks run in a fixed order and the first hit produces the single reply:
 4. a matching section of the team's Markdown knowledge folder, with its source;
 5. otherwise "I don't know", naming what was checked.
 
+Before those, ``followup`` reads the invocation as a whole: a waiting task, a quote, a
+request that is missing what it needs (one short ``ask``), the actor's name.
+
 Replies are worded like a colleague would talk; the reply is the same in a group and in
 a DM because the transport adds the @ mention.
 """
@@ -23,7 +26,7 @@ from typing import Any
 
 from agent.contracts import ActionKind, AgentDefinition, EnrichedInvocation
 from skills.loader import Skill, allowed_actions
-from skills.providers import arithmetic
+from skills.providers import arithmetic, followup
 from skills.providers.base import ProviderReply, reply, silence
 from skills.providers.knowledge import KnowledgeBase, Match, excerpt
 
@@ -148,7 +151,25 @@ class RulesProvider:
                     [silence("reply is not allowed for this run; rules only reply")]
                 )
             return ProviderReply([])
-        return ProviderReply([self.answer(invocation.text)])
+        return ProviderReply([self.answer_invocation(invocation)])
+
+    def answer_invocation(self, invocation: EnrichedInvocation) -> dict[str, Any]:
+        """The reply in context: a waiting task, a quote, a bare request, then the text."""
+        text = clean_text(invocation.text, self.agent.name)
+        english = is_english(text)
+        if invocation.continuation is not None:
+            resumed = followup.continue_task(invocation.continuation, text, english)
+            if resumed is not None:
+                return resumed
+        quoted = followup.from_quote(invocation, text, english)
+        if quoted is not None:
+            return quoted
+        if followup.wants_calculation(text) and redirect_kind(text) is None:
+            return followup.ask_for_expression()
+        answer = self.answer(invocation.text)
+        if wants_introduction(text) and answer["kind"] == "reply":
+            answer["text"] = followup.greeting(invocation, english) + answer["text"]
+        return answer
 
     def answer(self, text: str) -> dict[str, Any]:
         """The single reply for a message text (pure apart from reading the knowledge)."""

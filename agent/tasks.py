@@ -1,0 +1,138 @@
+"""Multi-message work in one thread: ask → answer → continue, correct, stop.
+
+A task exists only when work spans messages (an ``ask`` that waits for an answer, or a
+provider saying so); a single question and its answer leave nothing behind. Every change
+is a revision compare-and-set on the store, so two runs can never both move a task.
+
+- An ``ask`` that reached the person puts the task in ``waiting`` with what it waits for.
+- The actor's next message in the conversation resumes it: the run gets the checkpoint
+  as its ``continuation``.
+- "算了" / "停" / "取消" / "stop" / "cancel" ends it: cancelled, and the run stays silent
+  (also when there was no task: a stop is not a question to answer). The stop message is
+  newer, so the older run's pending writes are already refused as ``stale_generation``.
+- A new message while the task is ``working`` is a correction or more detail: the older
+  run's pending writes are refused (``stale_generation``) and the task continues with the
+  new message as its continuation.
+- ``completed`` needs a receipt for every ``done_when`` item: the delivered reply is the
+  evidence; a model saying "done" without one does not complete anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from agent.clock import Clock
+from agent.contracts import (
+    ActionKind,
+    ActionRequest,
+    Receipt,
+    ReceiptStatus,
+    Run,
+    TaskCheckpoint,
+    TaskStatus,
+    new_id,
+)
+from storage import Store
+
+log = logging.getLogger("dta.tasks")
+
+_STOP = re.compile(
+    r"^(?:算了|停|停下|停止|别做了|不用了|取消|先不用了|不要了"
+    r"|(?i:stop|cancel|never ?mind|forget it))(?:吧|了|啦)?[\s!！。.~～]*$"
+)
+DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
+
+
+def is_stop(text: str) -> bool:
+    return bool(_STOP.match(text.strip()))
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    continuation: TaskCheckpoint | None = None  # the waiting task this message resumes
+    stop: bool = False  # the actor said stop: end quietly (and cancel any task)
+    cancelled: TaskCheckpoint | None = None  # the task that stop ended, if there was one
+
+
+class TaskKeeper:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    def _move(self, task: TaskCheckpoint, run: Run, **changes: object) -> TaskCheckpoint | None:
+        moved = task.model_copy(
+            update={
+                **changes,
+                "revision": task.revision + 1,
+                "updated_by_run": run.run_id,
+                "updated_at": self.clock.now(),
+            }
+        )
+        if self.store.save_task(moved):
+            return moved
+        log.warning("task moved by another run", extra={"task_id": task.task_id})
+        return None
+
+    def begin(self, run: Run, text: str) -> TaskStart:
+        """Before the provider: resume, stop or supersede the thread's active task."""
+        active = self.store.active_task(run.thread_key)
+        stop = is_stop(text)
+        if active is None:
+            return TaskStart(stop=stop)
+        if active.updated_by_run == run.run_id:  # this run already took it (re-execution)
+            return TaskStart(continuation=active)
+        if stop:
+            cancelled = self._move(active, run, status=TaskStatus.CANCELLED)
+            return TaskStart(stop=True, cancelled=cancelled)
+        resumed = self._move(active, run, status=TaskStatus.WORKING, waiting_for=None)
+        return TaskStart(continuation=resumed)
+
+    def settle(
+        self,
+        run: Run,
+        task: TaskCheckpoint | None,
+        request: ActionRequest | None,
+        receipt: Receipt | None,
+    ) -> TaskCheckpoint | None:
+        """After acting: where the run's terminal action leaves the task."""
+        if request is None or receipt is None:
+            return task  # nothing was decided (refused, superseded): leave it as it is
+        delivered = receipt.status in DELIVERED
+        patch = request.task
+        if request.kind is ActionKind.ASK and delivered:
+            waiting_for = (patch.waiting_for if patch else None) or request.text or ""
+            if task is None:
+                return self._open(run, request, waiting_for)
+            return self._move(task, run, status=TaskStatus.WAITING, waiting_for=waiting_for)
+        if task is None:
+            return None
+        if request.kind is ActionKind.SILENCE:
+            return self._move(task, run, status=TaskStatus.WAITING)
+        if not delivered:
+            return self._move(task, run, status=TaskStatus.FAILED)
+        if patch is not None and patch.status == "working":
+            return self._move(task, run, status=TaskStatus.WORKING)
+        done_when = (patch.done_when if patch and patch.done_when else None) or task.done_when
+        evidence = {item: receipt.receipt_id for item in (done_when or ["reply delivered"])}
+        return self._move(
+            task, run, status=TaskStatus.COMPLETED, done_when=done_when, evidence=evidence
+        )
+
+    def _open(self, run: Run, request: ActionRequest, waiting_for: str) -> TaskCheckpoint | None:
+        patch = request.task
+        now = self.clock.now()
+        task = TaskCheckpoint(
+            task_id=new_id("task"),
+            scope_id=run.thread_key,
+            status=TaskStatus.WAITING,
+            revision=1,
+            goal=(patch.goal if patch and patch.goal else None) or waiting_for,
+            done_when=(patch.done_when if patch and patch.done_when else []),
+            waiting_for=waiting_for,
+            updated_by_run=run.run_id,
+            created_at=now,
+            updated_at=now,
+        )
+        return task if self.store.save_task(task) else None
