@@ -11,7 +11,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent.contracts import AgentDefinition
 
@@ -28,6 +36,8 @@ ENV_KEYS: dict[str, str] = {
     "DTA_PROVIDER": "provider",
     "DTA_KNOWLEDGE_DIR": "knowledge_dir",
     "DTA_OPENAI_API_KEY": "openai_api_key",
+    "DTA_OPENAI_BASE_URL": "openai_base_url",
+    "DTA_OPENAI_MODEL": "openai_model",
     "DTA_HEALTH_PORT": "health_port",
     "DTA_LOG_LEVEL": "log_level",
 }
@@ -104,15 +114,36 @@ class Settings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
 
-    # openai provider (used from a later issue; accepted now so dta.toml stays stable)
+    # a run that takes longer than this gets an ack first ("seen, working on it")
+    ack_after_s: float = Field(default=3.0, gt=0)
+
+    # openai provider: any OpenAI-compatible /chat/completions endpoint
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: SecretStr | None = None
+    openai_timeout_s: float = Field(default=60, gt=0)
+    openai_max_retries: int = Field(default=2, ge=0, le=10)
+    openai_response_format: bool = True  # {"type": "json_object"}; some servers reject it
+
+    # command provider: an external agent run in a prepared run directory
+    command: list[str] = Field(default_factory=list)  # argv, never a shell line
+    command_timeout_s: float = Field(default=60, gt=0)
+    command_runs_root: Path = Path(".dta/runs")
 
     @field_validator("openapi_base_url", "openai_base_url", "oapi_base_url")
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _provider_is_configured(self) -> Settings:
+        if self.provider == "openai" and not (self.openai_base_url and self.openai_model):
+            raise ValueError(
+                "openai_base_url and openai_model are required when provider is 'openai'"
+            )
+        if self.provider == "command" and not self.command:
+            raise ValueError("command (an argv list) is required when provider is 'command'")
+        return self
 
     @property
     def directory_base_url(self) -> str:

@@ -416,6 +416,7 @@ class Run(Contract):
     state: RunState = RunState.WORKING
     usage: dict[str, int] = Field(default_factory=dict)  # provider tokens, if it reports them
     failure: str | None = None  # why the provider gave no usable answer
+    evidence: dict[str, Any] = Field(default_factory=dict)  # the provider's (stderr, rounds)
     created_at: float
     updated_at: float
 

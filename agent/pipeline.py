@@ -15,6 +15,7 @@ idempotency keys.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
     ActionRequest,
+    EnrichedInvocation,
     Event,
     Evidence,
     Origin,
@@ -45,7 +47,7 @@ from agent.tasks import TaskKeeper
 from gates.action import ActionGate, Refusal, RunTally, load_facts
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from gates.response import ResponseGate
-from skills.providers.base import Provider, ProviderFailed
+from skills.providers.base import Provider, ProviderFailed, ProviderReply
 from skills.rundir import prepare_run_dir
 from storage import Store
 
@@ -53,6 +55,8 @@ log = logging.getLogger("dta.pipeline")
 
 # What the robot says when it could not produce an answer (never the provider's raw output).
 HONEST_FAILURE = "抱歉，这次没能处理好你的请求，请稍后再试或换个说法。"
+# What it says when the answer takes a while (only then).
+ACK_TEXT = "收到，我看一下，稍等。"
 
 DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
 
@@ -74,6 +78,7 @@ class RunOutcome:
     settled: Run | None = None  # the run's final form, if already saved with a receipt
     terminal_request: ActionRequest | None = None
     terminal_receipt: Receipt | None = None
+    tally: RunTally = field(default_factory=RunTally)
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:
@@ -99,6 +104,7 @@ class Pipeline:
         invocations: InvocationBuilder,
         tasks: TaskKeeper,
         run_dir: Path | None = None,
+        ack_after_s: float = 3.0,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -110,6 +116,7 @@ class Pipeline:
         self.invocations = invocations
         self.tasks = tasks
         self.run_dir = run_dir
+        self.ack_after_s = ack_after_s
 
     async def process(self, event: Event) -> Run:
         existing = self.store.get_run(event.event_id)
@@ -125,19 +132,20 @@ class Pipeline:
         invocation = await self.invocations.build(event, run, decision, start.continuation)
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
+        outcome = RunOutcome()
         try:
-            reply = await self.provider.respond(invocation, skills)
+            reply = await self._respond(run, invocation, skills, outcome)
         except ProviderFailed as exc:
             log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
-            return await self._fail_honestly(run, exc.reason, exc.detail)
+            return await self._fail_honestly(run, exc, outcome)
         except Exception as exc:  # a provider bug must not take the daemon down
             log.exception("provider crashed", extra={"run_id": run.run_id})
-            return await self._fail_honestly(run, "provider_error", type(exc).__name__)
-        if reply.usage:
-            run = run.model_copy(update={"usage": reply.usage})
-        if not reply.requests:
+            crash = ProviderFailed("provider_error", type(exc).__name__)
+            return await self._fail_honestly(run, crash, outcome)
+        run = run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
+        if not reply.requests and outcome.terminal is None:
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
-        outcome = await self._act(run, reply.requests)
+        await self._act(run, reply.requests, outcome)
         self.tasks.settle(
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
         )
@@ -148,6 +156,28 @@ class Pipeline:
         )
         self.store.save_run(run)
         return run
+
+    async def _respond(
+        self,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        outcome: RunOutcome,
+    ) -> ProviderReply:
+        """Ask the provider; if it takes longer than ``ack_after_s``, ack first.
+
+        The ack ("seen, working on it") goes through the action gate like anything else,
+        so it counts against the run's budget and the write budgets; a fast answer never
+        causes one. Real time on purpose: it is the person who waits.
+        """
+        answer = asyncio.ensure_future(self.provider.respond(invocation, skills))
+        try:
+            return await asyncio.wait_for(asyncio.shield(answer), self.ack_after_s)
+        except TimeoutError:
+            if ActionKind.ACK in run.allowed_actions:
+                ack = {"kind": "ack", "text": ACK_TEXT}
+                await self._act(run, [ack], outcome, settle_last=False)
+            return await answer
 
     def _open(
         self, event: Event, existing: Run | None
@@ -190,9 +220,10 @@ class Pipeline:
         self.store.add_silence(run, decision, receipt)
         return run
 
-    async def _act(self, run: Run, requests: list[Any]) -> RunOutcome:
-        tally = RunTally()
-        outcome = RunOutcome()
+    async def _act(
+        self, run: Run, requests: list[Any], outcome: RunOutcome, settle_last: bool = True
+    ) -> RunOutcome:
+        tally = outcome.tally
         for index, raw in enumerate(requests):
             verdict = self.action_gate.decide(
                 raw, run, tally, load_facts(self.store, run, self.clock.now())
@@ -216,7 +247,7 @@ class Pipeline:
             status: ReceiptStatus | None = None
             receipt = None
             for chunk, intent in enumerate(verdict.intents, start=1):
-                last = index == len(requests) - 1 and chunk == len(verdict.intents)
+                last = settle_last and index == len(requests) - 1 and chunk == len(verdict.intents)
                 receipt = await self.broker.execute(
                     run,
                     intent,
@@ -269,16 +300,21 @@ class Pipeline:
         )
         return receipt
 
-    async def _fail_honestly(self, run: Run, reason: str, detail: str) -> Run:
+    async def _fail_honestly(self, run: Run, failure: ProviderFailed, outcome: RunOutcome) -> Run:
         """No usable answer: say so briefly where replying is allowed, else stay silent.
 
         The short reply goes through the action gate like any other; the run ends
-        ``failed`` either way, with the provider's reason kept on the run.
+        ``failed`` either way, with the provider's reason and evidence kept on the run.
         """
-        run = run.model_copy(update={"failure": f"{reason}: {detail}"[:500]})
-        if ActionKind.REPLY not in run.allowed_actions:
-            return self._end_silent(run, SilentReason.PROVIDER_FAILED, f"{reason}: {detail}")
-        await self._act(run, [{"kind": "reply", "text": HONEST_FAILURE}])
+        run = run.model_copy(
+            update={
+                "failure": f"{failure.reason}: {failure.detail}"[:500],
+                "evidence": failure.evidence,
+            }
+        )
+        if not failure.reply_on_failure or ActionKind.REPLY not in run.allowed_actions:
+            return self._end_silent(run, SilentReason.PROVIDER_FAILED, run.failure or "")
+        await self._act(run, [{"kind": "reply", "text": HONEST_FAILURE}], outcome)
         run = run.model_copy(update={"state": RunState.FAILED, "updated_at": self.clock.now()})
         self.store.save_run(run)
         return run

@@ -20,18 +20,21 @@ import httpx
 
 from agent.broker import Broker
 from agent.clock import Clock, SystemClock
-from agent.config import ConfigError, Settings
+from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dispatcher import Dispatcher
 from agent.ingest import FrameKind, Ingestor, IngestResult
 from agent.invocation import InvocationBuilder, InvocationLimits
-from agent.pipeline import Pipeline, Provider
+from agent.pipeline import Pipeline
 from agent.tasks import TaskKeeper
 from agent.transport import DingTalkTransport, TransportConfig
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponseGate, ResponsePolicy
 from skills.loader import SkillLibrary
+from skills.providers.base import Provider
+from skills.providers.command import CommandConfig, CommandProvider
+from skills.providers.openai import OpenAIConfig, OpenAIProvider
 from skills.providers.rules import RulesProvider
 from storage import Store
 
@@ -92,9 +95,27 @@ def invocation_limits(settings: Settings) -> InvocationLimits:
 
 
 def build_provider(settings: Settings) -> Provider:
-    if settings.provider == "rules":
-        return RulesProvider(settings.agent, settings.knowledge_dir)
-    raise ConfigError(f"provider: {settings.provider!r} is not available in this build")
+    if settings.provider == "openai":
+        assert settings.openai_base_url and settings.openai_model  # checked by Settings
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        config = OpenAIConfig(
+            base_url=settings.openai_base_url,
+            model=settings.openai_model,
+            api_key=key,
+            timeout_s=settings.openai_timeout_s,
+            max_retries=settings.openai_max_retries,
+            response_format=settings.openai_response_format,
+        )
+        return OpenAIProvider(config, settings.agent)
+    if settings.provider == "command":
+        return CommandProvider(
+            CommandConfig(
+                argv=tuple(settings.command),
+                runs_root=settings.command_runs_root,
+                timeout_s=settings.command_timeout_s,
+            )
+        )
+    return RulesProvider(settings.agent, settings.knowledge_dir)
 
 
 class Runtime:
@@ -130,6 +151,7 @@ class Runtime:
             ),
             tasks=TaskKeeper(self.store, self.clock),
             run_dir=settings.run_dir,
+            ack_after_s=settings.ack_after_s,
         )
         self.dispatcher = Dispatcher(settings.max_concurrent_runs)
         # Told how long each event took from receipt to finished run (metrics).

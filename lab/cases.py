@@ -18,6 +18,7 @@ from agent.config import ConfigError, Settings
 from agent.contracts import ActionKind, AgentDefinition, ReceiptStatus, Verdict
 from agent.crashpoints import CrashPoint
 from lab.fake import parse_fault_spec
+from lab.fake_model import FakeModel
 
 SCHEMA = "dta.lab.case/1"
 
@@ -163,6 +164,8 @@ class Fixtures(_Model):
     provider_script: dict[str, list[Any]] = Field(default_factory=dict)
     # the fake platform's staff directory: user id -> {name, title, dept_names}
     users: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # the fake model's scripted answers (lab.fake_model): msgId -> list of entries
+    model_script: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
 
 
 class Case(_Model):
@@ -200,9 +203,16 @@ def load_case(path: Path) -> Case:
     except ValidationError as exc:
         raise CaseError(f"{path}: {_problem(exc)}") from None
     try:
-        Settings().with_overrides(case.config)
+        # the lab supplies the model endpoint; the case supplies everything else
+        Settings(openai_base_url="http://127.0.0.1/v1", openai_model="lab").with_overrides(
+            case.config
+        )
     except ConfigError as exc:
         raise CaseError(f"{path}: field 'config': {exc}") from None
+    try:
+        FakeModel(case.fixtures.model_script)  # checks the script's entries
+    except ValueError as exc:
+        raise CaseError(f"{path}: field 'fixtures.model_script': {exc}") from None
     for index, step in enumerate(case.steps):
         if step.fault is not None:
             try:

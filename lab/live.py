@@ -22,8 +22,9 @@ from agent.connector import Connector, ConnectorConfig
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step
 from lab.fake import FakeDingTalk
+from lab.fake_model import FakeModel
 from lab.judge import judge
-from lab.runner import CaseResult, case_provider, lab_settings
+from lab.runner import CaseResult, case_provider, lab_settings, uses_model
 from lab.transcript import collect_transcript
 
 SETTLE_TIMEOUT_S = 10.0
@@ -64,8 +65,10 @@ class LiveCaseRun:
         runtime: Runtime | None = None
         connector: Connector | None = None
         loop = asyncio.get_running_loop()
+        model = FakeModel(self.case.fixtures.model_script) if uses_model(self.case) else None
         try:
-            settings = lab_settings(self.case, self.workdir, self.fake)
+            model_url = await model.start() if model else None
+            settings = lab_settings(self.case, self.workdir, self.fake, model_url)
             runtime = Runtime(settings, provider=case_provider(self.case, settings))
             await runtime.start()
             live = runtime
@@ -99,6 +102,8 @@ class LiveCaseRun:
                 await loop.run_in_executor(None, connector.stop, 5.0)
             if runtime is not None:
                 await runtime.aclose()
+            if model is not None:
+                await model.stop()
             await self.fake.stop()
         result.seconds = time.perf_counter() - started
         return result

@@ -23,6 +23,7 @@ from agent.crashpoints import Crash, CrashPoints
 from agent.runtime import Runtime, build_provider
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
+from lab.fake_model import FakeModel
 from lab.judge import Check, judge
 from lab.scripted import ScriptedProvider
 from lab.transcript import Transcript, collect_transcript
@@ -54,7 +55,16 @@ def _write_files(folder: Path, files: dict[str, str]) -> Path:
     return folder
 
 
-def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
+LAB_MODEL = "lab-model"
+
+
+def uses_model(case: Case) -> bool:
+    return case.config.get("provider") == "openai" or bool(case.fixtures.model_script)
+
+
+def lab_settings(
+    case: Case, workdir: Path, fake: FakeDingTalk, model_url: str | None = None
+) -> Settings:
     fixtures = case.fixtures
     knowledge_dir = (
         _write_files(workdir / "knowledge", fixtures.knowledge) if (fixtures.knowledge) else None
@@ -71,6 +81,11 @@ def lab_settings(case: Case, workdir: Path, fake: FakeDingTalk) -> Settings:
         identity_timeout_s=0.3,
         knowledge_dir=knowledge_dir,
         skill_paths=skill_paths,
+        ack_after_s=0.5,
+        openai_base_url=model_url,
+        openai_model=LAB_MODEL if model_url else None,
+        openai_timeout_s=5.0,
+        command_runs_root=workdir / "runs",
     )
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
@@ -100,8 +115,10 @@ class CaseRun:
         started = time.perf_counter()
         result = CaseResult(self.case)
         await self.fake.start()
+        model = FakeModel(self.case.fixtures.model_script) if uses_model(self.case) else None
         try:
-            self.settings = lab_settings(self.case, self.workdir, self.fake)
+            model_url = await model.start() if model else None
+            self.settings = lab_settings(self.case, self.workdir, self.fake, model_url)
             self.runtime = await self._boot()
             for step in self.case.steps:
                 await self._step(step)
@@ -115,6 +132,8 @@ class CaseRun:
         finally:
             if self.runtime is not None:
                 await self.runtime.aclose()
+            if model is not None:
+                await model.stop()
             await self.fake.stop()
         result.seconds = time.perf_counter() - started
         return result

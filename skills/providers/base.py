@@ -32,11 +32,20 @@ class ProviderReply:
 class ProviderFailed(Exception):
     """No usable answer (timeout, invalid output after repair, a failing command)."""
 
-    def __init__(self, reason: str, detail: str = "", evidence: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        reason: str,
+        detail: str = "",
+        evidence: dict[str, Any] | None = None,
+        *,
+        reply_on_failure: bool = True,
+    ) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
         self.evidence = evidence or {}
+        # Say a short "could not process this" to the person (where replying is allowed)?
+        self.reply_on_failure = reply_on_failure
 
 
 @runtime_checkable
