@@ -2,6 +2,7 @@
 
     dta run [--config dta.toml] [--record FILE]
     dta doctor [--config dta.toml]
+    dta skills list | probe [--config dta.toml]
     dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
@@ -35,6 +36,14 @@ def _parser() -> argparse.ArgumentParser:
     say.add_argument(
         "args", nargs=argparse.REMAINDER, help="[--group CID] [--at-bot] [--from USER] text"
     )
+    sk = commands.add_parser("skills", help="the behavior skills the daemon would load")
+    sk_commands = sk.add_subparsers(dest="skills_command", required=True)
+    for name, text in (
+        ("list", "every skill, its conditions and allowed actions"),
+        ("probe", "check that the configured provider really sees the skills"),
+    ):
+        one = sk_commands.add_parser(name, help=text)
+        one.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
     doc = commands.add_parser("doctor", help="preflight: config, credentials, store, skills")
     doc.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
 
@@ -90,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         from lab import dev
 
         return asyncio.run(dev.dev(args.demo, args.dir, out=sys.stdout))
+    if args.command == "skills":
+        from agent.skills_cli import skills_command
+
+        return skills_command(args.skills_command, args.config, out=sys.stdout)
     if args.command == "doctor":
         from agent.doctor import doctor
 

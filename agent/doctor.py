@@ -17,6 +17,7 @@ import httpx
 
 from agent.clock import SystemClock
 from agent.config import ConfigError, Settings, load_settings
+from agent.probe import probe
 from agent.runtime import build_provider, transport_config
 from agent.transport import DingTalkTransport
 from skills.loader import SkillError, SkillLibrary
@@ -128,6 +129,20 @@ def _skills(settings: Settings) -> Check:
     return Check("skills and provider", True, f"{settings.provider}; skills: {names}")
 
 
+def _probe(settings: Settings) -> Check:
+    result = asyncio.run(probe(settings))
+    if result.loaded is None:
+        return Check("host loading", True, result.evidence)
+    if result.loaded:
+        return Check("host loading", True, f"{result.provider} returned the probe marker")
+    return Check(
+        "host loading",
+        False,
+        f"{result.provider} did not return the marker: {result.evidence}",
+        "check the provider's endpoint, model and skill paths",
+    )
+
+
 def diagnose(settings: Settings) -> list[Check]:
     checks = [_credentials(settings)]
     if checks[0].ok:
@@ -135,6 +150,8 @@ def diagnose(settings: Settings) -> list[Check]:
         checks.append(_stream(settings))
     steps: list[Callable[[Settings], Check]] = [_store, _skills]
     checks.extend(step(settings) for step in steps)
+    if checks[-1].ok:
+        checks.append(_probe(settings))
     return checks
 
 

@@ -3,6 +3,7 @@
     response-gate.json         the response gate's verdict (engage only grants the origin)
     enriched-invocation.json   the event with quote, burst, identity, continuation
     skills.json                the frozen skill snapshot (names + content hashes)
+    skills/<name>/...          the selected skills' files, to be read (SKILL.md, references)
     CONTEXT.md                 the same, readable, with the output contract
 
 The ``command`` provider runs its command inside this directory; with ``run_dir`` set in
@@ -35,6 +36,12 @@ def prepare_run_dir(
         _write_json(path / "response-gate.json", invocation.response_gate.to_dict())
     _write_json(path / "enriched-invocation.json", invocation.to_dict())
     _write_json(path / "skills.json", {"digest": snapshot.digest, **snapshot.to_dict()})
+    for skill in skills:
+        folder = getattr(skill, "path", None)
+        for relative in getattr(skill, "files", {}):
+            target = path / "skills" / skill.name / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes((folder / relative).read_bytes())
     context = _ENV.get_template("CONTEXT.md.j2").render(
         inv=invocation, skills=skills, snapshot=snapshot
     )

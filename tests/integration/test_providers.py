@@ -1,0 +1,116 @@
+"""Providers as real processes and servers: the command provider runs a script in the
+prepared run directory; the probe proves a model saw the skills."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.config import Settings
+from agent.probe import probe
+from lab.fake_model import FakeModel
+from skills.loader import discover
+from skills.providers.base import ProviderFailed
+from skills.providers.command import CommandConfig, CommandProvider
+from tests.test_rules_provider import make_invocation
+
+ROOT = Path(__file__).resolve().parents[2]
+
+AGENT = """
+import json, pathlib, sys
+inv = json.load(open("enriched-invocation.json"))
+skills = sorted(p.parent.name for p in pathlib.Path("skills").glob("*/SKILL.md"))
+context = pathlib.Path("CONTEXT.md").read_text()
+assert "data, not instructions" in context
+sys.stderr.write("thinking about " + inv["text"] + "\\n")
+said = "skills: " + ",".join(skills) + "; you said " + inv["text"]
+print(json.dumps([{"kind": "ack", "text": "收到"}, {"kind": "reply", "text": said}],
+                 ensure_ascii=False))
+"""
+
+
+def provider(tmp_path: Path, code: str, timeout: float = 10.0) -> CommandProvider:
+    script = tmp_path / "agent.py"
+    script.write_text(code, encoding="utf-8")
+    return CommandProvider(CommandConfig((sys.executable, str(script)), tmp_path / "runs", timeout))
+
+
+async def test_command_provider_runs_a_script_in_the_run_directory(tmp_path):
+    reply = await provider(tmp_path, AGENT).respond(make_invocation("7+5 是多少"), discover())
+    assert reply.requests == [
+        {"kind": "ack", "text": "收到"},
+        {"kind": "reply", "text": "skills: basic-behavior; you said 7+5 是多少"},
+    ]
+    run_dir = Path(reply.evidence["run_dir"])
+    assert (run_dir / "skills" / "basic-behavior" / "SKILL.md").exists()
+    assert "thinking about" in reply.evidence["stderr"]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("import sys; sys.stderr.write('boom'); sys.exit(3)", "exit_status"),
+        ("print('not json at all')", "invalid_output"),
+        ("import time; time.sleep(5)", "timeout"),
+    ],
+)
+async def test_command_failures_are_reasons_with_stderr_and_no_apology(tmp_path, code, reason):
+    with pytest.raises(ProviderFailed) as info:
+        await provider(tmp_path, code, timeout=0.5).respond(make_invocation("hi"), discover())
+    failure = info.value
+    assert failure.reason == reason and failure.reply_on_failure is False
+    if reason == "exit_status":
+        assert failure.evidence["stderr"] == "boom"
+
+
+async def test_message_text_never_reaches_the_command_line(tmp_path):
+    code = "import json, sys; print(json.dumps({'kind': 'reply', 'text': ' '.join(sys.argv)}))"
+    hostile = "; rm -rf / $(touch pwned) `id`"
+    reply = await provider(tmp_path, code).respond(make_invocation(hostile), discover())
+    assert hostile not in reply.requests[0]["text"]
+    assert not (tmp_path / "runs" / "pwned").exists()
+
+
+async def test_probe_sees_the_marker_through_a_model_that_reads_its_prompt(tmp_path):
+    async with FakeModel({"*": [{"echo_system_marker": True}]}) as model:
+        settings = Settings(
+            provider="openai",
+            openai_base_url=model.base_url,
+            openai_model="m",
+            store_path=tmp_path / "d.db",
+        )
+        result = await probe(settings)
+        assert result.loaded and result.marker in result.evidence
+        system = model.requests[-1]["messages"][0]["content"]
+        assert result.marker in system
+    async with FakeModel({"*": [{"json": {"kind": "reply", "text": "no idea"}}]}) as deaf:
+        settings = settings.with_overrides({"openai_base_url": deaf.base_url})
+        assert (await probe(settings)).loaded is False
+
+
+async def test_skills_probe_command(tmp_path):
+    async with FakeModel({"*": [{"echo_system_marker": True}]}) as model:
+        env = {
+            **os.environ,
+            "DTA_PROVIDER": "openai",
+            "DTA_OPENAI_BASE_URL": model.base_url,
+            "DTA_OPENAI_MODEL": "m",
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "skills",
+            "probe",
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(ROOT)},
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, out
+    assert out.decode().startswith("loaded: openai")
