@@ -73,12 +73,13 @@ def _run(config: Path | None, record: Path | None) -> int:
     from agent import logs
     from agent.config import ConfigError, load_settings
     from agent.daemon import Daemon, secrets_of
+    from skills.loader import SkillError
 
     try:
         settings = load_settings(config)
         logs.configure(settings.log_level, settings.log_format, secrets_of(settings))
         daemon = Daemon(settings, record=record)
-    except ConfigError as exc:
+    except (ConfigError, SkillError) as exc:
         print(f"dta: {exc}", file=sys.stderr)
         return 2
     return asyncio.run(daemon.run())

@@ -20,7 +20,8 @@ from agent.contracts import Event
 from agent.health import HealthServer
 from agent.metrics import Metrics
 from agent.recorder import FrameRecorder
-from agent.runtime import Runtime
+from agent.runtime import Runtime, build_provider
+from skills.loader import SkillLibrary
 
 log = logging.getLogger("dta.daemon")
 
@@ -58,6 +59,10 @@ class Daemon:
             settings = settings.with_overrides({"robot_code": settings.client_id})
         self.settings = settings
         self.config = connector_config(settings)
+        # Load (and so validate) skills and the provider now: a broken SKILL.md or provider
+        # setting stops start-up with the file and field named, before anything connects.
+        self.skills = SkillLibrary(settings.skill_paths)
+        build_provider(settings)
         self.record = record
         self.stopping = asyncio.Event()
 
@@ -65,7 +70,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
-        runtime = Runtime(self.settings)
+        runtime = Runtime(self.settings, skills=self.skills)
         recorder = FrameRecorder(self.record, secrets_of(self.settings)) if self.record else None
         metrics: Metrics | None = None
 

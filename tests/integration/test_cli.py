@@ -85,6 +85,27 @@ async def test_run_refuses_bad_config_naming_the_field(tmp_path, env, field):
     assert field in err
 
 
+async def test_run_refuses_a_broken_skill_naming_file_and_field(tmp_path):
+    skill = tmp_path / "skills" / "broken"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: broken\ndescription: x\nversion: '1'\npriority: soon\n---\nbody\n"
+    )
+    (tmp_path / "dta.toml").write_text(f'skill_paths = ["{tmp_path / "skills"}"]\n')
+    code, _, err = await dta(
+        "run",
+        "--config",
+        str(tmp_path / "dta.toml"),
+        env={
+            "DINGTALK_CLIENT_ID": "app",
+            "DINGTALK_CLIENT_SECRET": "secret",
+            "DTA_STORE_PATH": str(tmp_path / "d.db"),
+        },
+    )
+    assert code == 2
+    assert "broken/SKILL.md" in err and "priority" in err
+
+
 async def test_dev_demo_talks_to_the_daemon_over_the_stream(tmp_path):
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
