@@ -3,6 +3,7 @@
     dta run [--config dta.toml] [--record FILE]
     dta doctor [--config dta.toml]
     dta skills list | probe [--config dta.toml]
+    dta memory list | approve ID --revision N | reject ID --revision N | publish ID --to FILE
     dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
@@ -44,6 +45,19 @@ def _parser() -> argparse.ArgumentParser:
     ):
         one = sk_commands.add_parser(name, help=text)
         one.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
+    mem = commands.add_parser("memory", help="review and publish proposed memories (offline)")
+    mem.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
+    mem_commands = mem.add_subparsers(dest="memory_command", required=True)
+    listing = mem_commands.add_parser("list", help="candidates, newest last")
+    listing.add_argument("--status", choices=["proposed", "approved", "rejected", "published"])
+    for verb in ("approve", "reject"):
+        step = mem_commands.add_parser(verb, help=f"{verb} a proposed candidate")
+        step.add_argument("candidate_id")
+        step.add_argument("--revision", type=int, required=True, help="the revision you saw")
+    pub = mem_commands.add_parser("publish", help="append an approved candidate to Markdown")
+    pub.add_argument("candidate_id")
+    pub.add_argument("--to", type=Path, required=True, help="the Markdown file")
+    pub.add_argument("--expect-hash", help="the file's hash from the dry run")
     doc = commands.add_parser("doctor", help="preflight: config, credentials, store, skills")
     doc.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
 
@@ -85,6 +99,28 @@ def _run(config: Path | None, record: Path | None) -> int:
     return asyncio.run(daemon.run())
 
 
+def _memory(args: argparse.Namespace) -> int:
+    from agent import memory
+    from agent.config import ConfigError, load_settings
+    from storage import Store
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"dta: {exc}", file=sys.stderr)
+        return 2
+    store = Store(settings.store_path, settings.store_synchronous)
+    try:
+        if args.memory_command == "list":
+            return memory.list_candidates(store, args.status, sys.stdout)
+        if args.memory_command in ("approve", "reject"):
+            approve = args.memory_command == "approve"
+            return memory.review(store, args.candidate_id, args.revision, approve, sys.stdout)
+        return memory.publish(store, args.candidate_id, args.to, args.expect_hash, sys.stdout)
+    finally:
+        store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     # Loopback (the bundled fake DingTalk) must never go through a proxy.
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
@@ -100,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         from lab import dev
 
         return asyncio.run(dev.dev(args.demo, args.dir, out=sys.stdout))
+    if args.command == "memory":
+        return _memory(args)
     if args.command == "skills":
         from agent.skills_cli import skills_command
 

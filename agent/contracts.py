@@ -442,6 +442,40 @@ class MemoryCandidateProposal(Contract):
     supersedes: list[str] = Field(default_factory=list)
 
 
+class MemoryStatus(StrEnum):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    PUBLISHED = "published"
+
+
+class MemoryCandidate(Contract):
+    """Something a run proposed to remember. Online runs only propose; review and publish
+    are offline steps by a person (``dta memory``). The id is a hash of scope and content,
+    so a replayed or redelivered message never proposes the same thing twice."""
+
+    schema_: Literal["dta.memory-candidate/1"] = Field(
+        default="dta.memory-candidate/1", alias="$schema"
+    )
+    candidate_id: str
+    kind: Literal["semantic", "episodic", "social", "procedural"]
+    scope_id: str
+    title: str
+    content: str
+    source_refs: list[str]
+    confidence: float
+    supersedes: list[str] = Field(default_factory=list)
+    status: MemoryStatus = MemoryStatus.PROPOSED
+    revision: int = 1
+    proposed_by_run: str
+    created_at: float
+    updated_at: float
+
+    @staticmethod
+    def id_for(scope_id: str, content: str) -> str:
+        return "mem_" + sha256_text(f"{scope_id}\n{content.strip()}")[:20]
+
+
 class ActionRequest(Contract):
     """What a provider may ask for. It has no target, robot or user: the origin is implied.
 

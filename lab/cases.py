@@ -151,8 +151,9 @@ class Expect(_Model):
     processed: list[str] = Field(default_factory=list)
     # dta extension: redelivered frames recognised as duplicates (acked, counted, not run)
     duplicates: int | None = Field(default=None, ge=0)
-    tasks: list[dict[str, Any]] = Field(default_factory=list)
-    memory_candidates: list[dict[str, Any]] = Field(default_factory=list)
+    # subset matches; an explicit empty list means "none at all"
+    tasks: list[dict[str, Any]] | None = None
+    memory_candidates: list[dict[str, Any]] | None = None
 
 
 class Fixtures(_Model):

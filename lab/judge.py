@@ -119,13 +119,29 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
         if runs.get(msg, 0) != 1:
             problems.append(Check(f"processed.{msg}", "exactly one run", runs.get(msg, 0)))
 
-    tasks = [task.model_dump(mode="json") for task in store.tasks()]
-    for i, want_task in enumerate(expect.tasks):
-        if not any(_subset(want_task, task) for task in tasks):
-            summary = [
-                {k: t[k] for k in ("status", "goal", "waiting_for", "revision")} for t in tasks
-            ]
-            problems.append(Check(f"tasks[{i}]", want_task, summary))
-    if expect.memory_candidates:
-        problems.append(Check("memory_candidates", expect.memory_candidates, "not supported yet"))
+    problems.extend(
+        _records("tasks", expect.tasks, [t.model_dump(mode="json") for t in store.tasks()])
+    )
+    problems.extend(
+        _records(
+            "memory_candidates",
+            expect.memory_candidates,
+            [c.model_dump(mode="json") for c in store.memory_candidates()],
+        )
+    )
+    return problems
+
+
+def _records(
+    name: str, wanted: list[dict[str, Any]] | None, records: list[dict[str, Any]]
+) -> list[Check]:
+    """Subset-match each wanted record; an explicit empty list demands none at all."""
+    if wanted is None:
+        return []
+    if not wanted:
+        return [Check(name, [], records)] if records else []
+    problems = []
+    for i, want in enumerate(wanted):
+        if not any(_subset(want, record) for record in records):
+            problems.append(Check(f"{name}[{i}]", want, records))
     return problems

@@ -149,6 +149,18 @@ MIGRATIONS: list[str] = [
         identity_json TEXT NOT NULL
     );
     """,
+    # 3: memory candidates (proposed online, reviewed and published offline)
+    """
+    CREATE TABLE memory_candidates (
+        candidate_id TEXT PRIMARY KEY,
+        scope_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        candidate_json TEXT NOT NULL
+    );
+    CREATE INDEX memory_status ON memory_candidates (status, created_at);
+    """,
 ]
 
 

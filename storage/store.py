@@ -28,6 +28,7 @@ from agent.contracts import (
     Attempt,
     AttemptOutcome,
     Event,
+    MemoryCandidate,
     Receipt,
     ResponseDecision,
     Run,
@@ -534,6 +535,57 @@ class Store:
     def tasks(self) -> list[TaskCheckpoint]:
         rows = self.db.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
         return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
+
+    # ------------------------------------------------------------------ memory candidates
+
+    def propose_memory(self, candidates: list[MemoryCandidate]) -> int:
+        """Store new proposals; one already known (same scope and content) is left as is."""
+        added = 0
+        with self._tx() as conn:
+            for c in candidates:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO memory_candidates (candidate_id, scope_id, status,"
+                    " revision, created_at, candidate_json) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        c.candidate_id,
+                        c.scope_id,
+                        c.status.value,
+                        c.revision,
+                        c.created_at,
+                        c.to_json(),
+                    ),
+                )
+                added += cursor.rowcount
+        return added
+
+    def memory_candidates(self, status: str | None = None) -> list[MemoryCandidate]:
+        if status is None:
+            rows = self.db.conn.execute(
+                "SELECT candidate_json FROM memory_candidates ORDER BY created_at, rowid"
+            )
+        else:
+            rows = self.db.conn.execute(
+                "SELECT candidate_json FROM memory_candidates WHERE status = ?"
+                " ORDER BY created_at, rowid",
+                (status,),
+            )
+        return [MemoryCandidate.model_validate_json(row[0]) for row in rows.fetchall()]
+
+    def save_memory(self, candidate: MemoryCandidate) -> bool:
+        """Compare-and-set on the revision, like tasks: False when the candidate moved."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE memory_candidates SET status = ?, revision = ?, candidate_json = ?"
+                " WHERE candidate_id = ? AND revision = ?",
+                (
+                    candidate.status.value,
+                    candidate.revision,
+                    candidate.to_json(),
+                    candidate.candidate_id,
+                    candidate.revision - 1,
+                ),
+            )
+        return cursor.rowcount == 1
 
     # ------------------------------------------------------------------ reading back
 

@@ -27,6 +27,7 @@ _WANTS_CALCULATION = re.compile(
 )
 _REFERS_TO_QUOTE = re.compile(r"这个|这条|那条|上面|引用|它|(?i:\bthis\b|\bthat\b|\babove\b)")
 
+_REMEMBER = re.compile(r"^(?:请|麻烦)?(?:帮我)?(?:记住|记一下|记下来|记下)[：:，,\s]*(?P<what>.+)$")
 _ASK_EXPRESSION = "要算什么？把算式发给我就行，比如 7+5。"
 _ASK_EXPRESSION_AGAIN = "还是没看到算式，直接发给我就好，比如 (3+4)×6。"
 _QUOTE_UNSEEN = (
@@ -73,6 +74,22 @@ def wants_calculation(text: str) -> bool:
 
 def ask_for_expression() -> dict[str, Any]:
     return {**ask(_ASK_EXPRESSION), "task": calculation_task()}
+
+
+def remember(text: str) -> dict[str, Any] | None:
+    """「记住 X」 proposes X as a memory candidate; only a reviewer makes it stick."""
+    match = _REMEMBER.match(text)
+    if match is None:
+        return None
+    what = match.group("what").strip().rstrip("。.")
+    if not what:
+        return None
+    return {
+        **reply(f"好，我把「{what[:60]}」记为待审核的记忆候选；审核通过后才会生效。"),
+        "memory_candidates": [
+            {"kind": "semantic", "title": what[:30], "content": what, "confidence": 0.6}
+        ],
+    }
 
 
 def greeting(invocation: EnrichedInvocation, english: bool) -> str:

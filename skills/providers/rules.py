@@ -164,8 +164,12 @@ class RulesProvider:
         quoted = followup.from_quote(invocation, text, english)
         if quoted is not None:
             return quoted
-        if followup.wants_calculation(text) and redirect_kind(text) is None:
-            return followup.ask_for_expression()
+        if redirect_kind(text) is None:
+            if followup.wants_calculation(text):
+                return followup.ask_for_expression()
+            remembered = followup.remember(text)
+            if remembered is not None:
+                return remembered
         answer = self.answer(invocation.text)
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]
