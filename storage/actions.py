@@ -1,0 +1,158 @@
+"""Intents, attempts, receipts, the budget ledger and the outbound index: what was done."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.contracts import (
+    ActionIntent,
+    Attempt,
+    AttemptOutcome,
+    Receipt,
+    Run,
+)
+from storage.base import StoreBase
+
+
+class ActionRecords(StoreBase):
+    # ------------------------------------------------------------------ gate facts
+
+    def receipt_for_idempotency_key(self, key: str) -> Receipt | None:
+        """The newest receipt of the intent holding ``key`` (None if none, or no receipt yet)."""
+        row = self.db.conn.execute(
+            "SELECT r.receipt_json FROM intents i JOIN receipts r ON r.intent_id = i.intent_id"
+            " WHERE i.idempotency_key = ? ORDER BY r.rowid DESC LIMIT 1",
+            (key,),
+        ).fetchone()
+        return Receipt.model_validate_json(row[0]) if row else None
+
+    def taken_keys(self, keys: list[str]) -> dict[str, Receipt | None]:
+        """Which idempotency keys are already held, each with its first receipt (if any)."""
+        marks = ",".join("?" * len(keys))
+        held = [
+            row[0]
+            for row in self.db.conn.execute(
+                f"SELECT idempotency_key FROM intents WHERE idempotency_key IN ({marks})", keys
+            ).fetchall()
+        ]
+        return {key: self.receipt_for_idempotency_key(key) for key in held}
+
+    def writes_since(self, since: float, conversation_id: str | None = None) -> int:
+        if conversation_id is None:
+            return int(self._scalar("SELECT COUNT(*) FROM budget_ledger WHERE at > ?", (since,)))
+        return int(
+            self._scalar(
+                "SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?",
+                (conversation_id, since),
+            )
+        )
+
+    # ------------------------------------------------------------------ intents, attempts
+
+    def add_intent(self, intent: ActionIntent, first_attempt: Attempt | None = None) -> bool:
+        """Store an approved intent, its write-budget row and (before any I/O) its first
+        attempt, together. False if another execution already holds the idempotency key."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO intents (intent_id, run_id, event_id, kind,"
+                " idempotency_key, conversation_id, created_at, intent_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    intent.intent_id,
+                    intent.run_id,
+                    intent.event_id,
+                    intent.kind.value,
+                    intent.idempotency_key,
+                    intent.target.conversation_id,
+                    intent.created_at,
+                    intent.to_json(),
+                ),
+            )
+            if cursor.rowcount == 0:
+                return False
+            if intent.kind.is_message:
+                conn.execute(
+                    "INSERT INTO budget_ledger (conversation_id, intent_id, at) VALUES (?, ?, ?)",
+                    (intent.target.conversation_id, intent.intent_id, intent.created_at),
+                )
+            if first_attempt is not None:
+                self._insert_attempt(conn, first_attempt)
+        return True
+
+    def start_attempt(self, attempt: Attempt) -> None:
+        """Written before any I/O, so a crash mid-send leaves a trace to reconcile."""
+        with self._tx() as conn:
+            self._insert_attempt(conn, attempt)
+
+    def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
+        """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""
+        with self._tx() as conn:
+            self._update_attempt(conn, attempt)
+            if start_next is not None:
+                self._insert_attempt(conn, start_next)
+
+    def finish_delivery(
+        self,
+        attempt: Attempt,
+        receipt: Receipt,
+        outbound: dict[str, Any] | None,
+        run: Run | None = None,
+    ) -> None:
+        """Close the last attempt, write the receipt, index what we sent and (when this was
+        the run's last word) save the run's final state, together."""
+        with self._tx() as conn:
+            self._update_attempt(conn, attempt)
+            self._insert_receipt(conn, receipt)
+            if run is not None:
+                self._update_run(conn, run)
+            if outbound is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO outbound (intent_id, process_query_key,"
+                    " conversation_id, channel, text, sent_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        outbound["intent_id"],
+                        outbound.get("process_query_key"),
+                        outbound["conversation_id"],
+                        outbound["channel"],
+                        outbound["text"],
+                        outbound["sent_at"],
+                    ),
+                )
+
+    def add_receipt(self, receipt: Receipt, run: Run | None = None) -> None:
+        with self._tx() as conn:
+            self._insert_receipt(conn, receipt)
+            if run is not None:
+                self._update_run(conn, run)
+
+    def interrupted_attempts(self) -> list[tuple[Attempt, ActionIntent]]:
+        """Attempts a crash left ``started``: we cannot know whether they reached DingTalk."""
+        rows = self.db.conn.execute(
+            "SELECT a.attempt_json, i.intent_json FROM attempts a"
+            " JOIN intents i ON i.intent_id = a.intent_id WHERE a.outcome = ? ORDER BY a.rowid",
+            (AttemptOutcome.STARTED.value,),
+        ).fetchall()
+        return [
+            (Attempt.model_validate_json(a), ActionIntent.model_validate_json(i)) for a, i in rows
+        ]
+
+    def drop_unsent_intents(self) -> int:
+        """Forget intents a crash cut off before their first attempt was even recorded.
+
+        Such an intent provably never reached DingTalk, so dropping it (and its budget row)
+        lets the run's re-execution go through the action gate afresh.
+        """
+        orphan = (
+            "SELECT i.intent_id FROM intents i WHERE NOT EXISTS"
+            " (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id)"
+            " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)"
+        )
+        with self._tx() as conn:
+            conn.execute(f"DELETE FROM budget_ledger WHERE intent_id IN ({orphan})")
+            cursor = conn.execute(f"DELETE FROM intents WHERE intent_id IN ({orphan})")
+        return cursor.rowcount
+
+    def close_interrupted(self, attempt: Attempt, receipt: Receipt) -> None:
+        with self._tx() as conn:
+            self._update_attempt(conn, attempt)
+            self._insert_receipt(conn, receipt)

@@ -1,0 +1,153 @@
+"""What runs read and keep between messages: lookups for the invocation, tasks, memory."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.contracts import (
+    Event,
+    MemoryCandidate,
+    TaskCheckpoint,
+)
+from storage.base import StoreBase
+
+
+class ContextRecords(StoreBase):
+    # ------------------------------------------------------------------ invocation lookups
+
+    def events_between(
+        self, conversation_id: str, actor_id: str, since: float, before: float
+    ) -> list[Event]:
+        """The actor's messages in a conversation created in [since, before), oldest first."""
+        rows = self.db.conn.execute(
+            "SELECT event_json FROM events WHERE conversation_id = ? AND actor_id = ?"
+            " AND created_at >= ? AND created_at < ? ORDER BY created_at, rowid",
+            (conversation_id, actor_id, since, before),
+        ).fetchall()
+        return [Event.model_validate_json(row[0]) for row in rows]
+
+    def outbound(self, *, process_query_key: str | None = None) -> dict[str, Any] | None:
+        """One of our own sent messages, found by DingTalk's processQueryKey."""
+        if not process_query_key:
+            return None
+        rows = list(
+            self.db.query(
+                "SELECT o.*, i.event_id FROM outbound o JOIN intents i"
+                " ON i.intent_id = o.intent_id WHERE o.process_query_key = ?",
+                (process_query_key,),
+            )
+        )
+        return rows[0] if rows else None
+
+    def cached_identity(self, user_id: str, fresh_after: float) -> dict[str, Any] | None:
+        row = self.db.conn.execute(
+            "SELECT identity_json FROM identity_cache WHERE user_id = ? AND fetched_at > ?",
+            (user_id, fresh_after),
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def cache_identity(self, user_id: str, identity: dict[str, Any], fetched_at: float) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO identity_cache (user_id, fetched_at, identity_json)"
+                " VALUES (?, ?, ?)",
+                (user_id, fetched_at, json.dumps(identity, ensure_ascii=False)),
+            )
+
+    # ------------------------------------------------------------------ tasks
+
+    def active_task(self, scope_id: str) -> TaskCheckpoint | None:
+        row = self.db.conn.execute(
+            "SELECT task_json FROM tasks WHERE scope_id = ? AND status IN ('working', 'waiting')"
+            " ORDER BY updated_at DESC, rowid DESC LIMIT 1",
+            (scope_id,),
+        ).fetchone()
+        return TaskCheckpoint.model_validate_json(row[0]) if row else None
+
+    def save_task(self, task: TaskCheckpoint) -> bool:
+        """Compare-and-set: ``task.revision`` must be one more than the stored revision
+        (or 1 for a new task). False when someone else moved the task first."""
+        with self._tx() as conn:
+            if task.revision == 1:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO tasks (task_id, scope_id, status, revision,"
+                    " updated_at, task_json) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        task.task_id,
+                        task.scope_id,
+                        task.status.value,
+                        task.revision,
+                        task.updated_at,
+                        task.to_json(),
+                    ),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE tasks SET status = ?, revision = ?, updated_at = ?, task_json = ?"
+                    " WHERE task_id = ? AND revision = ?",
+                    (
+                        task.status.value,
+                        task.revision,
+                        task.updated_at,
+                        task.to_json(),
+                        task.task_id,
+                        task.revision - 1,
+                    ),
+                )
+        return cursor.rowcount == 1
+
+    def tasks(self) -> list[TaskCheckpoint]:
+        rows = self.db.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
+        return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
+
+    # ------------------------------------------------------------------ memory candidates
+
+    def propose_memory(self, candidates: list[MemoryCandidate]) -> int:
+        """Store new proposals; one already known (same scope and content) is left as is."""
+        added = 0
+        with self._tx() as conn:
+            for c in candidates:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO memory_candidates (candidate_id, scope_id, status,"
+                    " revision, created_at, candidate_json) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        c.candidate_id,
+                        c.scope_id,
+                        c.status.value,
+                        c.revision,
+                        c.created_at,
+                        c.to_json(),
+                    ),
+                )
+                added += cursor.rowcount
+        return added
+
+    def memory_candidates(self, status: str | None = None) -> list[MemoryCandidate]:
+        if status is None:
+            rows = self.db.conn.execute(
+                "SELECT candidate_json FROM memory_candidates ORDER BY created_at, rowid"
+            )
+        else:
+            rows = self.db.conn.execute(
+                "SELECT candidate_json FROM memory_candidates WHERE status = ?"
+                " ORDER BY created_at, rowid",
+                (status,),
+            )
+        return [MemoryCandidate.model_validate_json(row[0]) for row in rows.fetchall()]
+
+    def save_memory(self, candidate: MemoryCandidate) -> bool:
+        """Compare-and-set on the revision, like tasks: False when the candidate moved."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE memory_candidates SET status = ?, revision = ?, candidate_json = ?"
+                " WHERE candidate_id = ? AND revision = ?",
+                (
+                    candidate.status.value,
+                    candidate.revision,
+                    candidate.to_json(),
+                    candidate.candidate_id,
+                    candidate.revision - 1,
+                ),
+            )
+        return cursor.rowcount == 1

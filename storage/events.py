@@ -1,0 +1,168 @@
+"""Events, quarantine, runs and decisions: what was heard and what was decided."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.contracts import (
+    Event,
+    Receipt,
+    ResponseDecision,
+    Run,
+    RunState,
+)
+from storage.base import StoreBase
+
+
+@dataclass(frozen=True)
+class EventInsert:
+    """Result of ingesting a callback: whether it was new, and the thread's generation."""
+
+    new: bool
+    generation: int
+
+
+class EventRecords(StoreBase):
+    # ------------------------------------------------------------------ ingest
+
+    def add_event(self, event: Event, raw: str) -> EventInsert:
+        """Store a callback and its raw frame together; a known msgId is a counted duplicate.
+
+        A new event that is addressed to the robot (DM or @) bumps its thread's generation,
+        which makes older runs of the same thread stale for the action gate.
+        """
+        with self._tx() as conn:
+            known = conn.execute(
+                "SELECT generation FROM events WHERE event_id = ?", (event.event_id,)
+            ).fetchone()
+            if known is not None:
+                conn.execute(
+                    "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
+                    " VALUES (?, ?, ?, 1)",
+                    (event.event_id, event.frame_message_id, event.received_at),
+                )
+                return EventInsert(new=False, generation=known[0])
+            generation = 0
+            if event.addressed:
+                generation = conn.execute(
+                    "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
+                    " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1"
+                    " RETURNING generation",
+                    (event.thread_key,),
+                ).fetchone()[0]
+            else:
+                row = conn.execute(
+                    "SELECT generation FROM threads WHERE thread_key = ?", (event.thread_key,)
+                ).fetchone()
+                generation = row[0] if row else 0
+            conn.execute(
+                "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
+                " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    event.event_id,
+                    event.thread_key,
+                    event.conversation.id,
+                    event.actor.user_id,
+                    generation,
+                    event.created_at,
+                    event.received_at,
+                    event.to_json(),
+                    raw,
+                ),
+            )
+            conn.execute(
+                "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
+                " VALUES (?, ?, ?, 0)",
+                (event.event_id, event.frame_message_id, event.received_at),
+            )
+        return EventInsert(new=True, generation=generation)
+
+    def quarantine(
+        self, raw: str, reason: str, error: str, received_at: float, frame_message_id: str | None
+    ) -> int:
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT INTO quarantine (received_at, frame_message_id, reason, error, raw)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (received_at, frame_message_id, reason, error, raw),
+            )
+        return int(cursor.lastrowid or 0)
+
+    def get_event(self, event_id: str) -> Event | None:
+        row = self.db.conn.execute(
+            "SELECT event_json FROM events WHERE event_id = ?", (event_id,)
+        ).fetchone()
+        return Event.model_validate_json(row[0]) if row else None
+
+    def event_generation(self, event_id: str) -> int:
+        return int(self._scalar("SELECT generation FROM events WHERE event_id = ?", (event_id,)))
+
+    def thread_generation(self, thread_key: str) -> int:
+        value = self._scalar("SELECT generation FROM threads WHERE thread_key = ?", (thread_key,))
+        return int(value or 0)
+
+    def pending_events(self) -> list[Event]:
+        """Events stored but not finished: no run yet, or a run a crash left working."""
+        rows = self.db.conn.execute(
+            "SELECT e.event_json FROM events e LEFT JOIN runs r ON r.event_id = e.event_id"
+            " WHERE r.run_id IS NULL OR r.state = ? ORDER BY e.rowid",
+            (RunState.WORKING.value,),
+        ).fetchall()
+        return [Event.model_validate_json(row[0]) for row in rows]
+
+    # ------------------------------------------------------------------ runs and decisions
+
+    def open_run(self, run: Run, decision: ResponseDecision | None = None) -> Run:
+        """Create the event's run (with its decision), or return the run that already exists."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO runs (run_id, event_id, thread_key, generation, state,"
+                " provider, created_at, updated_at, run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.run_id,
+                    run.event_id,
+                    run.thread_key,
+                    run.generation,
+                    run.state.value,
+                    run.provider,
+                    run.created_at,
+                    run.updated_at,
+                    run.to_json(),
+                ),
+            )
+            if cursor.rowcount == 0:
+                row = conn.execute(
+                    "SELECT run_json FROM runs WHERE event_id = ?", (run.event_id,)
+                ).fetchone()
+                return Run.model_validate_json(row[0])
+            if decision is not None:
+                self._insert_decision(conn, run.run_id, decision)
+        return run
+
+    def save_run(self, run: Run) -> None:
+        with self._tx() as conn:
+            self._update_run(conn, run)
+
+    def get_run(self, event_id: str) -> Run | None:
+        row = self.db.conn.execute(
+            "SELECT run_json FROM runs WHERE event_id = ?", (event_id,)
+        ).fetchone()
+        return Run.model_validate_json(row[0]) if row else None
+
+    def get_decision(self, event_id: str) -> ResponseDecision | None:
+        row = self.db.conn.execute(
+            "SELECT decision_json FROM decisions WHERE event_id = ?", (event_id,)
+        ).fetchone()
+        return ResponseDecision.model_validate_json(row[0]) if row else None
+
+    def add_decision(self, run_id: str, decision: ResponseDecision) -> None:
+        """Record the response gate's verdict; the first verdict for an event stands."""
+        with self._tx() as conn:
+            self._insert_decision(conn, run_id, decision)
+
+    def add_silence(self, run: Run, decision: ResponseDecision, receipt: Receipt) -> None:
+        """A silent verdict: decision, silent receipt and the run's end, all at once."""
+        with self._tx() as conn:
+            self._insert_decision(conn, run.run_id, decision)
+            self._insert_receipt(conn, receipt)
+            self._update_run(conn, run)
