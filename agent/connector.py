@@ -40,7 +40,8 @@ from storage import Store
 
 log = logging.getLogger("dta.connector")
 
-EventSink = Callable[[Event], None]
+# Told each new event and its thread generation (from the ingest transaction).
+EventSink = Callable[[Event, int], None]
 FrameSink = Callable[[str, float], None]
 
 
@@ -248,7 +249,7 @@ class Connector:
         self.stats.frames[result.kind.value] += 1
         if result.kind is FrameKind.EVENT and result.event is not None:
             try:
-                self.on_event(result.event)
+                self.on_event(result.event, result.generation)
             except RuntimeError:
                 # The pipeline's loop is gone (shutting down); the event is stored and
                 # will be picked up at the next start.

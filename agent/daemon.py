@@ -74,8 +74,8 @@ class Daemon:
         recorder = FrameRecorder(self.record, secrets_of(self.settings)) if self.record else None
         metrics: Metrics | None = None
 
-        def hand_over(event: Event) -> None:
-            loop.call_soon_threadsafe(runtime.submit, event)
+        def hand_over(event: Event, generation: int) -> None:
+            loop.call_soon_threadsafe(runtime.submit, event, generation)
 
         recovered = await runtime.start()
         connector = Connector(

@@ -183,7 +183,8 @@ class InvocationBuilder:
     async def identity(self, event: Event) -> Identity:
         actor = event.actor
         envelope = Identity(source="envelope", user_id=actor.user_id, name=actor.nick)
-        if self.transport is None or not self.transport.config.directory_base_url:
+        config = self.transport.config if self.transport is not None else None
+        if config is None or not (config.directory_base_url and config.has_openapi_credentials):
             return envelope
         now = self.clock.now()
         cached = self.store.cached_identity(actor.user_id, now - self.limits.identity_ttl_s)

@@ -119,11 +119,10 @@ class Pipeline:
         self.run_dir = run_dir
         self.ack_after_s = ack_after_s
 
-    async def process(self, event: Event) -> Run:
-        existing = self.store.get_run(event.event_id)
-        if existing is not None and existing.state.is_finished:
-            return existing
-        skills, run, decision = self._open(event, existing)
+    async def process(self, event: Event, generation: int | None = None) -> Run:
+        skills, run, decision = self._open(event, generation)
+        if run.state.is_finished:
+            return run
         if decision.verdict is Verdict.SILENT:
             return self._stay_silent(run, decision)
         start = self.tasks.begin(run, event.text)
@@ -181,22 +180,24 @@ class Pipeline:
             return await answer
 
     def _open(
-        self, event: Event, existing: Run | None
+        self, event: Event, generation: int | None
     ) -> tuple[Sequence[Any], Run, ResponseDecision]:
-        """The run and its verdict: new, or as a crashed execution left them."""
+        """The run and its verdict: new, or as an earlier (crashed) execution left them."""
         now = self.clock.now()
         skills, snapshot, allowed = self.skills.for_event(
             event.msgtype, event.conversation.type.value, self.provider.name
         )
-        if existing is None:
-            decision = self.response_gate.decide(event, now)
-            run = self.store.open_run(self._new_run(event, snapshot, allowed, now), decision)
-        else:
-            run = existing  # the first verdict stands if it was recorded
-            decision = self.store.get_decision(event.event_id) or self.response_gate.decide(
-                event, now
-            )
-            self.store.add_decision(run.run_id, decision)
+        if generation is None:
+            generation = self.store.event_generation(event.event_id)
+        decision = self.response_gate.decide(event, now)
+        fresh = self._new_run(event, snapshot, allowed, generation, now)
+        run = self.store.open_run(fresh, decision)
+        if run.run_id != fresh.run_id:
+            # The event already had a run: its first recorded verdict stands.
+            recorded = self.store.get_decision(event.event_id)
+            if recorded is None:
+                self.store.add_decision(run.run_id, decision)
+            decision = recorded or decision
         log.info(
             "decision",
             extra={
@@ -360,13 +361,18 @@ class Pipeline:
         return run
 
     def _new_run(
-        self, event: Event, snapshot: SkillSnapshot, allowed: list[ActionKind], now: float
+        self,
+        event: Event,
+        snapshot: SkillSnapshot,
+        allowed: list[ActionKind],
+        generation: int,
+        now: float,
     ) -> Run:
         return Run(
             run_id=new_id("run"),
             event_id=event.event_id,
             thread_key=event.thread_key,
-            generation=self.store.event_generation(event.event_id),
+            generation=generation,
             allowed_actions=allowed,
             origin=Origin.of(event),
             skill_snapshot=snapshot,

@@ -176,12 +176,14 @@ class Runtime:
         result = self.ingestor.ingest(raw, self.clock.now() if received_at is None else received_at)
         if result.kind is FrameKind.EVENT and result.event is not None:
             self.crash.hit("after_ingest")
-            self.submit(result.event)
+            self.submit(result.event, result.generation)
         return result
 
-    def submit(self, event: Event) -> None:
+    def submit(self, event: Event, generation: int | None = None) -> None:
+        """Queue the event's run on its thread; ``generation`` saves a read when known."""
+
         async def job() -> None:
-            await self.pipeline.process(event)
+            await self.pipeline.process(event, generation)
             if self.on_run_finished is not None:
                 self.on_run_finished(max(0.0, self.clock.now() - event.received_at))
 

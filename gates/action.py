@@ -91,12 +91,15 @@ def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1) -> str:
 
 def load_facts(store: Store, run: Run, now: float) -> ActionFacts:
     keys = [idempotency_key(run.event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
+    generation, last_minute, last_day, taken = store.gate_facts(
+        run.thread_key, run.origin.conversation_id, now - MINUTE_S, now - DAY_S, keys
+    )
     return ActionFacts(
         now=now,
-        thread_generation=store.thread_generation(run.thread_key),
-        writes_last_minute=store.writes_since(now - MINUTE_S, run.origin.conversation_id),
-        writes_last_day=store.writes_since(now - DAY_S),
-        taken_keys=store.taken_keys(keys),
+        thread_generation=generation,
+        writes_last_minute=last_minute,
+        writes_last_day=last_day,
+        taken_keys=taken,
     )
 
 

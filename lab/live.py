@@ -83,7 +83,7 @@ class LiveCaseRun:
                     backoff_base_s=0.05,
                     backoff_max_s=0.5,
                 ),
-                on_event=lambda event: loop.call_soon_threadsafe(live.submit, event),
+                on_event=lambda event, gen: loop.call_soon_threadsafe(live.submit, event, gen),
             )
             connector.start()
             if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):

@@ -26,26 +26,29 @@ class ActionRecords(StoreBase):
         ).fetchone()
         return Receipt.model_validate_json(row[0]) if row else None
 
-    def taken_keys(self, keys: list[str]) -> dict[str, Receipt | None]:
-        """Which idempotency keys are already held, each with its first receipt (if any)."""
+    def gate_facts(
+        self,
+        thread_key: str,
+        conversation_id: str,
+        minute_ago: float,
+        day_ago: float,
+        keys: list[str],
+    ) -> tuple[int, int, int, dict[str, Receipt | None]]:
+        """Everything the action gate reads, in one statement (it runs before every write):
+        the thread's generation, writes in the conversation since ``minute_ago`` and in
+        total since ``day_ago``, and which of ``keys`` are already held."""
         marks = ",".join("?" * len(keys))
-        held = [
-            row[0]
-            for row in self.db.conn.execute(
-                f"SELECT idempotency_key FROM intents WHERE idempotency_key IN ({marks})", keys
-            ).fetchall()
-        ]
-        return {key: self.receipt_for_idempotency_key(key) for key in held}
-
-    def writes_since(self, since: float, conversation_id: str | None = None) -> int:
-        if conversation_id is None:
-            return int(self._scalar("SELECT COUNT(*) FROM budget_ledger WHERE at > ?", (since,)))
-        return int(
-            self._scalar(
-                "SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?",
-                (conversation_id, since),
-            )
-        )
+        row = self.db.conn.execute(
+            "SELECT (SELECT generation FROM threads WHERE thread_key = ?),"
+            " (SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?),"
+            " (SELECT COUNT(*) FROM budget_ledger WHERE at > ?),"
+            f" (SELECT group_concat(idempotency_key, char(10)) FROM intents"
+            f"  WHERE idempotency_key IN ({marks}))",
+            (thread_key, conversation_id, minute_ago, day_ago, *keys),
+        ).fetchone()
+        held = row[3].split("\n") if row[3] else []
+        taken = {key: self.receipt_for_idempotency_key(key) for key in held}
+        return int(row[0] or 0), int(row[1]), int(row[2]), taken
 
     # ------------------------------------------------------------------ intents, attempts
 
