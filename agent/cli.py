@@ -7,6 +7,7 @@
     dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
+    dta lab security [--keep DIR]
     dta lab bench [--quick] [--only pipeline|stream] [--events N] [--json]
 
 The lab commands live in ``lab/`` (which depends on ``agent``); they are imported only
@@ -75,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     rp = lab_commands.add_parser("replay", help="drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
+    sec = lab_commands.add_parser("security", help="injection corpus; grep artefacts for secrets")
+    sec.add_argument("--keep", type=Path, help="keep the artefacts (logs, store, reports) here")
     bn = lab_commands.add_parser("bench", help="benchmarks, each next to its baseline")
     bn.add_argument("--events", type=int, help="pipeline: synthetic messages (default 5000)")
     bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
@@ -157,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             from lab.replay import replay
 
             return replay(args.recording, config=args.config, out=sys.stdout)
+        if args.lab_command == "security":
+            from lab.security import security
+
+            return security(sys.stdout, args.keep)
         if args.lab_command == "bench":
             from lab.bench import bench
 

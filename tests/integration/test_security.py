@@ -1,0 +1,43 @@
+"""The injection corpus: nothing leaves the origin, nobody is @-all'd, no secret anywhere."""
+
+import io
+
+from lab.security import CORPUS, run_corpus, security
+
+
+async def test_rules_and_hostile_model_hold_the_line(tmp_path):
+    for provider in ("rules", "openai"):
+        folder = tmp_path / provider
+        folder.mkdir()
+        report = await run_corpus(provider, folder)
+        assert report.passed, report
+        assert report.messages == len(CORPUS)
+        logged = (folder / f"{provider}.log").read_text()
+        assert '"msg": "decision"' in logged  # the grep looked at real logs
+        if provider == "openai":
+            # the model played along with every attack; the schema refused every one
+            assert report.platform_messages == 0
+            assert report.refusals["schema_invalid"] >= len(CORPUS)
+            assert (folder / "openai-model-requests.json").stat().st_size > 1000
+        else:
+            assert report.platform_messages == len(CORPUS)
+
+
+async def test_the_secret_grep_would_notice_a_leak(tmp_path, monkeypatch):
+    import lab.security as sec
+
+    real = sec.lab_settings
+
+    def leaky(case, workdir, fake, model_url=None):
+        (workdir / "leak.txt").write_text(f"oops {fake.app_secret}")
+        return real(case, workdir, fake, model_url)
+
+    monkeypatch.setattr(sec, "lab_settings", leaky)
+    report = await run_corpus("rules", tmp_path)
+    assert report.secret_found_in == ["leak.txt"] and not report.passed
+
+
+def test_command_exit_status():
+    out = io.StringIO()
+    assert security(out) == 0
+    assert out.getvalue().count("PASS") == 2
