@@ -197,6 +197,9 @@ class Connector:
                     await self._on_frame(client, ws, raw if isinstance(raw, str) else raw.decode())
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
             log.warning("stream connection ended", extra={"error": type(exc).__name__})
+        except Exception:
+            # Whatever went wrong, the connector's job is to come back: reconnect.
+            log.exception("stream connection failed unexpectedly")
         finally:
             if self._connected.is_set():
                 self.stats.disconnects += 1
@@ -213,7 +216,7 @@ class Connector:
         self.stats.last_frame_at = received_at
         if self.on_frame is not None:
             self.on_frame(raw, received_at)
-        parsed = parse_frame(raw, received_at)
+        parsed = parse_frame(raw, received_at)  # never raises
         if parsed.kind is not FrameKind.EVENT:  # events are counted once stored (new or dup)
             self.stats.frames[parsed.kind.value] += 1
         try:

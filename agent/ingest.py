@@ -93,7 +93,7 @@ class _Callback(_Wire):
     conversationId: str = Field(min_length=1)
     conversationType: str
     senderId: str = Field(min_length=1)
-    createAt: int
+    createAt: int = Field(ge=0, le=2**53)  # ms; anything beyond is not a real time
     senderStaffId: str | None = None
     senderNick: str | None = None
     senderCorpId: str | None = None
@@ -109,7 +109,7 @@ class _Callback(_Wire):
     originalMsgId: str | None = None
     originalProcessQueryKey: str | None = None
     sessionWebhook: str | None = None
-    sessionWebhookExpiredTime: int | None = None
+    sessionWebhookExpiredTime: int | None = Field(default=None, ge=0, le=2**53)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -208,8 +208,11 @@ def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         document = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
-        return ParsedFrame(FrameKind.QUARANTINED, reason=QuarantineReason.NOT_JSON, error=str(exc))
+    except (ValueError, TypeError, RecursionError) as exc:
+        # ValueError covers bad JSON, bad UTF-8 and integers too long to convert;
+        # RecursionError, documents nested deeper than any real frame.
+        error = str(exc) or type(exc).__name__
+        return ParsedFrame(FrameKind.QUARANTINED, reason=QuarantineReason.NOT_JSON, error=error)
     if not isinstance(document, dict):
         return ParsedFrame(
             FrameKind.QUARANTINED,
@@ -235,12 +238,12 @@ def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
         )
     try:
         data = json.loads(frame.data)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         return ParsedFrame(
             FrameKind.QUARANTINED,
             frame_message_id=frame_id,
             reason=QuarantineReason.DATA_NOT_JSON,
-            error=str(exc),
+            error=str(exc) or type(exc).__name__,
         )
     if not isinstance(data, dict):
         return ParsedFrame(
@@ -256,12 +259,12 @@ def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
         return ParsedFrame(
             FrameKind.QUARANTINED, frame_message_id=frame_id, reason=reason, error=detail
         )
-    except ValueError as exc:
+    except (ValueError, OverflowError, RecursionError) as exc:
         return ParsedFrame(
             FrameKind.QUARANTINED,
             frame_message_id=frame_id,
             reason=QuarantineReason.BAD_FIELD,
-            error=str(exc),
+            error=str(exc) or type(exc).__name__,
         )
     return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event)
 
@@ -273,7 +276,7 @@ def frame_message_id_of(raw: str | bytes) -> str | None:
         headers = document.get("headers") if isinstance(document, dict) else None
         value = headers.get("messageId") if isinstance(headers, dict) else None
         return value if isinstance(value, str) else None
-    except (json.JSONDecodeError, TypeError, UnicodeDecodeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return None
 
 
@@ -303,6 +306,20 @@ class Ingestor:
         if parsed.kind is not FrameKind.EVENT:
             return IngestResult(parsed.kind, parsed.frame_message_id)
         assert parsed.event is not None
-        inserted = self.store.add_event(parsed.event, text)
+        try:
+            inserted = self.store.add_event(parsed.event, text)
+        except (ValueError, UnicodeError) as exc:
+            # Parsed, yet not storable (e.g. a lone surrogate escaped in the JSON): keep the
+            # raw frame in quarantine rather than refusing it forever.
+            error = f"cannot be stored: {exc}"[:500]
+            self.store.quarantine(
+                text, QuarantineReason.BAD_FIELD.value, error, received_at, parsed.frame_message_id
+            )
+            return IngestResult(
+                FrameKind.QUARANTINED,
+                parsed.frame_message_id,
+                reason=QuarantineReason.BAD_FIELD,
+                error=error,
+            )
         kind = FrameKind.EVENT if inserted.new else FrameKind.DUPLICATE
         return IngestResult(kind, parsed.frame_message_id, parsed.event, inserted.generation)

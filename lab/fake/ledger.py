@@ -84,7 +84,7 @@ def json_or_none(text: Any) -> Any:
     """Parse what a client sent; None, not an exception, for anything that is not JSON."""
     try:
         return json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
 
 

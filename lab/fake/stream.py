@@ -15,6 +15,7 @@ Everything runs on the fake's event loop; call the Python API from that loop, no
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections import deque
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from lab.fake.platform import FakeDingTalk
 
 _DONE = (WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
+
+log = logging.getLogger("dta.lab.fake.stream")
 
 
 @dataclass(eq=False)
@@ -256,6 +259,10 @@ class StreamGateway(DeliveryLedger):
                     await self._send(conn, item)
                 except ConnectionError:
                     return  # the reader sees the end too and requeues what is left
+                except (UnicodeError, ValueError):
+                    # A frame that cannot be put on the wire (e.g. a lone surrogate in a
+                    # raw frame): drop it, as a real gateway would, and keep the socket.
+                    log.warning("fake gateway dropped an unsendable frame")
                 if conn.outbox and conn.outbox[0] is item:  # reset() may have emptied it
                     conn.outbox.popleft()
 

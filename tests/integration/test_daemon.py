@@ -267,3 +267,26 @@ async def test_sigterm_tears_down_cleanly(fake, daemon):
     recording = (daemon.workdir / "frames.jsonl").read_text()
     assert '"m1\\' in recording or "m1" in recording
     assert fake.app_secret not in recording
+
+
+async def test_hostile_frames_never_stop_the_connector(fake, daemon):
+    from tests.factories import callback, frame
+
+    hostile = [
+        "this is not json",
+        '{"type": "CALLBACK", "headers": {"messageId": "p1"}, "x": ' + "1" * 5000 + "}",
+        frame("[" * 100_000 + "]" * 100_000, message_id="p2"),
+        frame(callback(msg_id="p3", createAt=10**400), message_id="p3"),
+        frame(callback(msg_id="p4", text="\ud800"), message_id="p4"),
+    ]
+    connects = len(fake.stream_stats()["connections"])
+    for raw in hostile:
+        fake.inject_raw(raw)
+    fake.inject({"msg": "m1", "from": "u1", "text": "2 + 3 等于几"})
+    assert await eventually(lambda: replies_to(fake, "= 5") == 1), daemon.log_tail()
+    assert len(fake.stream_stats()["connections"]) == connects  # same socket throughout
+    store = daemon.store()
+    try:
+        assert store.counts().quarantined == len(hostile)
+    finally:
+        store.close()

@@ -1,0 +1,165 @@
+"""Crash loop: ``kill -9`` at random moments under steady load loses and repeats nothing.
+
+A process can die between any two instructions: after storing an event but before the
+ack, after recording an attempt but before DingTalk answered, after DingTalk answered but
+before the receipt. Here distinct DMs arrive at a steady 50 msg/s while the daemon is
+killed with SIGKILL at random moments at least 20 times (reduced: 6) and restarted each
+time; the platform answers sends in 50 ms, so kills regularly land mid-send. Messages sent
+while it is dead wait at the fake, and callbacks whose ack was lost are redelivered.
+
+Pass, once quiet: every injected message has exactly one decision and a finished run; no
+message was answered twice; every message without an ``accepted`` reply receipt has an
+``uncertain`` one (an attempt cut by a crash is never resent blindly); no attempt is left
+``started``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from agent.clock import SystemClock
+from lab.fake import FakeDingTalk
+from lab.reliability.daemon import (
+    DaemonProcess,
+    Size,
+    attempts_left_started,
+    cli,
+    replies_per_user,
+    seal,
+    send_dm,
+    unfinished_runs,
+    until,
+    wrong_answers,
+)
+from storage import Store
+
+SIZES: dict[str, int] = {"full": 20, "reduced": 6}  # kills
+PREFIX, BASE, SEED = "crash", 200_000, 20_240_602
+RATE_PER_S = 50.0
+SEND_LATENCY_S = 0.05  # a send takes this long to be answered: the window a kill can cut
+UP_S = (0.3, 2.0)  # how long the daemon lives between kills, uniformly at random
+
+
+async def _load(fake: FakeDingTalk, sent: list[str], stop: asyncio.Event) -> None:
+    """Distinct DMs at a steady rate, whether or not the daemon is alive to take them."""
+    started = time.monotonic()
+    while not stop.is_set():
+        i = len(sent)
+        await asyncio.sleep(max(0.0, started + i / RATE_PER_S - time.monotonic()))
+        sent.append(send_dm(fake, PREFIX, i, BASE))
+
+
+def _judge(store: Store, fake: FakeDingTalk, sent: list[str]) -> dict[str, Any]:
+    """Everything read back from the platform's record and the store, per message."""
+    per_user = replies_per_user(fake)
+    decisions = Counter(d.event_id for d in store.decisions())
+    runs = store.runs_per_event()
+    statuses: dict[str, set[str]] = {}
+    for receipt in store.receipts():
+        statuses.setdefault(receipt.event_id, set()).add(receipt.status.value)
+    answered_twice = uncertain = unproven = 0
+    uncertain_delivered = 0
+    for msg_id in sent:
+        seen = per_user.get(f"{PREFIX}-u{msg_id.rsplit('-', 1)[1]}", 0)
+        kinds = statuses.get(msg_id, set())
+        answered_twice += seen > 1
+        if "uncertain" in kinds:
+            uncertain += 1
+            uncertain_delivered += seen == 1
+        if "accepted" in kinds:
+            unproven += seen != 1  # an accepted receipt must match what the user saw
+        elif "uncertain" not in kinds:
+            unproven += 1
+    return {
+        "injected": len(sent),
+        "replied": sum(per_user.values()),
+        "uncertain": uncertain,
+        "uncertain_but_delivered": uncertain_delivered,
+        "answered_twice": answered_twice,
+        "without_accepted_or_uncertain": unproven,
+        "duplicate_deliveries": store.counts().duplicates,  # redelivered after a lost ack
+        "lost": sum(runs.get(m, 0) == 0 for m in sent),
+        "runs_not_once": sum(runs.get(m, 0) != 1 for m in sent),
+        "decisions_not_once": sum(decisions.get(m, 0) != 1 for m in sent),
+        "unfinished_runs": unfinished_runs(store, sent),
+        "attempts_left_started": attempts_left_started(store),
+        "wrong_answers": wrong_answers(fake, PREFIX, BASE),
+    }
+
+
+async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> dict[str, Any]:
+    kills_wanted = SIZES[size]
+    rng = random.Random(SEED)
+    fake = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0, send_latency_s=SEND_LATENCY_S)
+    await fake.start()
+    daemon = DaemonProcess(fake, workdir / "crashloop")
+    sent: list[str] = []
+    stop = asyncio.Event()
+    kills, restart_s, t0 = 0, [], time.monotonic()
+    try:
+        await daemon.start()
+        load = asyncio.create_task(_load(fake, sent, stop))
+        for _ in range(kills_wanted):
+            await asyncio.sleep(rng.uniform(*UP_S))
+            await daemon.kill9()
+            kills += 1
+            restart_s.append(await daemon.start())
+        await asyncio.sleep(rng.uniform(*UP_S))
+        stop.set()
+        await load
+        # Quiet: every callback acked, every run finished, then a moment for stragglers.
+        quiet = await fake.wait_idle(60)
+        store = daemon.store()
+        try:
+            quiet = quiet and await until(lambda: unfinished_runs(store, sent) == 0, 60, 0.2)
+            await asyncio.sleep(1.0)
+            figures = _judge(store, fake, sent)
+        finally:
+            store.close()
+        wall_s = time.monotonic() - t0
+    finally:
+        stop.set()
+        await daemon.stop()
+        await fake.stop()
+
+    report: dict[str, Any] = {
+        "script": "crashloop",
+        "size": size,
+        "kills": kills,
+        **figures,
+        "quiet": quiet,
+        "restart_s_max": round(max(restart_s), 2),
+        "wall_s": round(wall_s, 2),
+    }
+    report["passed"] = bool(
+        quiet
+        and kills >= kills_wanted
+        and figures["injected"] > 0
+        and all(
+            figures[key] == 0
+            for key in (
+                "answered_twice",
+                "without_accepted_or_uncertain",
+                "lost",
+                "runs_not_once",
+                "decisions_not_once",
+                "unfinished_runs",
+                "attempts_left_started",
+                "wrong_answers",
+            )
+        )
+    )
+    return seal(report, [fake.app_secret])
+
+
+def main() -> int:
+    return cli("crashloop", __doc__.splitlines()[0], run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""The reliability scripts at their reduced sizes: the daemon as a subprocess on real sockets.
+
+Each script judges itself (``passed``); the figures that carry the claim are asserted here
+too, so a script whose own verdict went soft would still be caught. Full sizes are for
+``python -m lab.reliability.<name>``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+from lab.fake import FakeDingTalk
+from lab.reliability import chaos, crashloop, soak, storm
+
+# The scripts run the fake with its default credentials: this is the secret to look for.
+APP_SECRET = inspect.signature(FakeDingTalk).parameters["app_secret"].default
+
+
+def _no_secret(report: dict[str, Any]) -> None:
+    """The app secret never appears in a report (the scripts check it too, by value)."""
+    secret = APP_SECRET
+    assert isinstance(secret, str) and secret
+    assert secret not in json.dumps(report, ensure_ascii=False)
+
+
+async def test_redelivery_storm(tmp_path: Path) -> None:
+    report = await storm.run("reduced", tmp_path)
+    assert report["passed"], report
+    assert report["distinct_msgids"] == 200 and report["frames_injected"] == 2000
+    assert report["replies"] == 200 and report["msgids_not_answered_once"] == 0
+    assert report["runs_not_once"] == 0 and report["restarts"] == 1
+    assert report["duplicates_counted"] == report["frames_acked"] - 200
+    assert report["redeliveries_after_restart"] > 0 and report["redeliveries_after_reply"] > 0
+    _no_secret(report)
+
+
+async def test_crash_loop(tmp_path: Path) -> None:
+    report = await crashloop.run("reduced", tmp_path)
+    assert report["passed"], report
+    assert report["kills"] >= 6 and report["injected"] > 100
+    assert report["lost"] == 0 and report["answered_twice"] == 0
+    assert report["decisions_not_once"] == 0 and report["attempts_left_started"] == 0
+    assert report["without_accepted_or_uncertain"] == 0
+    assert report["replied"] + report["uncertain"] >= report["injected"]
+    _no_secret(report)
+
+
+async def test_connection_chaos(tmp_path: Path) -> None:
+    report = await chaos.run("reduced", tmp_path)
+    assert report["passed"], report
+    assert report["strikes"] == 4 and all(report["strikes_by_kind"].values())
+    assert report["lost"] == 0 and report["answered_twice"] == 0
+    assert report["answered_once"] == report["injected"] > 0
+    assert report["recovery_s_max"] <= 30
+    _no_secret(report)
+
+
+async def test_soak(tmp_path: Path) -> None:
+    report = await soak.run("reduced", tmp_path)
+    assert report["passed"], report
+    assert report["events_stored"] == report["replies"] == 6000
+    assert report["not_answered_once"] == 0
+    assert report["rss_growth_pct"] <= 10
+    assert report["store_bytes_per_event"] > 0 and report["events_per_s"] > 0
+    _no_secret(report)
