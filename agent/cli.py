@@ -8,6 +8,7 @@
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
     dta lab security [--keep DIR]
+    dta lab reliability storm|crashloop|chaos|soak [--reduced] [--json]
     dta lab bench [--quick] [--only pipeline|stream] [--events N] [--json]
 
 The lab commands live in ``lab/`` (which depends on ``agent``); they are imported only
@@ -76,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     rp = lab_commands.add_parser("replay", help="drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
+    lab_commands.add_parser(
+        "reliability",
+        help="storm | crashloop | chaos | soak [--reduced] [--json]: fault and load evidence",
+    )
     sec = lab_commands.add_parser("security", help="injection corpus; grep artefacts for secrets")
     sec.add_argument("--keep", type=Path, help="keep the artefacts (logs, store, reports) here")
     bn = lab_commands.add_parser("bench", help="benchmarks, each next to its baseline")
@@ -100,6 +105,23 @@ def _run(config: Path | None, record: Path | None) -> int:
         print(f"dta: {exc}", file=sys.stderr)
         return 2
     return asyncio.run(daemon.run())
+
+
+RELIABILITY = ("storm", "crashloop", "chaos", "soak")
+
+
+def _reliability(argv: list[str]) -> int:
+    """``dta lab reliability NAME [--reduced] [--json] [--workdir DIR]``."""
+    import importlib
+
+    if not argv or argv[0] not in RELIABILITY:
+        print(
+            f"usage: dta lab reliability {{{','.join(RELIABILITY)}}} [--reduced] [--json]",
+            file=sys.stderr,
+        )
+        return 2
+    module = importlib.import_module(f"lab.reliability.{argv[0]}")
+    return int(module.main(argv[1:]))
 
 
 def _memory(args: argparse.Namespace) -> int:
@@ -128,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     # Loopback (the bundled fake DingTalk) must never go through a proxy.
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["lab", "reliability"]:
+        return _reliability(argv[2:])
     if argv[:2] == ["dev", "say"]:
         from lab import dev
 

@@ -268,15 +268,18 @@ def seal(report: dict[str, Any], secrets: Iterable[str]) -> dict[str, Any]:
     return report
 
 
-def cli(name: str, description: str, run: Callable[[Size, Path], Awaitable[dict[str, Any]]]) -> int:
+def cli(
+    name: str,
+    description: str,
+    run: Callable[[Size, Path], Awaitable[dict[str, Any]]],
+    argv: list[str] | None = None,
+) -> int:
     """``python -m lab.reliability.<name> [--reduced] [--json] [--workdir DIR]``; 0 if passed."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m lab.reliability.{name}", description=description
-    )
+    parser = argparse.ArgumentParser(prog=f"dta lab reliability {name}", description=description)
     parser.add_argument("--reduced", action="store_true", help="the smaller CI-sized run")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--workdir", type=Path, help="keep the store and logs here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     size: Size = "reduced" if args.reduced else "full"
     if args.workdir is not None:
         report = asyncio.run(run(size, args.workdir))

@@ -157,8 +157,8 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
     return seal(report, [fake.app_secret])
 
 
-def main() -> int:
-    return cli("soak", __doc__.splitlines()[0], run)
+def main(argv: list[str] | None = None) -> int:
+    return cli("soak", __doc__.splitlines()[0], run, argv)
 
 
 if __name__ == "__main__":
