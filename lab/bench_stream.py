@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from agent.clock import SystemClock
+from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 
 Contestant = Literal["dta", "bare"]
@@ -46,12 +46,6 @@ class StreamFigures:
     replies: int
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
@@ -59,37 +53,23 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _start(kind: Contestant, fake: FakeDingTalk, workdir: Path) -> asyncio.subprocess.Process:
+async def _start_bare(fake: FakeDingTalk) -> asyncio.subprocess.Process:
     env = {
         **os.environ,
         "DINGTALK_CLIENT_ID": fake.app_key,
         "DINGTALK_CLIENT_SECRET": fake.app_secret,
-        "DINGTALK_ROBOT_CODE": fake.robot_code,
         "DINGTALK_OPENAPI_ENDPOINT": fake.base_url,
-        "DTA_STORE_PATH": str(workdir / f"{kind}.db"),
-        "DTA_HEALTH_PORT": str(_free_port()),
-        "DTA_LOG_LEVEL": "WARNING",
         "NO_PROXY": "127.0.0.1,localhost",
     }
-    module = ["agent.cli", "run"] if kind == "dta" else ["lab.bare_echo"]
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        *module,
+        "lab.bare_echo",
         cwd=ROOT,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
-
-
-async def _until(check: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.005)
-    return False
 
 
 async def measure(
@@ -98,14 +78,19 @@ async def measure(
     fake = FakeDingTalk(SystemClock(), send_latency_s=latency_s)
     await fake.start()
     run_dir = workdir / f"{kind}-{latency_s * 1000:g}ms"  # a fresh store: msgIds repeat
-    run_dir.mkdir(parents=True, exist_ok=True)
-    proc = await _start(kind, fake, run_dir)
+    daemon = bare = None
+    if kind == "dta":  # production keepalive, quiet logs
+        config = {"log_level": "WARNING", "stream_ping_interval_s": 10, "stream_ping_timeout_s": 10}
+        daemon = DaemonProcess(fake, run_dir, config)
+        await daemon.start()
+    else:
+        bare = await _start_bare(fake)
     try:
         if not await fake.wait_connected(30):
             raise RuntimeError(f"{kind} did not connect to the fake gateway")
         for i in range(5):  # warm-up, not measured
             fake.inject({"msg": f"{kind}-w{i}", "from": f"w{i}", "text": f"{i} + 1 等于多少"})
-        await _until(lambda: len(fake.received) >= 5, 30)
+        await until(lambda: len(fake.received) >= 5, 30)
 
         steady = int(rate * steady_s)
         ids = []
@@ -124,7 +109,7 @@ async def measure(
             for frame in fake.stream_stats()["frames"]
             if frame.get("msg_id") in wanted and frame.get("latency_ms") is not None
         ]
-        await _until(lambda: len(fake.received) >= 5 + steady, 60)
+        await until(lambda: len(fake.received) >= 5 + steady, 60)
 
         # One sender per message: several quick lines from one person are deliberately
         # answered once by dta (a newer message supersedes older runs), which would not
@@ -133,15 +118,15 @@ async def measure(
         t0 = time.monotonic()
         for i in range(burst):
             fake.inject({"msg": f"{kind}-b{i}", "from": f"b{i}", "text": f"{i} + 3 等于多少"})
-        await _until(lambda: len(fake.received) >= mark + burst, 120)
+        await until(lambda: len(fake.received) >= mark + burst, 120)
         seconds = time.monotonic() - t0
         replies = len(fake.received) - mark
     finally:
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
+        if daemon is not None:
+            await daemon.stop()
+        if bare is not None:
+            bare.kill()  # 0.24.3's start_forever cannot be stopped politely
+            await bare.wait()
         await fake.stop()
     return StreamFigures(
         contestant=kind,

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import shlex
-import socket
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +23,7 @@ import httpx
 
 from agent.clock import SystemClock
 from agent.contracts import RunState
+from lab.daemon import DaemonError, DaemonProcess
 from lab.fake import FakeDingTalk
 from storage import Store
 
@@ -54,12 +52,6 @@ def to_send(args: argparse.Namespace, msg_id: str) -> dict[str, Any]:
         send["group"] = args.group
         send["at_bot"] = bool(args.at_bot)
     return send
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -113,17 +105,6 @@ class DevSession:
             print(f"  robot → {target}{at}: {message['text']}", file=self.out)
 
 
-async def _wait_ready(url: str, proc: asyncio.subprocess.Process, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(trust_env=False) as client:
-        while time.monotonic() < deadline and proc.returncode is None:
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(f"{url}/readyz", timeout=1)).status_code == 200:
-                    return True
-            await asyncio.sleep(0.1)
-    return False
-
-
 async def _converse(
     fake: FakeDingTalk, session: DevSession, argv: list[str], counter: list[int]
 ) -> None:
@@ -145,34 +126,19 @@ async def dev(demo: bool, workdir: Path, out: TextIO) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     fake = FakeDingTalk(SystemClock())
     base = await fake.start()
-    health_port = _free_port()
-    store_path = workdir / "dev.db"
-    env = {
-        **os.environ,
-        "DINGTALK_CLIENT_ID": fake.app_key,
-        "DINGTALK_CLIENT_SECRET": fake.app_secret,
-        "DINGTALK_ROBOT_CODE": fake.robot_code,
-        "DINGTALK_OPENAPI_ENDPOINT": base,
-        "DTA_STORE_PATH": str(store_path),
-        "DTA_HEALTH_PORT": str(health_port),
-        "DTA_LOG_LEVEL": "WARNING",
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    log_path = workdir / "dev-daemon.log"
-    with log_path.open("ab") as log_file:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agent.cli", "run", env=env, stdout=log_file, stderr=log_file
-        )
-    health = f"http://127.0.0.1:{health_port}"
+    daemon = DaemonProcess(fake, workdir, {"log_level": "WARNING"})
     try:
-        if not await _wait_ready(health, proc, timeout=20):
-            print(f"the daemon did not become ready; see {log_path}", file=out)
+        try:
+            await daemon.start(timeout=20)
+        except DaemonError:
+            print(f"the daemon did not become ready; see {workdir}/daemon-*.log", file=out)
             return 1
-        state = {"fake_url": base, "store_path": str(store_path), "health_url": health}
+        health = daemon.url("")
+        state = {"fake_url": base, "store_path": str(daemon.store_path), "health_url": health}
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         STATE_FILE.write_text(json.dumps(state), encoding="utf-8")
-        print(f"fake DingTalk {base} · daemon pid {proc.pid} · health {health}", file=out)
-        session, counter = DevSession(store_path, out), [0]
+        print(f"fake DingTalk {base} · daemon pid {daemon.pid} · health {health}", file=out)
+        session, counter = DevSession(daemon.store_path, out), [0]
         if demo:
             for argv in DEMO:
                 await _converse(fake, session, argv, counter)
@@ -187,12 +153,7 @@ async def dev(demo: bool, workdir: Path, out: TextIO) -> int:
             if line.strip():
                 await _converse(fake, session, shlex.split(line), counter)
     finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
+        await daemon.stop()
         await fake.stop()
         STATE_FILE.unlink(missing_ok=True)
 

@@ -1,206 +1,23 @@
-"""The shared harness of the reliability scripts: a ``dta run`` subprocess against a fake.
-
-Why a real subprocess and not an in-process runtime: the claims under test (``kill -9``
-recovery, reconnects after a dead socket, memory over hours) are about the process an
-operator runs, with its own sockets, threads and store. Sharing the harness's event loop
-would hide exactly the failures these scripts look for.
-
-The fake DingTalk lives in the harness's loop (on a ``SystemClock``, real seconds); only
-loopback addresses are used, and every proxy variable is removed from the daemon's
-environment so nothing can leave the machine.
-"""
+"""What the reliability scripts share beyond the daemon harness (``lab.daemon``): the
+messages they send, how they count answers, and how they report."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
-import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
-
+from lab.daemon import BASE_CONFIG, DaemonError, DaemonProcess, free_port, until
 from lab.fake import FakeDingTalk
 from storage import Store
 
-ROOT = Path(__file__).resolve().parents[2]
 Size = Literal["full", "reduced"]
-
-# A short keepalive and backoff so a dead socket is noticed in about a second; quiet logs
-# so that log volume does not become what a long run measures.
-BASE_CONFIG: dict[str, Any] = {
-    "stream_ping_interval_s": 0.5,
-    "stream_ping_timeout_s": 0.5,
-    "reconnect_backoff_base_s": 0.1,
-    "reconnect_backoff_max_s": 2.0,
-    "shutdown_grace_s": 3,
-    "log_level": "WARNING",
-}
-_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
-
-
-class DaemonError(RuntimeError):
-    """The daemon did not come up; the message carries the tail of its log."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {value!r}")
-
-
-async def until(check: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``check`` until it holds; False if it still fails at ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        await asyncio.sleep(interval)
-    return check()
-
-
-class DaemonProcess:
-    """``dta run --config`` in a subprocess, pointed at ``fake``; restartable on one store."""
-
-    def __init__(
-        self, fake: FakeDingTalk, workdir: Path, config: dict[str, Any] | None = None
-    ) -> None:
-        self.fake = fake
-        self.workdir = workdir
-        self.store_path = workdir / "dta.db"
-        self.config_path = workdir / "dta.toml"
-        self.health_port = free_port()
-        self.proc: asyncio.subprocess.Process | None = None
-        self.starts = 0
-        workdir.mkdir(parents=True, exist_ok=True)
-        settings = {**BASE_CONFIG, **(config or {})}
-        self.config_path.write_text(
-            "".join(f"{key} = {_toml_value(value)}\n" for key, value in settings.items()),
-            encoding="utf-8",
-        )
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
-
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _PROXY_VARS}
-        env.update(
-            DINGTALK_CLIENT_ID=self.fake.app_key,
-            DINGTALK_CLIENT_SECRET=self.fake.app_secret,
-            DINGTALK_ROBOT_CODE=self.fake.robot_code,
-            DINGTALK_OPENAPI_ENDPOINT=self.fake.base_url,
-            DTA_STORE_PATH=str(self.store_path),
-            DTA_HEALTH_PORT=str(self.health_port),
-            NO_PROXY="127.0.0.1,localhost",
-        )
-        return env
-
-    async def start(self, timeout: float = 30.0) -> float:
-        """Spawn and wait until ``/readyz`` says the stream is up; returns seconds taken."""
-        started = time.monotonic()
-        self.starts += 1
-        with (self.workdir / f"daemon-{self.starts}.log").open("wb") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "agent.cli",
-                "run",
-                "--config",
-                str(self.config_path),
-                cwd=ROOT,
-                env=self._env(),
-                stdout=log,
-                stderr=log,
-            )
-        if not await self.ready(timeout):
-            await self.stop()
-            raise DaemonError(f"dta run did not become ready:\n{self.log_tail()}")
-        return time.monotonic() - started
-
-    async def ready(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(trust_env=False) as client:
-            while time.monotonic() < deadline and self.running:
-                try:
-                    response = await client.get(self.url("/readyz"), timeout=1)
-                    if response.status_code == 200:
-                        return True
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)
-        return False
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.health_port}{path}"
-
-    async def kill9(self) -> None:
-        """An abrupt death: no handler runs, whatever was in flight is cut."""
-        if self.proc is not None and self.running:
-            self.proc.send_signal(signal.SIGKILL)
-            await self.proc.wait()
-
-    async def terminate(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM, as an operator stops it; the exit status (None if it had to be killed)."""
-        if self.proc is None:
-            return None
-        if self.running:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), timeout)
-            except TimeoutError:
-                await self.kill9()
-                return None
-        return self.proc.returncode
-
-    async def stop(self) -> None:
-        """Best-effort cleanup for ``finally`` blocks: never leaves the process behind."""
-        await self.terminate(timeout=10.0)
-
-    def rss_kb(self) -> int | None:
-        """Resident memory of the daemon process (VmRSS), in kB; None when it is not running."""
-        if self.pid is None or not self.running:
-            return None
-        try:
-            status = Path(f"/proc/{self.pid}/status").read_text(encoding="ascii")
-        except OSError:
-            return None
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return None
-
-    def store(self) -> Store:
-        """A read-side connection on the daemon's store (WAL: safe while it runs)."""
-        return Store(self.store_path)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        logs = sorted(self.workdir.glob("daemon-*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1].read_text(errors="replace")[-chars:] if logs else ""
+__all__ = ["BASE_CONFIG", "DaemonError", "DaemonProcess", "Size", "free_port", "until"]
 
 
 # --------------------------------------------------------------------------- messages

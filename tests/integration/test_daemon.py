@@ -4,12 +4,8 @@ client, against the fake DingTalk (HTTP + websocket gateway) running in the test
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 import sqlite3
-import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,16 +13,11 @@ import httpx
 import pytest
 
 from agent.clock import SystemClock
+from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 from storage import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_is_free(port: int) -> bool:
@@ -39,101 +30,7 @@ def port_is_free(port: int) -> bool:
 
 
 async def eventually(check, timeout: float = 10.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        await asyncio.sleep(interval)
-    return check()
-
-
-class Daemon:
-    """``dta run`` in a subprocess, pointed at the fake."""
-
-    def __init__(self, fake: FakeDingTalk, workdir: Path) -> None:
-        self.fake = fake
-        self.workdir = workdir
-        self.store_path = workdir / "dta.db"
-        self.health_port = free_port()
-        self.proc: asyncio.subprocess.Process | None = None
-        self.starts = 0
-        (workdir / "dta.toml").write_text(
-            "stream_ping_interval_s = 0.5\n"
-            "stream_ping_timeout_s = 0.5\n"
-            "reconnect_backoff_base_s = 0.1\n"
-            "reconnect_backoff_max_s = 1.0\n"
-            "shutdown_grace_s = 3\n"
-            'log_level = "INFO"\n',
-            encoding="utf-8",
-        )
-
-    async def start(self) -> None:
-        env = {
-            **os.environ,
-            "DINGTALK_CLIENT_ID": self.fake.app_key,
-            "DINGTALK_CLIENT_SECRET": self.fake.app_secret,
-            "DINGTALK_ROBOT_CODE": self.fake.robot_code,
-            "DINGTALK_OPENAPI_ENDPOINT": self.fake.base_url,
-            "DTA_STORE_PATH": str(self.store_path),
-            "DTA_HEALTH_PORT": str(self.health_port),
-            "NO_PROXY": "127.0.0.1,localhost",
-        }
-        self.starts += 1
-        log = (self.workdir / f"daemon-{self.starts}.log").open("wb")
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agent.cli",
-            "run",
-            "--config",
-            str(self.workdir / "dta.toml"),
-            "--record",
-            str(self.workdir / "frames.jsonl"),
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
-        assert await self.ready(), self.log_tail()
-
-    async def ready(self, timeout: float = 20.0) -> bool:
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(trust_env=False) as client:
-            while time.monotonic() < deadline:
-                assert self.proc is not None
-                if self.proc.returncode is not None:
-                    return False
-                try:
-                    response = await client.get(self.url("/readyz"), timeout=1)
-                    if response.status_code == 200:
-                        return True
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)
-        return False
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.health_port}{path}"
-
-    def log_tail(self) -> str:
-        logs = sorted(self.workdir.glob("daemon-*.log"))
-        return logs[-1].read_text(errors="replace")[-3000:] if logs else ""
-
-    async def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
-
-    async def terminate(self, timeout: float = 15.0) -> int:
-        assert self.proc is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(self.proc.wait(), timeout)
-        return self.proc.returncode
-
-    def store(self) -> Store:
-        return Store(self.store_path)
+    return await until(check, timeout, interval)
 
 
 @pytest.fixture
@@ -145,12 +42,11 @@ async def fake() -> AsyncIterator[FakeDingTalk]:
 
 
 @pytest.fixture
-async def daemon(fake: FakeDingTalk, tmp_path: Path) -> AsyncIterator[Daemon]:
-    proc = Daemon(fake, tmp_path)
+async def daemon(fake: FakeDingTalk, tmp_path: Path) -> AsyncIterator[DaemonProcess]:
+    proc = DaemonProcess(fake, tmp_path, {"log_level": "INFO"}, record=True)
     await proc.start()
     yield proc
-    if proc.proc is not None and proc.proc.returncode is None:
-        await proc.terminate()
+    await proc.stop()
 
 
 def replies_to(fake: FakeDingTalk, fragment: str) -> int:
@@ -264,7 +160,7 @@ async def test_sigterm_tears_down_cleanly(fake, daemon):
     finally:
         conn.close()
     # the recording has every frame, and no secret
-    recording = (daemon.workdir / "frames.jsonl").read_text()
+    recording = daemon.record.read_text()
     assert '"m1\\' in recording or "m1" in recording
     assert fake.app_secret not in recording
 
