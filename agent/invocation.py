@@ -38,6 +38,8 @@ from storage import Store
 
 log = logging.getLogger("dta.invocation")
 
+NEGATIVE_TTL_S = 3600.0  # how long "not in the directory" is believed
+
 
 @dataclass(frozen=True)
 class InvocationLimits:
@@ -189,12 +191,20 @@ class InvocationBuilder:
         now = self.clock.now()
         cached = self.store.cached_identity(actor.user_id, now - self.limits.identity_ttl_s)
         if cached is not None:
-            return Identity(source="directory:cache", user_id=actor.user_id, **cached)
+            source = "envelope" if cached.get("missing") else "directory:cache"
+            return Identity(source=source, user_id=actor.user_id, **cached)
         try:
             detail = await self.transport.user_detail(actor.user_id)
         except DirectoryError as exc:
             log.info("directory lookup failed", extra={"error": str(exc)})
-            return envelope.model_copy(update={"missing": f"directory lookup failed: {exc}"})
+            fallback = envelope.model_copy(update={"missing": f"directory lookup failed: {exc}"})
+            if exc.definite:
+                # The directory said no (e.g. an external contact): remember that for an
+                # hour, not the full TTL, so each of their messages does not ask again.
+                remembered = {"name": actor.nick, "missing": fallback.missing}
+                aged = now - max(0.0, self.limits.identity_ttl_s - NEGATIVE_TTL_S)
+                self.store.cache_identity(actor.user_id, remembered, aged)
+            return fallback
         found = {
             "name": detail.get("name") or actor.nick,
             "title": detail.get("title") or None,

@@ -92,7 +92,15 @@ class _TokenError(Exception):
 
 
 class DirectoryError(Exception):
-    """A user-detail lookup that did not give an answer (the caller falls back)."""
+    """A user-detail lookup that did not give an answer (the caller falls back).
+
+    ``definite`` when the directory answered and said no (unknown user, no permission):
+    asking again soon will not help. Timeouts and 5xx are not definite.
+    """
+
+    def __init__(self, message: str, definite: bool = False) -> None:
+        super().__init__(message)
+        self.definite = definite
 
 
 def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
@@ -241,7 +249,10 @@ class DingTalkTransport:
         data = _json(response)
         result = data.get("result")
         if response.status_code != 200 or data.get("errcode") != 0 or not isinstance(result, dict):
-            raise DirectoryError(f"answered {response.status_code} errcode {data.get('errcode')}")
+            definite = response.status_code == 200 and data.get("errcode") not in (0, None)
+            raise DirectoryError(
+                f"answered {response.status_code} errcode {data.get('errcode')}", definite
+            )
         return result
 
     # ------------------------------------------------------------------ delivery
