@@ -3,6 +3,7 @@
     dta run [--config dta.toml] [--record FILE]
     dta doctor [--config dta.toml]
     dta skills list | probe [--config dta.toml]
+    dta store stats | prune --keep-days N [--vacuum]
     dta memory list | approve ID --revision N | reject ID --revision N | publish ID --to FILE
     dta dev [--demo] | dta dev say [--group CID] [--at-bot] --from USER "text"
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
@@ -60,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     pub.add_argument("candidate_id")
     pub.add_argument("--to", type=Path, required=True, help="the Markdown file")
     pub.add_argument("--expect-hash", help="the file's hash from the dry run")
+    st = commands.add_parser("store", help="inspect and prune the SQLite store")
+    st.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
+    st_commands = st.add_subparsers(dest="store_command", required=True)
+    st_commands.add_parser("stats", help="rows per table and file size")
+    prune = st_commands.add_parser("prune", help="forget finished work older than N days")
+    prune.add_argument("--keep-days", type=float, required=True)
+    prune.add_argument("--vacuum", action="store_true", help="then shrink the file")
     doc = commands.add_parser("doctor", help="preflight: config, credentials, store, skills")
     doc.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
 
@@ -124,6 +132,36 @@ def _reliability(argv: list[str]) -> int:
     return int(module.main(argv[1:]))
 
 
+def _store(args: argparse.Namespace) -> int:
+    import time
+
+    from agent.config import ConfigError, load_settings
+    from storage import Store
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"dta: {exc}", file=sys.stderr)
+        return 2
+    store = Store(settings.store_path, settings.store_synchronous)
+    try:
+        if args.store_command == "prune":
+            removed = store.prune(time.time() - args.keep_days * 86_400)
+            if args.vacuum:
+                store.vacuum()
+            print(", ".join(f"{table} {n}" for table, n in removed.items() if n) or "nothing")
+        counts = store.counts()
+        size = settings.store_path.stat().st_size if settings.store_path.exists() else 0
+        print(
+            f"{settings.store_path}: {size / 1e6:.1f} MB; {counts.events} events, "
+            f"{counts.duplicates} duplicates, {counts.quarantined} quarantined, "
+            f"{counts.runs} runs, {counts.receipts} receipts"
+        )
+        return 0
+    finally:
+        store.close()
+
+
 def _memory(args: argparse.Namespace) -> int:
     from agent import memory
     from agent.config import ConfigError, load_settings
@@ -165,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(dev.dev(args.demo, args.dir, out=sys.stdout))
     if args.command == "memory":
         return _memory(args)
+    if args.command == "store":
+        return _store(args)
     if args.command == "skills":
         from agent.skills_cli import skills_command
 

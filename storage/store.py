@@ -40,6 +40,52 @@ class Counts:
 class Store(EventRecords, ActionRecords, ContextRecords):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 
+    def prune(self, before: float) -> dict[str, int]:
+        """Forget finished work received before ``before`` (epoch seconds).
+
+        Safe for dedupe: an event that old would be silenced as ``stale_event`` anyway if
+        DingTalk ever delivered it again. Unfinished runs, active tasks, proposed or
+        approved memories and anything newer are kept. One transaction.
+        """
+        old_events = "SELECT event_id FROM prune_events"
+        old_intents = (
+            "SELECT intent_id FROM intents WHERE event_id IN (SELECT event_id FROM prune_events)"
+        )
+        statements = {
+            "attempts": f"DELETE FROM attempts WHERE intent_id IN ({old_intents})",
+            "outbound": f"DELETE FROM outbound WHERE intent_id IN ({old_intents})",
+            "receipts": f"DELETE FROM receipts WHERE event_id IN ({old_events})",
+            "intents": f"DELETE FROM intents WHERE event_id IN ({old_events})",
+            "decisions": f"DELETE FROM decisions WHERE event_id IN ({old_events})",
+            "deliveries": f"DELETE FROM deliveries WHERE event_id IN ({old_events})",
+            "runs": f"DELETE FROM runs WHERE event_id IN ({old_events})",
+            "events": f"DELETE FROM events WHERE event_id IN ({old_events})",
+            "quarantine": "DELETE FROM quarantine WHERE received_at < :before",
+            "budget_ledger": "DELETE FROM budget_ledger WHERE at < :before",
+            "tasks": "DELETE FROM tasks WHERE updated_at < :before"
+            " AND status NOT IN ('working', 'waiting')",
+            "memory_candidates": "DELETE FROM memory_candidates WHERE created_at < :before"
+            " AND status IN ('rejected', 'published')",
+            "identity_cache": "DELETE FROM identity_cache WHERE fetched_at < :before",
+        }
+        removed: dict[str, int] = {}
+        with self._tx() as conn:
+            # Chosen once, before any row goes: later deletes must not change the choice.
+            conn.execute(
+                "CREATE TEMP TABLE prune_events AS SELECT e.event_id FROM events e"
+                " JOIN runs r ON r.event_id = e.event_id"
+                " WHERE e.received_at < ? AND r.state != 'working'",
+                (before,),
+            )
+            for table, sql in statements.items():
+                removed[table] = conn.execute(sql, {"before": before}).rowcount
+            conn.execute("DROP TABLE prune_events")
+        return removed
+
+    def vacuum(self) -> None:
+        """Give the freed pages back to the file system (rewrites the file; needs space)."""
+        self.db.conn.execute("VACUUM")
+
     # ------------------------------------------------------------------ reading back
 
     def decisions(self) -> list[ResponseDecision]:
