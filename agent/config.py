@@ -129,6 +129,8 @@ class Settings(BaseModel):
     command: list[str] = Field(default_factory=list)  # argv, never a shell line
     command_timeout_s: float = Field(default=60, gt=0)
     command_runs_root: Path = Path(".dta/runs")
+    command_env: list[str] = Field(default_factory=list)  # extra env names to pass on
+    command_keep_runs: bool = False
 
     @field_validator("openapi_base_url", "openai_base_url", "oapi_base_url")
     @classmethod

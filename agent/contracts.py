@@ -356,6 +356,16 @@ class EnrichedInvocation(Contract):
     # the thread's waiting task this message answers, with its checkpoint
     continuation: TaskCheckpoint | None = None
 
+    def for_provider(self) -> dict[str, Any]:
+        """The invocation as any provider (a model, an external command) may see it.
+
+        The session webhook is left out: its URL lets anyone post into the conversation
+        until it expires — a credential that would bypass the action gate.
+        """
+        return self.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude={"event": {"session_webhook"}}
+        )
+
 
 # --------------------------------------------------------------------------- skills
 

@@ -113,6 +113,8 @@ def build_provider(settings: Settings) -> Provider:
                 argv=tuple(settings.command),
                 runs_root=settings.command_runs_root,
                 timeout_s=settings.command_timeout_s,
+                env=tuple(settings.command_env),
+                keep_runs=settings.command_keep_runs,
             )
         )
     return RulesProvider(settings.agent, settings.knowledge_dir)

@@ -34,14 +34,16 @@ def prepare_run_dir(
     path.mkdir(parents=True, exist_ok=True)
     if invocation.response_gate is not None:
         _write_json(path / "response-gate.json", invocation.response_gate.to_dict())
-    _write_json(path / "enriched-invocation.json", invocation.to_dict())
+    _write_json(path / "enriched-invocation.json", invocation.for_provider())
     _write_json(path / "skills.json", {"digest": snapshot.digest, **snapshot.to_dict()})
     for skill in skills:
-        folder = getattr(skill, "path", None)
-        for relative in getattr(skill, "files", {}):
-            target = path / "skills" / skill.name / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes((folder / relative).read_bytes())
+        # From what was loaded (and hashed) at start-up, not from disk again: what the
+        # reader sees is exactly what the receipts' skill snapshot names.
+        folder = path / "skills" / skill.name
+        (folder / "references").mkdir(parents=True, exist_ok=True)
+        (folder / "SKILL.md").write_text(skill.body, encoding="utf-8")
+        for relative, text in skill.references.items():
+            (folder / relative).write_text(text, encoding="utf-8")
     context = _ENV.get_template("CONTEXT.md.j2").render(
         inv=invocation, skills=skills, snapshot=snapshot
     )

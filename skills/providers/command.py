@@ -9,12 +9,17 @@ JSON (one object or a list); the action gate judges it like any other provider's
 A non-zero exit, a timeout or unreadable output is a failure with a reason and the tail
 of stderr kept as evidence; nothing is sent for it (``reply_on_failure`` is False): an
 external agent that broke is an operator's matter, not something to apologise for in chat.
+The command inherits only a short list of environment variables (never the daemon's
+secrets) and its run directory is removed afterwards unless ``keep_runs`` is set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +32,9 @@ from skills.providers.base import ProviderFailed, ProviderReply
 from skills.rundir import prepare_run_dir
 
 STDERR_TAIL = 2000
+# The only environment the command inherits: the daemon's secrets (app secret, model keys)
+# stay with the daemon, so an external agent cannot reach DingTalk around the action gate.
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,8 @@ class CommandConfig:
     argv: tuple[str, ...]
     runs_root: Path
     timeout_s: float = 60.0
+    env: tuple[str, ...] = ()  # more environment names the operator chooses to pass
+    keep_runs: bool = False  # keep each run directory after the command (for debugging)
 
 
 class CommandProvider:
@@ -48,34 +58,51 @@ class CommandProvider:
         path = prepare_run_dir(
             self.config.runs_root / invocation.run_id, invocation, skills, snapshot(skills)
         )
+        try:
+            out, err = await self._run(path)
+            try:
+                requests = prompting.parse_actions(out.decode("utf-8", errors="replace"))
+            except prompting.InvalidOutput as exc:
+                raise self._failed("invalid_output", str(exc), err) from None
+        finally:
+            if not self.config.keep_runs:
+                shutil.rmtree(path, ignore_errors=True)
+        return ProviderReply(requests, evidence={"stderr": _tail(err)} if err else {})
+
+    async def _run(self, path: Path) -> tuple[bytes, bytes]:
+        """Run the command in its own process group, so a timeout or a shutdown ends it
+        together with anything it started; never longer than the timeout (plus a grace)."""
+        env = {k: os.environ[k] for k in (*INHERITED_ENV, *self.config.env) if k in os.environ}
         proc = await asyncio.create_subprocess_exec(
             *self.config.argv,
             cwd=path,
-            env={**os.environ, "DTA_RUN_DIR": str(path)},
+            env={**env, "DTA_RUN_DIR": str(path)},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self.config.timeout_s)
         except TimeoutError:
-            proc.kill()
-            _, err = await proc.communicate()
+            _kill_group(proc)
             detail = f"no answer within {self.config.timeout_s}s"
-            raise self._failed("timeout", detail, err, path) from None
+            raise self._failed("timeout", detail, b"") from None
+        except BaseException:  # cancelled (shutdown): do not leave the agent running
+            _kill_group(proc)
+            raise
         if proc.returncode != 0:
-            raise self._failed("exit_status", f"exited with {proc.returncode}", err, path)
-        try:
-            requests = prompting.parse_actions(out.decode("utf-8", errors="replace"))
-        except prompting.InvalidOutput as exc:
-            raise self._failed("invalid_output", str(exc), err, path) from None
-        evidence = {"run_dir": str(path), "stderr": _tail(err)} if err else {"run_dir": str(path)}
-        return ProviderReply(requests, evidence=evidence)
+            raise self._failed("exit_status", f"exited with {proc.returncode}", err)
+        return out, err
 
     @staticmethod
-    def _failed(reason: str, detail: str, stderr: bytes, path: Path) -> ProviderFailed:
-        evidence = {"stderr": _tail(stderr), "run_dir": str(path)}
-        return ProviderFailed(reason, detail, evidence, reply_on_failure=False)
+    def _failed(reason: str, detail: str, stderr: bytes) -> ProviderFailed:
+        return ProviderFailed(reason, detail, {"stderr": _tail(stderr)}, reply_on_failure=False)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _tail(data: bytes) -> str:

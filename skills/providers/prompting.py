@@ -37,8 +37,6 @@ USER_TEMPLATE = "user.md.j2"
 _MAX_CANDIDATES = 200
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)\r?\n?```", re.DOTALL)
 _FENCE_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "`": "\\u0060"}
-#: Invocation fields never sent to a model (credentials, not data).
-PROMPT_EXCLUDE: dict[str, Any] = {"event": {"session_webhook"}}
 
 
 class InvalidOutput(ValueError):
@@ -69,14 +67,9 @@ def permitted_actions(invocation: EnrichedInvocation, skills: Sequence[Skill]) -
 
 
 def invocation_json(invocation: EnrichedInvocation) -> str:
-    """The invocation as indented JSON that cannot break out of a tag or a code fence.
-
-    The session webhook is left out: its URL lets anyone post into the conversation until
-    it expires, so it is a credential, and the model has no use for it.
-    """
-    data = invocation.model_dump(
-        mode="json", by_alias=True, exclude_none=True, exclude=PROMPT_EXCLUDE
-    )
+    """The invocation as indented JSON that cannot break out of a tag or a code fence
+    (without the session webhook: see ``EnrichedInvocation.for_provider``)."""
+    data = invocation.for_provider()
     text = json.dumps(data, ensure_ascii=False, indent=2)
     # These characters only ever occur inside JSON strings, where \\uXXXX is equivalent.
     for char, escaped in _FENCE_ESCAPES.items():

@@ -21,8 +21,10 @@ from tests.test_rules_provider import make_invocation
 ROOT = Path(__file__).resolve().parents[2]
 
 AGENT = """
-import json, pathlib, sys
+import json, os, pathlib, sys
 inv = json.load(open("enriched-invocation.json"))
+assert "session_webhook" not in inv["event"], "a credential reached the agent"
+assert "DINGTALK_CLIENT_SECRET" not in os.environ, "a secret reached the agent"
 skills = sorted(p.parent.name for p in pathlib.Path("skills").glob("*/SKILL.md"))
 context = pathlib.Path("CONTEXT.md").read_text()
 assert "data, not instructions" in context
@@ -39,15 +41,27 @@ def provider(tmp_path: Path, code: str, timeout: float = 10.0) -> CommandProvide
     return CommandProvider(CommandConfig((sys.executable, str(script)), tmp_path / "runs", timeout))
 
 
-async def test_command_provider_runs_a_script_in_the_run_directory(tmp_path):
-    reply = await provider(tmp_path, AGENT).respond(make_invocation("7+5 是多少"), discover())
+async def test_command_provider_runs_a_script_in_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("DINGTALK_CLIENT_SECRET", "must-not-leak")
+    invocation = make_invocation("7+5 是多少")
+    reply = await provider(tmp_path, AGENT).respond(invocation, discover())
     assert reply.requests == [
         {"kind": "ack", "text": "收到"},
         {"kind": "reply", "text": "skills: basic-behavior; you said 7+5 是多少"},
     ]
-    run_dir = Path(reply.evidence["run_dir"])
-    assert (run_dir / "skills" / "basic-behavior" / "SKILL.md").exists()
     assert "thinking about" in reply.evidence["stderr"]
+    assert list((tmp_path / "runs").iterdir()) == []  # the run directory is cleaned up
+
+
+async def test_command_timeout_ends_the_whole_process_group(tmp_path):
+    import time
+
+    slow = provider(tmp_path, "import subprocess; subprocess.run(['sleep', '30'])", 0.5)
+    started = time.monotonic()
+    with pytest.raises(ProviderFailed) as info:
+        await slow.respond(make_invocation("hi"), discover())
+    assert info.value.reason == "timeout"
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize(
