@@ -102,12 +102,12 @@ def _parser() -> argparse.ArgumentParser:
 def _run(config: Path | None, record: Path | None) -> int:
     from agent import logs
     from agent.config import ConfigError, load_settings
-    from agent.daemon import Daemon, secrets_of
+    from agent.daemon import Daemon
     from skills.loader import SkillError
 
     try:
         settings = load_settings(config)
-        logs.configure(settings.log_level, settings.log_format, secrets_of(settings))
+        logs.configure(settings.log_level, settings.log_format, settings.secret_values)
         daemon = Daemon(settings, record=record)
     except (ConfigError, SkillError) as exc:
         print(f"dta: {exc}", file=sys.stderr)

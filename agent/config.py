@@ -156,6 +156,12 @@ class Settings(BaseModel):
         return self.openapi_base_url
 
     @property
+    def secret_values(self) -> list[str]:
+        """Values that must never appear in logs, recordings, reports or chat."""
+        values = [self.client_secret, self.openai_api_key]
+        return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+
+    @property
     def has_openapi_credentials(self) -> bool:
         return bool(self.client_id and self.client_secret and self.robot_code)
 

@@ -69,6 +69,8 @@ class RefusalReason(StrEnum):
     WRITE_BUDGET = "write_budget"
     TARGET_UNAVAILABLE = "target_unavailable"
     CONTENT_TOO_LARGE = "content_too_large"
+    # Added by dta: the text would publish a configured secret or a session webhook URL.
+    SECRET_IN_CONTENT = "secret_in_content"
 
 
 class QuarantineReason(StrEnum):

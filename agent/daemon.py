@@ -26,12 +26,6 @@ from skills.loader import SkillLibrary
 log = logging.getLogger("dta.daemon")
 
 
-def secrets_of(settings: Settings) -> list[str]:
-    """Values that must never appear in logs, recordings or reports."""
-    values = [settings.client_secret, settings.openai_api_key]
-    return [v.get_secret_value() for v in values if v is not None]
-
-
 def connector_config(settings: Settings) -> ConnectorConfig:
     if not (settings.client_id and settings.client_secret):
         raise ConfigError(
@@ -71,7 +65,7 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
         runtime = Runtime(self.settings, skills=self.skills)
-        recorder = FrameRecorder(self.record, secrets_of(self.settings)) if self.record else None
+        recorder = FrameRecorder(self.record, self.settings.secret_values) if self.record else None
         metrics: Metrics | None = None
 
         def hand_over(event: Event, generation: int) -> None:

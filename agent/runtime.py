@@ -62,6 +62,7 @@ def action_policy(settings: Settings) -> ActionPolicy:
         max_reply_chunks=settings.max_reply_chunks,
         has_openapi_credentials=settings.has_openapi_credentials,
         webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
+        secrets=tuple(settings.secret_values),
     )
 
 

@@ -10,6 +10,7 @@ origin, never taken from the request (which has no target field to begin with).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from agent.contracts import (
 from storage import Store
 
 GATE_VERSION = "action-gate/1"
+# A session webhook URL lets anyone post into the conversation while it lives.
+_WEBHOOK_URL = re.compile(r"sendBySession\?session=", re.IGNORECASE)
 DAY_S = 86_400.0
 MINUTE_S = 60.0
 
@@ -41,6 +44,8 @@ class ActionPolicy:
     max_reply_chunks: int = 4
     has_openapi_credentials: bool = False
     webhook_expiry_margin_s: float = 30.0
+    # values that must never be said in a conversation (app secret, model keys)
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -238,11 +243,17 @@ class ActionGate:
             )
         checks.append("target")
 
-        # 10. content limits: long replies are chunked, up to a bound
+        # 10. content: long replies are chunked, up to a bound; no secret is ever said
         if len(pieces) > allowed_pieces:
             return refuse(
                 RefusalReason.CONTENT_TOO_LARGE,
                 f"{len(body)} characters need {len(pieces)} messages; limit {allowed_pieces}",
+                kind,
+            )
+        if _WEBHOOK_URL.search(body) or any(s in body for s in policy.secrets if s):
+            return refuse(
+                RefusalReason.SECRET_IN_CONTENT,
+                "the text contains a configured secret or a session webhook URL",
                 kind,
             )
         checks.append("content")

@@ -173,3 +173,16 @@ def test_idempotency_keys_and_split():
     assert idempotency_key("m", ActionKind.ASK) == "m:terminal"
     assert split_text("abc", 10) == ["abc"]
     assert split_text("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
+
+
+def test_secrets_and_webhook_urls_are_never_said():
+    leak = {"kind": "reply", "text": "the secret is s3cr3t-value, enjoy"}
+    refused(decide(leak, secrets=("s3cr3t-value",)), RefusalReason.SECRET_IN_CONTENT)
+    hook = {
+        "kind": "reply",
+        "markdown": "post here: https://oapi.dingtalk.com/robot/sendBySession?session=abc",
+    }
+    refused(decide(hook), RefusalReason.SECRET_IN_CONTENT)
+    assert isinstance(
+        decide({"kind": "reply", "text": "nothing secret"}, secrets=("x" * 8,)), Approval
+    )
