@@ -35,7 +35,14 @@ import httpx
 import websockets
 
 from agent.contracts import Event
-from agent.ingest import BOT_MESSAGE_TOPIC, FrameKind, Ingestor, ParsedFrame, parse_frame
+from agent.ingest import (
+    BOT_MESSAGE_TOPIC,
+    FrameKind,
+    Ingestor,
+    ParsedFrame,
+    Supersedes,
+    parse_frame,
+)
 from storage import Store
 
 log = logging.getLogger("dta.connector")
@@ -91,11 +98,13 @@ class Connector:
         on_event: EventSink,
         on_frame: FrameSink | None = None,
         on_ack: Callable[[float], None] | None = None,
+        supersedes: Supersedes | None = None,
     ) -> None:
         self.config = config
         self.on_event = on_event
         self.on_frame = on_frame
         self.on_ack = on_ack
+        self.supersedes = supersedes
         self.stats = ConnectorStats()
         self._sdk = load_sdk(config.endpoint)
         self._connected = threading.Event()
@@ -150,7 +159,7 @@ class Connector:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         store = Store(self.config.store_path, self.config.store_synchronous)
-        self._ingestor = Ingestor(store)
+        self._ingestor = Ingestor(store, self.supersedes)
         client = self._make_client()
         started.set()
         attempt = 0

@@ -241,7 +241,7 @@ class Event(Contract):
 
     @property
     def addressed(self) -> bool:
-        """Directed at the robot: a DM or an @. Only these bump a thread's generation."""
+        """Directed at the robot: a DM or an @."""
         return self.conversation.type is ConversationType.DM or self.mentioned
 
 

@@ -77,6 +77,7 @@ class Daemon:
             on_event=hand_over,
             on_frame=recorder,
             on_ack=lambda seconds: metrics.ack_latency.observe(seconds) if metrics else None,
+            supersedes=runtime.response_gate.engages,  # pure: safe on the connector's thread
         )
         metrics = Metrics(runtime.store, connector)
         runtime.on_run_finished = lambda seconds: metrics.run_latency.observe(seconds)

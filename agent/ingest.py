@@ -9,6 +9,7 @@ processed is picked up again on restart.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -280,11 +281,21 @@ def frame_message_id_of(raw: str | bytes) -> str | None:
         return None
 
 
-class Ingestor:
-    """Durable ingest over one store connection (one per thread)."""
+# Does this new event supersede the older runs of its thread? (see Ingestor)
+Supersedes = Callable[[Event, float], bool]
 
-    def __init__(self, store: Store) -> None:
+
+class Ingestor:
+    """Durable ingest over one store connection (one per thread).
+
+    Only a message the robot will actually answer supersedes older work in its thread: a
+    picture, a blank @ or a stale message must not make a pending answer stale.
+    ``supersedes`` says which (the response gate's own verdict); without it, any DM or @.
+    """
+
+    def __init__(self, store: Store, supersedes: Supersedes | None = None) -> None:
         self.store = store
+        self.supersedes = supersedes
 
     def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
         return self.store_parsed(parse_frame(raw, received_at), raw, received_at)
@@ -306,8 +317,9 @@ class Ingestor:
         if parsed.kind is not FrameKind.EVENT:
             return IngestResult(parsed.kind, parsed.frame_message_id)
         assert parsed.event is not None
+        bumps = self.supersedes(parsed.event, received_at) if self.supersedes else None
         try:
-            inserted = self.store.add_event(parsed.event, text)
+            inserted = self.store.add_event(parsed.event, text, bumps)
         except (ValueError, UnicodeError) as exc:
             # Parsed, yet not storable (e.g. a lone surrogate escaped in the JSON): keep the
             # raw frame in quarantine rather than refusing it forever.

@@ -137,14 +137,15 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.crash = crash or CrashPoints()
         self.store = Store(store_path or settings.store_path, settings.store_synchronous)
-        self.ingestor = Ingestor(self.store)
+        self.response_gate = ResponseGate(response_policy(settings))
+        self.ingestor = Ingestor(self.store, self.response_gate.engages)
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
         self.broker = Broker(self.store, self.transport, self.clock, self.crash)
         self.skills = skills or SkillLibrary(settings.skill_paths)
         self.pipeline = Pipeline(
             store=self.store,
             clock=self.clock,
-            response_gate=ResponseGate(response_policy(settings)),
+            response_gate=self.response_gate,
             action_gate=ActionGate(action_policy(settings)),
             skills=self.skills,
             provider=provider or build_provider(settings),

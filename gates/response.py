@@ -97,6 +97,11 @@ class ResponseGate:
     def __init__(self, policy: ResponsePolicy) -> None:
         self.policy = policy
 
+    def engages(self, event: Event, now: float) -> bool:
+        """Will the robot answer this event? (Ingest uses it: only such a message
+        supersedes the older runs of its thread.)"""
+        return self.decide(event, now).verdict is Verdict.ENGAGE
+
     def decide(self, event: Event, now: float, duplicate: bool = False) -> ResponseDecision:
         facts = _Facts(event=event, now=now, duplicate=duplicate, policy=self.policy)
         checked: list[str] = []

@@ -84,6 +84,7 @@ class LiveCaseRun:
                     backoff_max_s=0.5,
                 ),
                 on_event=lambda event, gen: loop.call_soon_threadsafe(live.submit, event, gen),
+                supersedes=runtime.response_gate.engages,
             )
             connector.start()
             if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):

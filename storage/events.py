@@ -25,11 +25,12 @@ class EventInsert:
 class EventRecords(StoreBase):
     # ------------------------------------------------------------------ ingest
 
-    def add_event(self, event: Event, raw: str) -> EventInsert:
+    def add_event(self, event: Event, raw: str, supersedes: bool | None = None) -> EventInsert:
         """Store a callback and its raw frame together; a known msgId is a counted duplicate.
 
-        A new event that is addressed to the robot (DM or @) bumps its thread's generation,
-        which makes older runs of the same thread stale for the action gate.
+        A new event that ``supersedes`` (one the robot will answer; by default any DM or @)
+        bumps its thread's generation, which makes older runs of the same thread stale for
+        the action gate.
         """
         with self._tx() as conn:
             known = conn.execute(
@@ -43,7 +44,7 @@ class EventRecords(StoreBase):
                 )
                 return EventInsert(new=False, generation=known[0])
             generation = 0
-            if event.addressed:
+            if event.addressed if supersedes is None else supersedes:
                 generation = conn.execute(
                     "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
                     " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1"
