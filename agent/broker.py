@@ -8,6 +8,7 @@ an attempt still ``started`` becomes ``uncertain`` and is never resent blindly.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from agent.clock import Clock
@@ -26,7 +27,7 @@ from agent.contracts import (
     new_id,
 )
 from agent.crashpoints import CrashPoints
-from agent.transport import DingTalkTransport, OutboundRequest
+from agent.transport import Delivery, DingTalkTransport, OutboundRequest
 from gates.action import GATE_VERSION
 from storage import Store
 
@@ -36,6 +37,8 @@ _STATUS_OF = {
     AttemptOutcome.UNCERTAIN: ReceiptStatus.UNCERTAIN,
 }
 
+
+log = logging.getLogger("dta.broker")
 
 # Given an intent's receipt, the run as it ends (saved with that receipt), if it ends there.
 Settle = Callable[[Receipt], Run]
@@ -154,7 +157,14 @@ class Broker:
             channel = attempt.channel
             tried.append(channel)
             self.crash.hit("after_attempt_started")
-            delivery = await self.transport.deliver(request)
+            try:
+                delivery = await self.transport.deliver(request)
+            except Exception as exc:  # the transport classifies what it knows; not this
+                log.exception("unexpected failure while sending", extra={"run_id": run.run_id})
+                delivery = Delivery(
+                    AttemptOutcome.UNCERTAIN,
+                    Evidence(error=type(exc).__name__, detail="failed while sending; unknown"),
+                )
             self.crash.hit("after_send")
             retries += delivery.evidence.retries
             attempt.outcome = delivery.outcome

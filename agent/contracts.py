@@ -45,6 +45,7 @@ class SilentReason(StrEnum):
     PROVIDER_SILENCE = "provider_silence"
     PROVIDER_FAILED = "provider_failed"
     TASK_CANCELLED = "task_cancelled"  # the actor said stop; the task ends, nothing is said
+    INTERNAL_ERROR = "internal_error"  # the run broke unexpectedly; see the run's failure
 
 
 class EngageReason(StrEnum):

@@ -119,7 +119,41 @@ class Pipeline:
         self.run_dir = run_dir
         self.ack_after_s = ack_after_s
 
-    async def process(self, event: Event, generation: int | None = None) -> Run:
+    async def process(self, event: Event, generation: int | None = None) -> Run | None:
+        """Run the event end to end. Whatever goes wrong, the run ends with a receipt
+        (``internal_error``) rather than staying ``working`` until the next start."""
+        try:
+            return await self._process(event, generation)
+        except Exception as exc:
+            log.exception("run failed unexpectedly", extra={"event_id": event.event_id})
+            return self._abandon(event, exc)
+
+    def _abandon(self, event: Event, exc: Exception) -> Run | None:
+        try:
+            run = self.store.get_run(event.event_id)
+            if run is None or run.state.is_finished:
+                return run
+            run = run.model_copy(
+                update={
+                    "state": RunState.FAILED,
+                    "failure": f"internal_error: {type(exc).__name__}",
+                    "updated_at": self.clock.now(),
+                }
+            )
+            receipt = self.broker.receipt(
+                run,
+                ActionKind.SILENCE,
+                ReceiptStatus.SILENT,
+                reason=SilentReason.INTERNAL_ERROR.value,
+                evidence=Evidence(error=type(exc).__name__),
+            )
+            self.store.add_receipt(receipt, run)
+            return run
+        except Exception:  # the store itself is failing: recovery at start-up takes it
+            log.exception("could not record the failure", extra={"event_id": event.event_id})
+            return None
+
+    async def _process(self, event: Event, generation: int | None) -> Run:
         skills, run, decision = self._open(event, generation)
         if run.state.is_finished:
             return run
@@ -356,8 +390,7 @@ class Pipeline:
             reason=reason.value,
             evidence=Evidence(detail=detail),
         )
-        self.store.add_receipt(receipt)
-        self.store.save_run(run)
+        self.store.add_receipt(receipt, run)
         return run
 
     def _new_run(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -28,6 +29,10 @@ from agent.contracts import (
     canonical_json,
     sha256_text,
 )
+
+# Errors that prove the request never reached DingTalk: retried (connecting) or failed.
+_NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_NOT_SENT = (httpx.UnsupportedProtocol, httpx.ProxyError, httpx.LocalProtocolError)
 
 # DingTalk's answer when a session webhook no longer exists (seen in field reports).
 SESSION_GONE_ERRCODE = 300001
@@ -111,9 +116,12 @@ def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - clock_now)
+            moment = parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return None
+        if moment.tzinfo is None:  # "-0000" means UTC, not the local time zone
+            moment = moment.replace(tzinfo=UTC)
+        return max(0.0, moment.timestamp() - clock_now)
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:
@@ -225,8 +233,12 @@ class DingTalkTransport:
         if response.status_code != 200 or not isinstance(token, str):
             # The body may echo what we sent; report only the status and DingTalk's code.
             raise _TokenError(f"token request answered {response.status_code} {data.get('code')}")
+        try:
+            lifetime = float(data.get("expireIn", 7200))
+        except (TypeError, ValueError):
+            lifetime = 7200.0  # an odd answer about the lifetime is no reason to fail
         self._token = token
-        self._token_expires_at = now + float(data.get("expireIn", 7200)) - TOKEN_MARGIN_S
+        self._token_expires_at = now + lifetime - TOKEN_MARGIN_S
         return token
 
     def forget_token(self) -> None:
@@ -268,9 +280,7 @@ class DingTalkTransport:
             return min(hinted if hinted is not None else fallback, self.config.max_retry_after_s)
 
         retrying = AsyncRetrying(
-            retry=retry_if_exception_type(
-                (_Retryable, httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-            ),
+            retry=retry_if_exception_type((_Retryable, *_NOT_CONNECTED)),
             stop=stop_after_attempt(self.config.send_retries + 1),
             wait=wait,
             sleep=self.clock.sleep,
@@ -289,25 +299,21 @@ class DingTalkTransport:
                 self._read_answer(exc.response, evidence)
             evidence.detail = "retries exhausted"
             return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+        except (*_NOT_CONNECTED, *_NOT_SENT) as exc:
             evidence.retries = tries - 1
             evidence.error = type(exc).__name__
-            evidence.detail = "could not connect; nothing was sent"
+            evidence.detail = "the request never left; nothing was sent"
             return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
         except _TokenError as exc:
             evidence.error = "TokenError"
             evidence.detail = str(exc)
             return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
-        except (
-            httpx.TimeoutException,
-            httpx.RemoteProtocolError,
-            httpx.ReadError,
-            httpx.WriteError,
-        ) as exc:
-            # The request may have reached DingTalk: never resend blindly.
+        except httpx.HTTPError as exc:
+            # Anything else happened after the request may have reached DingTalk (a
+            # timeout, a dropped connection, an unreadable answer): never resend blindly.
             evidence.retries = tries - 1
             evidence.error = type(exc).__name__
-            evidence.detail = "no answer after sending; delivery unknown"
+            evidence.detail = "no usable answer after sending; delivery unknown"
             return Delivery(AttemptOutcome.UNCERTAIN, evidence, request.digest)
         evidence.retries = tries - 1
         return self._classify(response, evidence, request.digest)
@@ -315,8 +321,17 @@ class DingTalkTransport:
     async def _send_once(self, request: OutboundRequest) -> httpx.Response:
         headers = {"Content-Type": "application/json"}
         if request.needs_token:
-            headers["x-acs-dingtalk-access-token"] = await self.access_token()
+            headers["x-acs-dingtalk-access-token"] = await self._token_for_send()
         return await self._client.post(request.url, json=request.body, headers=headers)
+
+    async def _token_for_send(self) -> str:
+        """The token; nothing has been sent yet, so its failures are never "uncertain"."""
+        try:
+            return await self.access_token()
+        except _NOT_CONNECTED:
+            raise  # retried like any connection that was never made
+        except httpx.HTTPError as exc:
+            raise _TokenError(f"token request failed: {type(exc).__name__}") from None
 
     def _check_retryable(self, response: httpx.Response) -> None:
         if response.status_code == 429:

@@ -225,3 +225,41 @@ async def test_provider_failure_is_silent_where_replying_is_not_allowed(settings
     assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "provider_failed")
     assert route.call_count == 0
     await runtime.aclose()
+
+
+@respx.mock
+async def test_an_unexpected_error_ends_the_run_with_a_receipt(settings, clock, monkeypatch):
+    route = webhook_ok()
+    runtime = await boot(settings, clock)
+
+    async def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(runtime.pipeline.invocations, "build", broken)
+    runtime.ingest(frame(callback(text="1+1")))
+    await runtime.drain()
+    run = runtime.store.get_run("m1")
+    assert run.state is RunState.FAILED and run.failure == "internal_error: OSError"
+    (receipt,) = runtime.store.receipts()
+    assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "internal_error")
+    assert route.call_count == 0
+    await runtime.aclose()
+
+
+@respx.mock
+async def test_a_transport_bug_leaves_an_uncertain_receipt_not_a_stuck_attempt(
+    settings, clock, monkeypatch
+):
+    webhook_ok()
+    runtime = await boot(settings, clock)
+
+    async def explode(request):
+        raise KeyError("bug")
+
+    monkeypatch.setattr(runtime.transport, "deliver", explode)
+    runtime.ingest(frame(callback(text="1+1")))
+    await runtime.drain()
+    (receipt,) = runtime.store.receipts()
+    assert receipt.status is ReceiptStatus.UNCERTAIN and receipt.evidence.error == "KeyError"
+    assert runtime.store.interrupted_attempts() == []
+    await runtime.aclose()

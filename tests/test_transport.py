@@ -241,3 +241,42 @@ async def test_openapi_4xx_is_failed_and_flow_control_is_failed(transport):
     assert first.outcome is AttemptOutcome.FAILED
     d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.FAILED and "flow" in d.evidence.detail
+
+
+@respx.mock
+async def test_token_timeout_is_a_failure_not_uncertain(transport):
+    respx.post(f"{API}/v1.0/oauth2/accessToken").mock(side_effect=httpx.ReadTimeout("slow"))
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend")
+    d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert d.outcome is AttemptOutcome.FAILED and send.call_count == 0
+
+
+@respx.mock
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (httpx.DecodingError("garbled"), AttemptOutcome.UNCERTAIN),
+        (httpx.WriteError("cut"), AttemptOutcome.UNCERTAIN),
+        (httpx.UnsupportedProtocol("ftp"), AttemptOutcome.FAILED),
+        (httpx.LocalProtocolError("bad header"), AttemptOutcome.FAILED),
+    ],
+)
+async def test_every_http_error_is_classified(transport, error, outcome):
+    respx.post(HOOK).mock(side_effect=error)
+    d = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
+    assert d.outcome is outcome and d.evidence.error == type(error).__name__
+
+
+def test_retry_after_http_date_is_utc(monkeypatch):
+    import time
+
+    from agent.transport import _retry_after
+
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    try:
+        response = httpx.Response(429, headers={"Retry-After": "Thu, 01 Jan 2026 00:00:10 -0000"})
+        assert _retry_after(response, 1_767_225_600.0) == pytest.approx(10.0)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
