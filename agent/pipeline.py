@@ -44,6 +44,7 @@ from agent.contracts import (
     new_id,
 )
 from agent.invocation import InvocationBuilder
+from agent.recovery import settled_from_records
 from agent.tasks import TaskKeeper
 from gates.action import ActionGate, Refusal, RunTally, load_facts
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
@@ -154,9 +155,11 @@ class Pipeline:
             return None
 
     async def _process(self, event: Event, generation: int | None) -> Run:
-        skills, run, decision = self._open(event, generation)
+        skills, run, decision, again = self._open(event, generation)
         if run.state.is_finished:
             return run
+        if again and (settled := settled_from_records(self.store, run, self.clock.now())):
+            return settled
         if decision.verdict is Verdict.SILENT:
             return self._stay_silent(run, decision)
         start = self.tasks.begin(run, event.text)
@@ -215,7 +218,7 @@ class Pipeline:
 
     def _open(
         self, event: Event, generation: int | None
-    ) -> tuple[Sequence[Any], Run, ResponseDecision]:
+    ) -> tuple[Sequence[Any], Run, ResponseDecision, bool]:
         """The run and its verdict: new, or as an earlier (crashed) execution left them."""
         now = self.clock.now()
         skills, snapshot, allowed = self.skills.for_event(
@@ -226,7 +229,8 @@ class Pipeline:
         decision = self.response_gate.decide(event, now)
         fresh = self._new_run(event, snapshot, allowed, generation, now)
         run = self.store.open_run(fresh, decision)
-        if run.run_id != fresh.run_id:
+        again = run.run_id != fresh.run_id
+        if again:
             # The event already had a run: its first recorded verdict stands.
             recorded = self.store.get_decision(event.event_id)
             if recorded is None:
@@ -241,7 +245,7 @@ class Pipeline:
                 "reason": decision.reason.value,
             },
         )
-        return skills, run, decision
+        return skills, run, decision, again
 
     def _stay_silent(self, run: Run, decision: ResponseDecision) -> Run:
         """A silent verdict: a silent receipt and zero outbound calls."""

@@ -103,9 +103,13 @@ async def test_crash_mid_delivery_leaves_uncertain_receipt_and_never_resends(
     await restarted.drain()
     assert route.call_count == calls
     statuses = [(r.kind, r.status, r.reason) for r in restarted.store.receipts()]
-    assert statuses[0] == (ActionKind.REPLY, ReceiptStatus.UNCERTAIN, None)
-    assert (ActionKind.REPLY, ReceiptStatus.REFUSED, "duplicate_intent") in statuses
+    # settled from the records: the provider is not asked again, nothing is resent
+    assert statuses == [(ActionKind.REPLY, ReceiptStatus.UNCERTAIN, None)]
     assert restarted.store.runs_per_event() == {"m1": 1}
+    run = restarted.store.get_run("m1")
+    assert (
+        run.state is RunState.FAILED and run.failure == "reply uncertain when the runtime stopped"
+    )
     await restarted.aclose()
 
 
@@ -263,3 +267,30 @@ async def test_a_transport_bug_leaves_an_uncertain_receipt_not_a_stuck_attempt(
     assert receipt.status is ReceiptStatus.UNCERTAIN and receipt.evidence.error == "KeyError"
     assert runtime.store.interrupted_attempts() == []
     await runtime.aclose()
+
+
+@respx.mock
+async def test_crash_between_pieces_of_a_long_reply_is_a_partial_failure(settings, clock):
+    route = webhook_ok()
+    crash = CrashPoints()
+
+    class Long:
+        name = "long"
+
+        async def respond(self, invocation, skills):
+            from skills.providers.base import ProviderReply
+
+            crash.arm("after_send")  # dies right after the first piece went out
+            return ProviderReply([{"kind": "reply", "text": "\n".join(["行" * 90] * 90)}])
+
+    runtime = await boot(settings, clock, crash, provider=Long())
+    runtime.ingest(frame(callback(text="long please")))
+    with pytest.raises(Crash):
+        await runtime.drain()
+    runtime.store.close()
+    restarted = await boot(settings, clock, provider=Long())
+    await restarted.drain()
+    run = restarted.store.get_run("m1")
+    assert route.call_count == 1
+    assert run.state is RunState.FAILED and run.failure.startswith("partial reply: 1 of 3")
+    await restarted.aclose()
