@@ -46,12 +46,20 @@ Settle = Callable[[Receipt], Run]
 
 class Broker:
     def __init__(
-        self, store: Store, transport: DingTalkTransport, clock: Clock, crash: CrashPoints
+        self,
+        store: Store,
+        transport: DingTalkTransport,
+        clock: Clock,
+        crash: CrashPoints,
+        verify: bool = False,
     ) -> None:
         self.store = store
         self.transport = transport
         self.clock = clock
         self.crash = crash
+        # Read an accepted OpenAPI send back from DingTalk: "verified" rather than the
+        # platform's own "accepted" (one more request per message).
+        self.verify = verify
 
     def receipt(
         self,
@@ -185,10 +193,17 @@ class Broker:
         evidence = delivery.evidence.model_copy(
             update={"channels_tried": tried, "retries": retries}
         )
+        status = _STATUS_OF[delivery.outcome]
+        key = evidence.process_query_key
+        if self.verify and status is ReceiptStatus.ACCEPTED and key:
+            seen = await self.transport.readback(intent.target, attempt.channel, key)
+            if seen is not None:
+                status = ReceiptStatus.VERIFIED
+                evidence = evidence.model_copy(update={"readback": f"sendStatus={seen}"})
         receipt = self.receipt(
             run,
             intent.kind,
-            _STATUS_OF[delivery.outcome],
+            status,
             intent_id=intent.intent_id,
             evidence=evidence,
         )

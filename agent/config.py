@@ -114,6 +114,8 @@ class Settings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
 
+    # read OpenAPI sends back from DingTalk: receipts say "verified", not just "accepted"
+    verify_by_readback: bool = False
     # a run that takes longer than this gets an ack first ("seen, working on it")
     ack_after_s: float = Field(default=3.0, gt=0)
 

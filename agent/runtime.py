@@ -140,7 +140,9 @@ class Runtime:
         self.response_gate = ResponseGate(response_policy(settings))
         self.ingestor = Ingestor(self.store, self.response_gate.engages)
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
-        self.broker = Broker(self.store, self.transport, self.clock, self.crash)
+        self.broker = Broker(
+            self.store, self.transport, self.clock, self.crash, settings.verify_by_readback
+        )
         self.skills = skills or SkillLibrary(settings.skill_paths)
         self.pipeline = Pipeline(
             store=self.store,

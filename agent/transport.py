@@ -244,6 +244,38 @@ class DingTalkTransport:
     def forget_token(self) -> None:
         self._token = None
 
+    async def readback(self, target: Origin, channel: Channel, key: str) -> str | None:
+        """Ask DingTalk whether it has the message sent under ``key`` (a processQueryKey).
+
+        Returns its send status (e.g. "SUCCESS") when the platform knows the message, None
+        when it does not or cannot say. Only OpenAPI sends have a key; webhooks have none.
+        """
+        base, robot = self.config.openapi_base_url, self.config.robot_code
+        try:
+            headers = {"x-acs-dingtalk-access-token": await self.access_token()}
+            if channel is Channel.OPENAPI_OTO:
+                response = await self._client.get(
+                    f"{base}/v1.0/robot/oToMessages/readStatus",
+                    params={"robotCode": robot, "processQueryKey": key},
+                    headers=headers,
+                )
+            elif channel is Channel.OPENAPI_GROUP:
+                response = await self._client.post(
+                    f"{base}/v1.0/robot/groupMessages/query",
+                    json={
+                        "robotCode": robot,
+                        "openConversationId": target.conversation_id,
+                        "processQueryKey": key,
+                    },
+                    headers=headers,
+                )
+            else:
+                return None
+        except (httpx.HTTPError, _TokenError):
+            return None
+        status = _json(response).get("sendStatus")
+        return status if response.status_code == 200 and isinstance(status, str) else None
+
     async def user_detail(self, user_id: str) -> dict[str, Any]:
         """The staff directory's entry for ``user_id`` (raises DirectoryError when not had)."""
         if not (self.config.has_openapi_credentials and self.config.directory_base_url):
