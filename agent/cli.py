@@ -146,7 +146,17 @@ def _store(args: argparse.Namespace) -> int:
     store = Store(settings.store_path, settings.store_synchronous)
     try:
         if args.store_command == "prune":
-            removed = store.prune(time.time() - args.keep_days * 86_400)
+            keep_s = args.keep_days * 86_400
+            # A pruned msgId delivered again must still be stale, or it would be answered
+            # twice: keep at least a day beyond the stale threshold.
+            if keep_s < settings.max_event_age_s + 86_400:
+                least = (settings.max_event_age_s + 86_400) / 86_400
+                print(
+                    f"dta: keep at least {least:g} days (max_event_age_s plus a day)",
+                    file=sys.stderr,
+                )
+                return 2
+            removed = store.prune(time.time() - keep_s)
             if args.vacuum:
                 store.vacuum()
             print(", ".join(f"{table} {n}" for table, n in removed.items() if n) or "nothing")

@@ -114,12 +114,18 @@ class InvocationBuilder:
         text = _content_text(replied.get("content")) or _content_text(older.get("text"))
         source = "callback"
         found: dict[str, Any] = {}
-        if not text and msg_id and (earlier := self.store.get_event(str(msg_id))) is not None:
+        earlier = self.store.get_event(str(msg_id)) if (not text and msg_id) else None
+        if earlier is not None and earlier.conversation.id != event.conversation.id:
+            earlier = None  # never pull another conversation's text into this run
+        if earlier is not None:
             text, source = earlier.text, "store:event"
             author = earlier.actor.dingtalk_id or earlier.actor.user_id
             found = {"author_nick": earlier.actor.nick, "created_at": earlier.created_at}
         pqk = raw.get("originalProcessQueryKey")
-        if not text and (ours := self.store.outbound(process_query_key=pqk)) is not None:
+        ours = self.store.outbound(process_query_key=pqk) if not text else None
+        if ours is not None and ours["conversation_id"] != event.conversation.id:
+            ours = None
+        if ours is not None:
             text, source = ours["text"], "store:outbound"
             author = event.robot.chatbot_user_id
             found = {"created_at": ours["sent_at"]}

@@ -1,8 +1,10 @@
 """Prometheus metrics: counts straight from the store, latencies and connection state live.
 
-Decision and receipt counts are read from the store at scrape time, grouped by reason code:
-they are the durable truth, they survive restarts, and nothing in the pipeline has to
-remember to increment them. Latencies and the connection state are process-local.
+Frame, decision and receipt counts are read from the store at scrape time, grouped by
+reason code: they are the durable truth, they survive restarts, and nothing in the
+pipeline has to remember to increment them. They are gauges, not counters, because
+``dta store prune`` legitimately lowers them. Latencies and the connection state are
+process-local.
 """
 
 from __future__ import annotations
@@ -26,20 +28,24 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         counts = self.store.counts()
-        frames = CounterMetricFamily("dta_frames", "Frames by outcome", labels=["kind"])
+        frames = GaugeMetricFamily(
+            "dta_frames", "Frames held in the store, by outcome", labels=["kind"]
+        )
         frames.add_metric(["event"], counts.events)
         frames.add_metric(["duplicate"], counts.duplicates)
         frames.add_metric(["quarantined"], counts.quarantined)
         yield frames
-        decisions = CounterMetricFamily(
-            "dta_decisions", "Response-gate decisions", labels=["verdict", "reason"]
+        decisions = GaugeMetricFamily(
+            "dta_decisions",
+            "Response-gate decisions held in the store",
+            labels=["verdict", "reason"],
         )
         for verdict, reason, n in self.store.decision_counts():
             decisions.add_metric([verdict, reason], n)
         yield decisions
-        receipts = CounterMetricFamily(
+        receipts = GaugeMetricFamily(
             "dta_receipts",
-            "Receipts by action kind, status and reason",
+            "Receipts held in the store, by action kind, status and reason",
             labels=["kind", "status", "reason"],
         )
         for kind, status, reason, n in self.store.receipt_counts():

@@ -34,6 +34,12 @@ from agent.contracts import (
 _NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _NOT_SENT = (httpx.UnsupportedProtocol, httpx.ProxyError, httpx.LocalProtocolError)
 
+# The old OpenAPI answers with HTTP 200 and an errcode. These say "no such user / not in
+# your scope" (worth remembering); these say the token is bad (fetch a new one). Anything
+# else — throttling, a busy system — is transient.
+DIRECTORY_SAYS_NO = frozenset({60121, 60011, 50002, 60003})
+TOKEN_ERRCODES = frozenset({40014, 42001, 40001})
+
 # DingTalk's answer when a session webhook no longer exists (seen in field reports).
 SESSION_GONE_ERRCODE = 300001
 TOKEN_MARGIN_S = 300.0  # refresh tokens five minutes early, as the SDK does
@@ -293,9 +299,12 @@ class DingTalkTransport:
         data = _json(response)
         result = data.get("result")
         if response.status_code != 200 or data.get("errcode") != 0 or not isinstance(result, dict):
-            definite = response.status_code == 200 and data.get("errcode") not in (0, None)
+            errcode = data.get("errcode")
+            if errcode in TOKEN_ERRCODES:
+                self.forget_token()  # the next lookup fetches a fresh one
             raise DirectoryError(
-                f"answered {response.status_code} errcode {data.get('errcode')}", definite
+                f"answered {response.status_code} errcode {errcode}",
+                definite=response.status_code == 200 and errcode in DIRECTORY_SAYS_NO,
             )
         return result
 

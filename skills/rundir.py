@@ -13,6 +13,7 @@ the configuration, the daemon writes one per run for inspection.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,18 @@ from jinja2 import Environment, PackageLoader
 from agent.contracts import EnrichedInvocation, SkillSnapshot
 
 _ENV = Environment(loader=PackageLoader("skills", "templates"), autoescape=False)
+
+
+def _fenced(text: str | None) -> str:
+    """A Markdown code block that ``text`` cannot close: the fence is longer than any run
+    of backticks inside it, so message text never turns into headings or instructions."""
+    body = text or ""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+_ENV.filters["fenced"] = _fenced
 
 
 def _write_json(path: Path, value: Any) -> None:

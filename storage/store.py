@@ -67,6 +67,9 @@ class Store(EventRecords, ActionRecords, ContextRecords):
             "memory_candidates": "DELETE FROM memory_candidates WHERE created_at < :before"
             " AND status IN ('rejected', 'published')",
             "identity_cache": "DELETE FROM identity_cache WHERE fetched_at < :before",
+            # a thread with nothing left has no generation worth keeping
+            "threads": "DELETE FROM threads WHERE thread_key NOT IN"
+            " (SELECT thread_key FROM events)",
         }
         removed: dict[str, int] = {}
         with self._tx() as conn:

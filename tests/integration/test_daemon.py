@@ -68,7 +68,7 @@ async def test_dm_and_group_replies_over_the_stream(fake, daemon):
     assert group.conversation_id == "cid-g" and group.at_user_ids == ["u3"]
     assert await fake.wait_acked(["m1", "m2", "m3"], timeout=5)
     metrics = httpx.get(daemon.url("/metrics"), trust_env=False).text
-    assert 'dta_decisions_total{reason="group_not_mentioned",verdict="silent"} 1.0' in metrics
+    assert 'dta_decisions{reason="group_not_mentioned",verdict="silent"} 1.0' in metrics
     assert "dta_stream_connected 1.0" in metrics
 
 
