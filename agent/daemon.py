@@ -56,7 +56,7 @@ class Daemon:
         # Load (and so validate) skills and the provider now: a broken SKILL.md or provider
         # setting stops start-up with the file and field named, before anything connects.
         self.skills = SkillLibrary(settings.skill_paths)
-        build_provider(settings)
+        self.provider = build_provider(settings)
         self.record = record
         self.stopping = asyncio.Event()
 
@@ -64,7 +64,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
-        runtime = Runtime(self.settings, skills=self.skills)
+        runtime = Runtime(self.settings, skills=self.skills, provider=self.provider)
         recorder = FrameRecorder(self.record, self.settings.secret_values) if self.record else None
         metrics: Metrics | None = None
 

@@ -201,4 +201,7 @@ class Runtime:
     async def aclose(self) -> None:
         await self.dispatcher.cancel(timeout=5)
         await self.transport.aclose()
+        close = getattr(self.pipeline.provider, "aclose", None)
+        if close is not None:
+            await close()
         self.store.close()

@@ -3,6 +3,10 @@
 It runs before any content is generated. Rules are ordered and the first match wins; the
 decision lists every rule it checked so a reader can see why. ``engage`` only grants the
 right to handle the origin, never to write anywhere else.
+
+The ``duplicate`` reason is decided earlier, at ingest: a msgId already in the store never
+reaches this gate; each such delivery is acked and counted (``deliveries``, the
+``dta_frames{kind="duplicate"}`` metric, ``expect.duplicates`` in lab cases).
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ class ResponsePolicy:
 class _Facts:
     event: Event
     now: float
-    duplicate: bool
     policy: ResponsePolicy
 
 
@@ -69,7 +72,6 @@ def _is_not_allowed(f: _Facts) -> bool:
 
 # (name, predicate, reason): checked in this order, first match decides.
 _SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
-    ("duplicate", lambda f: f.duplicate, SilentReason.DUPLICATE),
     ("paused", lambda f: f.policy.paused, SilentReason.PAUSED),
     ("self_message", _is_self, SilentReason.SELF_MESSAGE),
     ("denied", _is_denied, SilentReason.DENIED),
@@ -102,8 +104,8 @@ class ResponseGate:
         supersedes the older runs of its thread.)"""
         return self.decide(event, now).verdict is Verdict.ENGAGE
 
-    def decide(self, event: Event, now: float, duplicate: bool = False) -> ResponseDecision:
-        facts = _Facts(event=event, now=now, duplicate=duplicate, policy=self.policy)
+    def decide(self, event: Event, now: float) -> ResponseDecision:
+        facts = _Facts(event=event, now=now, policy=self.policy)
         checked: list[str] = []
         for name, predicate, reason in _SILENT_RULES:
             checked.append(name)

@@ -18,10 +18,10 @@ class ActionRecords(StoreBase):
     # ------------------------------------------------------------------ gate facts
 
     def receipt_for_idempotency_key(self, key: str) -> Receipt | None:
-        """The newest receipt of the intent holding ``key`` (None if none, or no receipt yet)."""
+        """The first receipt of the intent holding ``key`` (None if it has none yet)."""
         row = self.db.conn.execute(
             "SELECT r.receipt_json FROM intents i JOIN receipts r ON r.intent_id = i.intent_id"
-            " WHERE i.idempotency_key = ? ORDER BY r.rowid DESC LIMIT 1",
+            " WHERE i.idempotency_key = ? ORDER BY r.rowid LIMIT 1",
             (key,),
         ).fetchone()
         return Receipt.model_validate_json(row[0]) if row else None
@@ -81,11 +81,6 @@ class ActionRecords(StoreBase):
             if first_attempt is not None:
                 self._insert_attempt(conn, first_attempt)
         return True
-
-    def start_attempt(self, attempt: Attempt) -> None:
-        """Written before any I/O, so a crash mid-send leaves a trace to reconcile."""
-        with self._tx() as conn:
-            self._insert_attempt(conn, attempt)
 
     def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
         """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""

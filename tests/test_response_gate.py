@@ -5,9 +5,9 @@ from gates.response import ResponseGate, ResponsePolicy
 from tests.factories import BOT_USER, ROBOT, T0, event
 
 
-def decide(ev, now=T0, duplicate=False, **policy):
+def decide(ev, now=T0, **policy):
     policy.setdefault("robot_code", ROBOT)
-    return ResponseGate(ResponsePolicy(**policy)).decide(ev, now, duplicate=duplicate)
+    return ResponseGate(ResponsePolicy(**policy)).decide(ev, now)
 
 
 def test_dm_engages():
@@ -46,10 +46,6 @@ def test_silent_reasons(ev, policy, now, reason):
     assert d.verdict is Verdict.SILENT
     assert d.reason is reason
     assert d.checked[-1] == reason.value
-
-
-def test_duplicate_is_first():
-    assert decide(event(), duplicate=True, paused=True).reason is SilentReason.DUPLICATE
 
 
 def test_order_first_match_wins():
