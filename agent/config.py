@@ -94,6 +94,9 @@ class Settings(BaseModel):
     send_retries: int = Field(default=3, ge=0, le=10)
     max_retry_after_s: float = Field(default=30, ge=0)
     http_proxy: str | None = None  # e.g. http://proxy:3128 for the OpenAPI and webhooks
+    # Kept-alive connections to DingTalk. More help when DingTalk answers slowly; fewer
+    # cost less CPU (httpcore's pool scans every connection on every request).
+    http_max_connections: int = Field(default=16, ge=1, le=100)
 
     # runtime
     store_path: Path = Path(".dta/dta.db")

@@ -78,7 +78,7 @@ def transport_config(settings: Settings) -> TransportConfig:
         send_retries=settings.send_retries,
         max_retry_after_s=settings.max_retry_after_s,
         webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
-        max_connections=settings.max_concurrent_runs,
+        max_connections=settings.http_max_connections,
         proxy=settings.http_proxy,
         directory_base_url=settings.directory_base_url if settings.identity_lookup else None,
         directory_timeout_s=settings.identity_timeout_s,
