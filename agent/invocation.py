@@ -33,7 +33,8 @@ from agent.contracts import (
     Run,
     TaskCheckpoint,
 )
-from agent.transport import DingTalkTransport, DirectoryError
+from agent.openapi import DirectoryError
+from agent.transport import DingTalkTransport
 from storage import Store
 
 log = logging.getLogger("dta.invocation")

@@ -1,4 +1,5 @@
-"""``dta memory``: offline review and publishing of what runs proposed to remember.
+"""Memory candidates: what runs propose (``candidates_from``), and ``dta memory`` — the
+offline review and publishing of those proposals.
 
 Runs only propose. A person lists the candidates, approves or rejects each by revision
 (compare-and-set: if someone else moved it first, the step is refused), and publishes an
@@ -18,8 +19,32 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from agent.contracts import MemoryCandidate, MemoryStatus
+from agent.contracts import ActionRequest, MemoryCandidate, MemoryStatus, Run
 from storage import Store
+
+
+def candidates_from(run: Run, request: ActionRequest, now: float) -> list[MemoryCandidate]:
+    """What an approved request proposed to remember, scoped to the run's conversation.
+
+    The id is a hash of scope and content, so the same proposal from a replay or a repeat
+    is the same candidate (the store keeps the first)."""
+    scope = run.origin.conversation_id
+    return [
+        MemoryCandidate(
+            candidate_id=MemoryCandidate.id_for(scope, proposal.content),
+            kind=proposal.kind,
+            scope_id=scope,
+            title=proposal.title,
+            content=proposal.content,
+            source_refs=[f"msg:{run.event_id}", *proposal.source_refs],
+            confidence=proposal.confidence,
+            supersedes=proposal.supersedes,
+            proposed_by_run=run.run_id,
+            created_at=now,
+            updated_at=now,
+        )
+        for proposal in request.memory_candidates
+    ]
 
 
 def file_hash(path: Path) -> str:

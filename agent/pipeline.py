@@ -30,7 +30,6 @@ from agent.contracts import (
     EnrichedInvocation,
     Event,
     Evidence,
-    MemoryCandidate,
     Origin,
     Receipt,
     ReceiptStatus,
@@ -44,6 +43,7 @@ from agent.contracts import (
     new_id,
 )
 from agent.invocation import InvocationBuilder
+from agent.memory import candidates_from
 from agent.recovery import settled_from_records
 from agent.tasks import TaskKeeper
 from gates.action import ActionGate, Refusal, RunTally, load_facts
@@ -285,7 +285,8 @@ class Pipeline:
                 continue
             kind = verdict.request.kind
             if verdict.request.memory_candidates:
-                self._propose_memory(run, verdict.request)
+                proposals = candidates_from(run, verdict.request, self.clock.now())
+                self.store.propose_memory(proposals)
             status: ReceiptStatus | None = None
             receipt = None
             for chunk, intent in enumerate(verdict.intents, start=1):
@@ -307,29 +308,6 @@ class Pipeline:
                 outcome.terminal, outcome.terminal_kind = status, kind
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
-
-    def _propose_memory(self, run: Run, request: ActionRequest) -> None:
-        """Keep what the run proposed to remember; a person reviews it later."""
-        now = self.clock.now()
-        scope = run.origin.conversation_id
-        self.store.propose_memory(
-            [
-                MemoryCandidate(
-                    candidate_id=MemoryCandidate.id_for(scope, proposal.content),
-                    kind=proposal.kind,
-                    scope_id=scope,
-                    title=proposal.title,
-                    content=proposal.content,
-                    source_refs=[f"msg:{run.event_id}", *proposal.source_refs],
-                    confidence=proposal.confidence,
-                    supersedes=proposal.supersedes,
-                    proposed_by_run=run.run_id,
-                    created_at=now,
-                    updated_at=now,
-                )
-                for proposal in request.memory_candidates
-            ]
-        )
 
     def _settler(self, run: Run, outcome: RunOutcome, kind: ActionKind) -> Settle:
         """The run as it ends if this receipt is its last word, saved in the receipt's

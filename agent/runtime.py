@@ -26,9 +26,10 @@ from agent.crashpoints import CrashPoints
 from agent.dispatcher import Dispatcher
 from agent.ingest import FrameKind, Ingestor, IngestResult
 from agent.invocation import InvocationBuilder, InvocationLimits
+from agent.openapi import TransportConfig
 from agent.pipeline import Pipeline
 from agent.tasks import TaskKeeper
-from agent.transport import DingTalkTransport, TransportConfig
+from agent.transport import DingTalkTransport
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponseGate, ResponsePolicy
 from skills.loader import SkillLibrary

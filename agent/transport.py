@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     AttemptOutcome,
@@ -29,41 +28,14 @@ from agent.contracts import (
     canonical_json,
     sha256_text,
 )
+from agent.openapi import DingTalkAPI, TokenError, json_object
 
 # Errors that prove the request never reached DingTalk: retried (connecting) or failed.
 _NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _NOT_SENT = (httpx.UnsupportedProtocol, httpx.ProxyError, httpx.LocalProtocolError)
-
-# The old OpenAPI answers with HTTP 200 and an errcode. These say "no such user / not in
-# your scope" (worth remembering); these say the token is bad (fetch a new one). Anything
-# else — throttling, a busy system — is transient.
-DIRECTORY_SAYS_NO = frozenset({60121, 60011, 50002, 60003})
-TOKEN_ERRCODES = frozenset({40014, 42001, 40001})
-
 # DingTalk's answer when a session webhook no longer exists (seen in field reports).
 SESSION_GONE_ERRCODE = 300001
 TOKEN_MARGIN_S = 300.0  # refresh tokens five minutes early, as the SDK does
-
-
-@dataclass(frozen=True)
-class TransportConfig:
-    openapi_base_url: str
-    client_id: str | None = None
-    client_secret: str | None = None
-    robot_code: str | None = None
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 10.0
-    send_retries: int = 3
-    max_retry_after_s: float = 30.0
-    webhook_expiry_margin_s: float = 30.0
-    max_connections: int = 16
-    proxy: str | None = None
-    directory_base_url: str | None = None  # the oapi host for user details
-    directory_timeout_s: float = 2.0
-
-    @property
-    def has_openapi_credentials(self) -> bool:
-        return bool(self.client_id and self.client_secret and self.robot_code)
 
 
 @dataclass
@@ -98,22 +70,6 @@ class _Retryable(Exception):
         self.wait_s = wait_s
 
 
-class _TokenError(Exception):
-    pass
-
-
-class DirectoryError(Exception):
-    """A user-detail lookup that did not give an answer (the caller falls back).
-
-    ``definite`` when the directory answered and said no (unknown user, no permission):
-    asking again soon will not help. Timeouts and 5xx are not definite.
-    """
-
-    def __init__(self, message: str, definite: bool = False) -> None:
-        super().__init__(message)
-        self.definite = definite
-
-
 def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
     value = response.headers.get("retry-after")
     if not value:
@@ -130,40 +86,8 @@ def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
         return max(0.0, moment.timestamp() - clock_now)
 
 
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        value = response.json()
-    except (json.JSONDecodeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-class DingTalkTransport:
-    def __init__(
-        self, config: TransportConfig, clock: Clock, client: httpx.AsyncClient | None = None
-    ) -> None:
-        self.config = config
-        self.clock = clock
-        # A small pool: loopback or not, a handful of kept-alive connections carry the
-        # load, and httpcore's bookkeeping grows with every connection it has to scan.
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(
-                config.read_timeout_s,
-                connect=config.connect_timeout_s,
-                pool=config.connect_timeout_s,
-            ),
-            limits=httpx.Limits(
-                max_connections=config.max_connections,
-                max_keepalive_connections=config.max_connections,
-            ),
-            proxy=config.proxy,
-            trust_env=False,
-        )
-        self._token: str | None = None
-        self._token_expires_at = 0.0
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+class DingTalkTransport(DingTalkAPI):
+    """Delivery: which channel, what body, how many tries, and what the answer means."""
 
     # ------------------------------------------------------------------ channel choice
 
@@ -223,91 +147,6 @@ class DingTalkTransport:
             return OutboundRequest(channel, url, body, needs_token=True)
         raise ValueError(f"no request for channel {channel}")
 
-    # ------------------------------------------------------------------ token
-
-    async def access_token(self) -> str:
-        now = self.clock.now()
-        if self._token and now < self._token_expires_at:
-            return self._token
-        cfg = self.config
-        response = await self._client.post(
-            f"{cfg.openapi_base_url}/v1.0/oauth2/accessToken",
-            json={"appKey": cfg.client_id, "appSecret": cfg.client_secret},
-        )
-        data = _json(response)
-        token = data.get("accessToken")
-        if response.status_code != 200 or not isinstance(token, str):
-            # The body may echo what we sent; report only the status and DingTalk's code.
-            raise _TokenError(f"token request answered {response.status_code} {data.get('code')}")
-        try:
-            lifetime = float(data.get("expireIn", 7200))
-        except (TypeError, ValueError):
-            lifetime = 7200.0  # an odd answer about the lifetime is no reason to fail
-        self._token = token
-        self._token_expires_at = now + lifetime - TOKEN_MARGIN_S
-        return token
-
-    def forget_token(self) -> None:
-        self._token = None
-
-    async def readback(self, target: Origin, channel: Channel, key: str) -> str | None:
-        """Ask DingTalk whether it has the message sent under ``key`` (a processQueryKey).
-
-        Returns its send status (e.g. "SUCCESS") when the platform knows the message, None
-        when it does not or cannot say. Only OpenAPI sends have a key; webhooks have none.
-        """
-        base, robot = self.config.openapi_base_url, self.config.robot_code
-        try:
-            headers = {"x-acs-dingtalk-access-token": await self.access_token()}
-            if channel is Channel.OPENAPI_OTO:
-                response = await self._client.get(
-                    f"{base}/v1.0/robot/oToMessages/readStatus",
-                    params={"robotCode": robot, "processQueryKey": key},
-                    headers=headers,
-                )
-            elif channel is Channel.OPENAPI_GROUP:
-                response = await self._client.post(
-                    f"{base}/v1.0/robot/groupMessages/query",
-                    json={
-                        "robotCode": robot,
-                        "openConversationId": target.conversation_id,
-                        "processQueryKey": key,
-                    },
-                    headers=headers,
-                )
-            else:
-                return None
-        except (httpx.HTTPError, _TokenError):
-            return None
-        status = _json(response).get("sendStatus")
-        return status if response.status_code == 200 and isinstance(status, str) else None
-
-    async def user_detail(self, user_id: str) -> dict[str, Any]:
-        """The staff directory's entry for ``user_id`` (raises DirectoryError when not had)."""
-        if not (self.config.has_openapi_credentials and self.config.directory_base_url):
-            raise DirectoryError("no OpenAPI credentials")
-        try:
-            token = await self.access_token()
-            response = await self._client.post(
-                f"{self.config.directory_base_url}/topapi/v2/user/get",
-                params={"access_token": token},
-                json={"userid": user_id, "language": "zh_CN"},
-                timeout=self.config.directory_timeout_s,
-            )
-        except (httpx.HTTPError, _TokenError) as exc:
-            raise DirectoryError(type(exc).__name__) from None
-        data = _json(response)
-        result = data.get("result")
-        if response.status_code != 200 or data.get("errcode") != 0 or not isinstance(result, dict):
-            errcode = data.get("errcode")
-            if errcode in TOKEN_ERRCODES:
-                self.forget_token()  # the next lookup fetches a fresh one
-            raise DirectoryError(
-                f"answered {response.status_code} errcode {errcode}",
-                definite=response.status_code == 200 and errcode in DIRECTORY_SAYS_NO,
-            )
-        return result
-
     # ------------------------------------------------------------------ delivery
 
     async def deliver(self, request: OutboundRequest) -> Delivery:
@@ -345,7 +184,7 @@ class DingTalkTransport:
             evidence.error = type(exc).__name__
             evidence.detail = "the request never left; nothing was sent"
             return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
-        except _TokenError as exc:
+        except TokenError as exc:
             evidence.error = "TokenError"
             evidence.detail = str(exc)
             return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
@@ -372,7 +211,7 @@ class DingTalkTransport:
         except _NOT_CONNECTED:
             raise  # retried like any connection that was never made
         except httpx.HTTPError as exc:
-            raise _TokenError(f"token request failed: {type(exc).__name__}") from None
+            raise TokenError(f"token request failed: {type(exc).__name__}") from None
 
     def _check_retryable(self, response: httpx.Response) -> None:
         if response.status_code == 429:
@@ -384,7 +223,7 @@ class DingTalkTransport:
 
     @staticmethod
     def _read_answer(response: httpx.Response, evidence: Evidence) -> dict[str, Any]:
-        data = _json(response)
+        data = json_object(response)
         evidence.http_status = response.status_code
         errcode = data.get("errcode")
         if isinstance(errcode, int):

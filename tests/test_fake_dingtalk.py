@@ -25,7 +25,8 @@ from agent.contracts import (
     SessionWebhook,
 )
 from agent.ingest import callback_to_event
-from agent.transport import DingTalkTransport, TransportConfig
+from agent.openapi import TransportConfig
+from agent.transport import DingTalkTransport
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.platform import SESSION_TTL_S
 

@@ -10,7 +10,8 @@ from agent.clock import VirtualClock
 from agent.contracts import ActionKind, Verdict
 from agent.ingest import Ingestor, callback_to_event
 from agent.invocation import InvocationBuilder, InvocationLimits
-from agent.transport import DingTalkTransport, TransportConfig
+from agent.openapi import TransportConfig
+from agent.transport import DingTalkTransport
 from gates.response import ResponseGate, ResponsePolicy
 from skills.rundir import prepare_run_dir
 from storage import Store

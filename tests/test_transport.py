@@ -17,7 +17,8 @@ from agent.contracts import (
     Origin,
     SessionWebhook,
 )
-from agent.transport import DingTalkTransport, TransportConfig
+from agent.openapi import TransportConfig
+from agent.transport import DingTalkTransport
 from tests.factories import T0
 
 API = "https://api.test"
