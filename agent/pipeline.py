@@ -209,12 +209,16 @@ class Pipeline:
         """
         answer = asyncio.ensure_future(self.provider.respond(invocation, skills))
         try:
-            return await asyncio.wait_for(asyncio.shield(answer), self.ack_after_s)
-        except TimeoutError:
-            if ActionKind.ACK in run.allowed_actions:
-                ack = {"kind": "ack", "text": ACK_TEXT}
-                await self._act(run, [ack], outcome, settle_last=False)
-            return await answer
+            try:
+                return await asyncio.wait_for(asyncio.shield(answer), self.ack_after_s)
+            except TimeoutError:
+                if ActionKind.ACK in run.allowed_actions:
+                    ack = {"kind": "ack", "text": ACK_TEXT}
+                    await self._act(run, [ack], outcome, settle_last=False)
+                return await answer
+        finally:
+            if not answer.done():  # we stopped waiting (shutdown, crash): so does the provider
+                answer.cancel()
 
     def _open(
         self, event: Event, generation: int | None
