@@ -12,6 +12,7 @@ file, the field and the reason, instead of silently changing the robot's behavio
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from agent.contracts import ActionKind, SkillRef, SkillSnapshot
 CORE_SKILLS_DIR = Path(__file__).parent / "core"
 SKILL_FILE = "SKILL.md"
 REFERENCES_DIR = "references"
+_REFERENCE_LINK = re.compile(r"(?<![\w/])references/([\w.-]+\.md)\b")
 
 #: Condition keys a skill may use, and (where the set is closed) the values they accept.
 CONDITION_KEYS: dict[str, frozenset[str] | None] = {
@@ -166,16 +168,19 @@ def load_skill(folder: Path) -> Skill:
 
     files = {SKILL_FILE: hashlib.sha256(raw).hexdigest()}
     references: dict[str, str] = {}
-    ref_dir = folder / REFERENCES_DIR
-    if ref_dir.is_dir():
-        for ref in sorted(ref_dir.glob("*.md")):
-            rel = f"{REFERENCES_DIR}/{ref.name}"
-            try:
-                ref_raw = ref.read_bytes()
-                references[rel] = ref_raw.decode("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise SkillError(f"{ref}: cannot be read as UTF-8: {exc}") from exc
-            files[rel] = hashlib.sha256(ref_raw).hexdigest()
+    # A reference is loaded when the skill says so: its body links the file. Files nobody
+    # links are drafts or leftovers, and stay out of prompts and snapshots.
+    for name in sorted(set(_REFERENCE_LINK.findall(body))):
+        rel = f"{REFERENCES_DIR}/{name}"
+        ref = folder / rel
+        try:
+            ref_raw = ref.read_bytes()
+            references[rel] = ref_raw.decode("utf-8")
+        except FileNotFoundError:
+            raise SkillError(f"{skill_file}: links {rel}, which does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SkillError(f"{ref}: cannot be read as UTF-8: {exc}") from exc
+        files[rel] = hashlib.sha256(ref_raw).hexdigest()
 
     return Skill(
         name=meta.name,

@@ -38,6 +38,8 @@ def write_skill(
     """Create root/name/SKILL.md (from ``front`` or verbatim ``raw``) and references."""
     folder = root / name
     folder.mkdir(parents=True)
+    if refs and body == "Do the careful thing.\n":
+        body += "".join(f"See references/{rel}.\n" for rel in refs)  # a skill links its refs
     if raw is None:
         meta = {"name": name, "description": f"{name} skill", "version": "1.0"}
         meta.update(front or {})
@@ -85,7 +87,7 @@ def test_fields_defaults_and_numeric_version(tmp_path: Path) -> None:
     assert skill.priority == 0
     assert skill.conditions == ()
     assert list(skill.allowed_actions) == ALL_ACTIONS
-    assert skill.body == "Do the careful thing."
+    assert skill.body == "Do the careful thing.\nSee references/notes.md."
     assert skill.references == {"references/notes.md": "# Notes\n"}
     assert set(skill.files) == {"SKILL.md", "references/notes.md"}
 
@@ -285,11 +287,22 @@ def test_snapshot_changes_when_a_file_changes(tmp_path: Path, changed: str) -> N
     assert after.digest != before.digest
 
 
-def test_added_reference_changes_snapshot(tmp_path: Path) -> None:
+def test_only_linked_references_are_loaded(tmp_path: Path) -> None:
     folder = write_skill(tmp_path, "extra", refs={"a.md": "A"})
     before = snapshot(discover([tmp_path])).digest
-    (folder / "references" / "b.md").write_text("B", encoding="utf-8")
+    (folder / "references" / "draft.md").write_text("not linked", encoding="utf-8")
+    loaded = next(s for s in discover([tmp_path]) if s.name == "extra")
+    assert list(loaded.references) == ["references/a.md"]
+    assert snapshot(discover([tmp_path])).digest == before
+    skill_md = folder / "SKILL.md"
+    skill_md.write_text(skill_md.read_text() + "Also references/draft.md.\n", encoding="utf-8")
     assert snapshot(discover([tmp_path])).digest != before
+
+
+def test_a_link_to_a_missing_reference_is_an_error(tmp_path: Path) -> None:
+    write_skill(tmp_path, "broken", body="Read references/missing.md first.\n")
+    with pytest.raises(SkillError, match="references/missing.md"):
+        discover([tmp_path])
 
 
 # --------------------------------------------------------------------------- library
