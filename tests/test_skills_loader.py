@@ -301,7 +301,7 @@ def test_only_linked_references_are_loaded(tmp_path: Path) -> None:
 
 def test_a_link_to_a_missing_reference_is_an_error(tmp_path: Path) -> None:
     write_skill(tmp_path, "broken", body="Read references/missing.md first.\n")
-    with pytest.raises(SkillError, match="references/missing.md"):
+    with pytest.raises(SkillError, match=r"references/missing\.md"):
         discover([tmp_path])
 
 
