@@ -273,10 +273,6 @@ class TaskStatus(StrEnum):
     CANCELLED = "cancelled"  # stopped by the actor, or superseded by a correction
     FAILED = "failed"
 
-    @property
-    def is_active(self) -> bool:
-        return self in (TaskStatus.WORKING, TaskStatus.WAITING)
-
 
 class TaskCheckpoint(Contract):
     """Multi-message work in one thread. Updated only by revision compare-and-set."""

@@ -44,7 +44,6 @@ class Delivery:
 
     outcome: AttemptOutcome
     evidence: Evidence
-    request_digest: str = ""
     session_gone: bool = False  # a definite "this webhook no longer exists"
 
 
@@ -178,25 +177,25 @@ class DingTalkTransport(DingTalkAPI):
             if exc.response is not None:
                 self._read_answer(exc.response, evidence)
             evidence.detail = "retries exhausted"
-            return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
+            return Delivery(AttemptOutcome.FAILED, evidence)
         except (*_NOT_CONNECTED, *_NOT_SENT) as exc:
             evidence.retries = tries - 1
             evidence.error = type(exc).__name__
             evidence.detail = "the request never left; nothing was sent"
-            return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
+            return Delivery(AttemptOutcome.FAILED, evidence)
         except TokenError as exc:
             evidence.error = "TokenError"
             evidence.detail = str(exc)
-            return Delivery(AttemptOutcome.FAILED, evidence, request.digest)
+            return Delivery(AttemptOutcome.FAILED, evidence)
         except httpx.HTTPError as exc:
             # Anything else happened after the request may have reached DingTalk (a
             # timeout, a dropped connection, an unreadable answer): never resend blindly.
             evidence.retries = tries - 1
             evidence.error = type(exc).__name__
             evidence.detail = "no usable answer after sending; delivery unknown"
-            return Delivery(AttemptOutcome.UNCERTAIN, evidence, request.digest)
+            return Delivery(AttemptOutcome.UNCERTAIN, evidence)
         evidence.retries = tries - 1
-        return self._classify(response, evidence, request.digest)
+        return self._classify(response, evidence)
 
     async def _send_once(self, request: OutboundRequest) -> httpx.Response:
         headers = {"Content-Type": "application/json"}
@@ -236,18 +235,18 @@ class DingTalkTransport(DingTalkAPI):
             evidence.process_query_key = key
         return data
 
-    def _classify(self, response: httpx.Response, evidence: Evidence, digest: str) -> Delivery:
+    def _classify(self, response: httpx.Response, evidence: Evidence) -> Delivery:
         data = self._read_answer(response, evidence)
         status = response.status_code
         if status >= 500:
-            return Delivery(AttemptOutcome.UNCERTAIN, evidence, digest)
+            return Delivery(AttemptOutcome.UNCERTAIN, evidence)
         if status >= 400:
-            return Delivery(AttemptOutcome.FAILED, evidence, digest)
+            return Delivery(AttemptOutcome.FAILED, evidence)
         errcode = data.get("errcode", 0)
         if errcode not in (0, None):
             gone = errcode == SESSION_GONE_ERRCODE
-            return Delivery(AttemptOutcome.FAILED, evidence, digest, session_gone=gone)
+            return Delivery(AttemptOutcome.FAILED, evidence, session_gone=gone)
         if data.get("invalidStaffIdList") or data.get("flowControlledStaffIdList"):
             evidence.detail = "recipient invalid or flow-controlled"
-            return Delivery(AttemptOutcome.FAILED, evidence, digest)
-        return Delivery(AttemptOutcome.ACCEPTED, evidence, digest)
+            return Delivery(AttemptOutcome.FAILED, evidence)
+        return Delivery(AttemptOutcome.ACCEPTED, evidence)
