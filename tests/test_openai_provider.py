@@ -50,7 +50,7 @@ def skill(
     (folder / "references").mkdir(parents=True)
     (folder / "SKILL.md").write_text(
         f"---\nname: {name}\ndescription: test skill\nversion: '1'\n"
-        f"allowed_actions: {actions}\n---\n{body}\n",
+        f"allowed_actions: {actions}\n---\n{body}\nSee references/notes.md.\n",
         encoding="utf-8",
     )
     (folder / "references" / "notes.md").write_text(f"reference of {name}\n", encoding="utf-8")
