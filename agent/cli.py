@@ -22,7 +22,11 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
+
+from agent.config import ConfigError, Settings, load_settings
+from storage import Store
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,7 +105,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(config: Path | None, record: Path | None) -> int:
     from agent import logs
-    from agent.config import ConfigError, load_settings
     from agent.daemon import Daemon
     from skills.loader import SkillError
 
@@ -132,18 +135,21 @@ def _reliability(argv: list[str]) -> int:
     return int(module.main(argv[1:]))
 
 
-def _store(args: argparse.Namespace) -> int:
-    import time
-
-    from agent.config import ConfigError, load_settings
-    from storage import Store
-
+def _settings_and_store(config: Path | None) -> tuple[Settings, Store] | None:
+    """The configured store, or None after saying what is wrong with the configuration."""
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(config)
     except ConfigError as exc:
         print(f"dta: {exc}", file=sys.stderr)
+        return None
+    return settings, Store(settings.store_path, settings.store_synchronous)
+
+
+def _store(args: argparse.Namespace) -> int:
+    opened = _settings_and_store(args.config)
+    if opened is None:
         return 2
-    store = Store(settings.store_path, settings.store_synchronous)
+    settings, store = opened
     try:
         if args.store_command == "prune":
             keep_s = args.keep_days * 86_400
@@ -174,15 +180,11 @@ def _store(args: argparse.Namespace) -> int:
 
 def _memory(args: argparse.Namespace) -> int:
     from agent import memory
-    from agent.config import ConfigError, load_settings
-    from storage import Store
 
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"dta: {exc}", file=sys.stderr)
+    opened = _settings_and_store(args.config)
+    if opened is None:
         return 2
-    store = Store(settings.store_path, settings.store_synchronous)
+    _, store = opened
     try:
         if args.memory_command == "list":
             return memory.list_candidates(store, args.status, sys.stdout)
