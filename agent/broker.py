@@ -197,7 +197,7 @@ class Broker:
         key = evidence.process_query_key
         if self.verify and status is ReceiptStatus.ACCEPTED and key:
             seen = await self.transport.readback(intent.target, attempt.channel, key)
-            if seen is not None:
+            if seen == "SUCCESS":  # only DingTalk's own "sent" upgrades the receipt
                 status = ReceiptStatus.VERIFIED
                 evidence = evidence.model_copy(update={"readback": f"sendStatus={seen}"})
         receipt = self.receipt(

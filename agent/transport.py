@@ -177,7 +177,7 @@ class DingTalkTransport(DingTalkAPI):
             evidence.detail = "no usable answer after sending; delivery unknown"
             return Delivery(AttemptOutcome.UNCERTAIN, evidence)
         evidence.retries = tries[0] - 1
-        return self._classify(response, evidence)
+        return self._classify(response, evidence, request.channel)
 
     async def _send_with_retries(
         self, request: OutboundRequest, tries: list[int]
@@ -259,18 +259,28 @@ class DingTalkTransport(DingTalkAPI):
             evidence.process_query_key = key
         return data
 
-    def _classify(self, response: httpx.Response, evidence: Evidence) -> Delivery:
+    def _classify(self, response: httpx.Response, evidence: Evidence, channel: Channel) -> Delivery:
+        """What DingTalk's answer proves. ``accepted`` needs DingTalk's own yes: errcode 0
+        from a webhook, a processQueryKey from the OpenAPI. Anything else that is not a
+        definite no (a redirect, an HTML page, a 5xx) leaves delivery unknown."""
         data = self._read_answer(response, evidence)
         status = response.status_code
-        if status >= 500:
-            return Delivery(AttemptOutcome.UNCERTAIN, evidence)
-        if status >= 400:
+        if 400 <= status < 500:
             return Delivery(AttemptOutcome.FAILED, evidence)
-        errcode = data.get("errcode", 0)
+        if status >= 300 or status < 200:
+            evidence.detail = evidence.detail or f"unexpected HTTP {status}"
+            return Delivery(AttemptOutcome.UNCERTAIN, evidence)
+        errcode = data.get("errcode")
         if errcode not in (0, None):
             gone = errcode == SESSION_GONE_ERRCODE
             return Delivery(AttemptOutcome.FAILED, evidence, session_gone=gone)
         if data.get("invalidStaffIdList") or data.get("flowControlledStaffIdList"):
             evidence.detail = "recipient invalid or flow-controlled"
             return Delivery(AttemptOutcome.FAILED, evidence)
+        proof = (
+            errcode == 0 if channel is Channel.SESSION_WEBHOOK else bool(evidence.process_query_key)
+        )
+        if not proof:
+            evidence.detail = "DingTalk's answer did not confirm the message"
+            return Delivery(AttemptOutcome.UNCERTAIN, evidence)
         return Delivery(AttemptOutcome.ACCEPTED, evidence)

@@ -30,7 +30,8 @@ from storage import Store
 
 GATE_VERSION = "action-gate/1"
 # A session webhook URL lets anyone post into the conversation while it lives.
-_WEBHOOK_URL = re.compile(r"sendBySession\?session=", re.IGNORECASE)
+_WEBHOOK_URL = re.compile(r"sendBySession(?:\?|%3F)session(?:=|%3D)", re.IGNORECASE)
+MAX_TITLE_CHARS = 64  # a markdown title is a notification line, not a second body
 DAY_S = 86_400.0
 MINUTE_S = 60.0
 
@@ -250,7 +251,14 @@ class ActionGate:
                 f"{len(body)} characters need {len(pieces)} messages; limit {allowed_pieces}",
                 kind,
             )
-        if _WEBHOOK_URL.search(body) or any(s in body for s in policy.secrets if s):
+        if len(request.title or "") > MAX_TITLE_CHARS:
+            return refuse(
+                RefusalReason.CONTENT_TOO_LARGE,
+                f"title has {len(request.title or '')} characters; limit {MAX_TITLE_CHARS}",
+                kind,
+            )
+        said = f"{request.title or ''}\n{body}"  # everything that goes on the wire
+        if _WEBHOOK_URL.search(said) or any(s in said for s in policy.secrets if s):
             return refuse(
                 RefusalReason.SECRET_IN_CONTENT,
                 "the text contains a configured secret or a session webhook URL",

@@ -26,7 +26,7 @@ from agent.contracts import ActionKind, SkillRef, SkillSnapshot
 CORE_SKILLS_DIR = Path(__file__).parent / "core"
 SKILL_FILE = "SKILL.md"
 REFERENCES_DIR = "references"
-_REFERENCE_LINK = re.compile(r"(?<![\w/])references/([\w.-]+\.md)\b")
+_REFERENCE_LINK = re.compile(r"(?<![\w/])(?:\./)?references/([\w.-]+\.md)\b")
 
 #: Condition keys a skill may use, and (where the set is closed) the values they accept.
 CONDITION_KEYS: dict[str, frozenset[str] | None] = {

@@ -186,3 +186,12 @@ def test_secrets_and_webhook_urls_are_never_said():
     assert isinstance(
         decide({"kind": "reply", "text": "nothing secret"}, secrets=("x" * 8,)), Approval
     )
+
+
+def test_the_title_is_checked_too():
+    secret_title = {"kind": "reply", "markdown": "see the title", "title": "key s3cr3t-value"}
+    refused(decide(secret_title, secrets=("s3cr3t-value",)), RefusalReason.SECRET_IN_CONTENT)
+    encoded = {"kind": "reply", "text": "https://x/robot/sendBySession%3Fsession%3Dabc"}
+    refused(decide(encoded), RefusalReason.SECRET_IN_CONTENT)
+    long_title = {"kind": "reply", "markdown": "body", "title": "t" * 65}
+    refused(decide(long_title), RefusalReason.CONTENT_TOO_LARGE)

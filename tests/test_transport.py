@@ -282,3 +282,28 @@ def test_retry_after_http_date_is_utc(monkeypatch):
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+@respx.mock
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        (httpx.Response(302, headers={"Location": "https://login"}), AttemptOutcome.UNCERTAIN),
+        (httpx.Response(200, text="<html>portal</html>"), AttemptOutcome.UNCERTAIN),
+        (httpx.Response(200, json={"errmsg": "ok?"}), AttemptOutcome.UNCERTAIN),
+        (httpx.Response(200, json={"errcode": 0}), AttemptOutcome.ACCEPTED),
+    ],
+)
+async def test_only_dingtalks_own_yes_is_accepted_on_the_webhook(transport, answer, outcome):
+    respx.post(HOOK).mock(return_value=answer)
+    assert (await deliver(transport, intent(), Channel.SESSION_WEBHOOK)).outcome is outcome
+
+
+@respx.mock
+async def test_openapi_yes_needs_a_process_query_key(transport):
+    token_route()
+    respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(200, json={})
+    )
+    d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert d.outcome is AttemptOutcome.UNCERTAIN
