@@ -77,8 +77,11 @@ _SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
     ("denied", _is_denied, SilentReason.DENIED),
     ("not_allowed", _is_not_allowed, SilentReason.NOT_ALLOWED),
     (
+        # Stale on arrival: DingTalk delivered it too late. A message that arrived fresh
+        # and waited on us (a restart, a queue) is still ours to answer; judging it by
+        # processing time would also disagree with the verdict ingest used for superseding.
         "stale_event",
-        lambda f: f.now - f.event.created_at > f.policy.max_event_age_s,
+        lambda f: f.event.received_at - f.event.created_at > f.policy.max_event_age_s,
         SilentReason.STALE_EVENT,
     ),
     (

@@ -62,9 +62,7 @@ def frame(data: Any, message_id: str = "f1") -> str:
 
 
 def event(**kwargs: Any) -> Event:
-    return callback_to_event(
-        callback(**kwargs), received_at=kwargs.get("created_at", T0), frame_message_id="f1"
-    )
+    return callback_to_event(callback(**kwargs), received_at=T0, frame_message_id="f1")
 
 
 def run_for(

@@ -294,3 +294,20 @@ async def test_crash_between_pieces_of_a_long_reply_is_a_partial_failure(setting
     assert route.call_count == 1
     assert run.state is RunState.FAILED and run.failure.startswith("partial reply: 1 of 3")
     await restarted.aclose()
+
+
+@respx.mock
+async def test_a_message_that_arrived_fresh_is_answered_after_a_long_outage(settings, clock):
+    route = webhook_ok()
+    crash = CrashPoints()
+    crash.arm("after_ingest")
+    runtime = await boot(settings, clock, crash)
+    with pytest.raises(Crash):
+        runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    runtime.store.close()
+    clock.advance_to(T0 + 3600)  # the daemon was down for an hour
+    restarted = await boot(settings, clock)
+    await restarted.drain()
+    assert route.call_count == 1
+    assert restarted.store.get_decision("m1").reason.value == "dm"
+    await restarted.aclose()
