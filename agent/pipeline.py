@@ -57,6 +57,8 @@ log = logging.getLogger("dta.pipeline")
 
 # What the robot says when it could not produce an answer (never the provider's raw output).
 HONEST_FAILURE = "抱歉，这次没能处理好你的请求，请稍后再试或换个说法。"
+# Operator decisions that apply even to work accepted before they were made.
+OPERATOR_STOPS = (SilentReason.PAUSED, SilentReason.DENIED, SilentReason.NOT_ALLOWED)
 # What it says when the answer takes a while (only then).
 ACK_TEXT = "收到，我看一下，稍等。"
 
@@ -160,6 +162,11 @@ class Pipeline:
             return run
         if again and (settled := settled_from_records(self.store, run, self.clock.now())):
             return settled
+        if again and decision.verdict is Verdict.ENGAGE:
+            # The first verdict stands, except where the operator has since said stop.
+            current = self.response_gate.decide(event, self.clock.now())
+            if current.reason in OPERATOR_STOPS:
+                return self._stay_silent(run, current)
         if decision.verdict is Verdict.SILENT:
             return self._stay_silent(run, decision)
         start = self.tasks.begin(run, event.text)

@@ -311,3 +311,27 @@ async def test_a_message_that_arrived_fresh_is_answered_after_a_long_outage(sett
     assert route.call_count == 1
     assert restarted.store.get_decision("m1").reason.value == "dm"
     await restarted.aclose()
+
+
+@respx.mock
+async def test_pausing_stops_work_resumed_after_a_restart(settings, clock):
+    route = webhook_ok()
+
+    class Dies:
+        name = "dies"
+
+        async def respond(self, invocation, skills):
+            raise Crash("provider")  # the daemon dies while the model thinks
+
+    runtime = await boot(settings, clock, provider=Dies())
+    runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    with pytest.raises(Crash):
+        await runtime.drain()
+    runtime.store.close()
+    paused = await boot(settings.with_overrides({"paused": True}), clock)
+    await paused.drain()
+    assert route.call_count == 0
+    receipts = paused.store.receipts("m1")
+    assert [(r.status, r.reason) for r in receipts] == [(ReceiptStatus.SILENT, "paused")]
+    assert paused.store.get_decision("m1").reason.value == "dm"  # the first verdict stands
+    await paused.aclose()
