@@ -83,6 +83,8 @@ class RunOutcome:
     terminal_request: ActionRequest | None = None
     terminal_receipt: Receipt | None = None
     tally: RunTally = field(default_factory=RunTally)
+    acked: bool = False  # an ack reached the person: something must follow it
+    ends_as: RunState | None = None  # the state the run ends in, whatever is delivered
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:
@@ -188,6 +190,9 @@ class Pipeline:
             return await self._fail_honestly(run, crash, outcome)
         run = run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
         if not reply.requests and outcome.terminal is None:
+            if outcome.acked:
+                empty = ProviderFailed("no_answer", "nothing after the ack")
+                return await self._fail_honestly(run, empty, outcome)
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
         await self._act(run, reply.requests, outcome)
         self.tasks.settle(
@@ -314,6 +319,7 @@ class Pipeline:
                     break  # do not send the rest of a long reply after a failed piece
             if kind is ActionKind.ACK:
                 tally.acks += 1
+                outcome.acked = outcome.acked or status in DELIVERED
             else:
                 tally.terminal = kind
                 outcome.terminal, outcome.terminal_kind = status, kind
@@ -328,7 +334,7 @@ class Pipeline:
             final = RunOutcome(outcome.terminal, outcome.terminal_kind, outcome.stale)
             if kind is not ActionKind.ACK:
                 final.terminal, final.terminal_kind = receipt.status, kind
-            state = final.final_state()
+            state = outcome.ends_as or final.final_state()
             outcome.settled = run.model_copy(
                 update={"state": state, "updated_at": receipt.created_at}
             )
@@ -366,9 +372,14 @@ class Pipeline:
                 "evidence": failure.evidence,
             }
         )
-        if not failure.reply_on_failure or ActionKind.REPLY not in run.allowed_actions:
+        # After an ack ("seen, working on it") silence would leave a promise hanging.
+        say_sorry = failure.reply_on_failure or outcome.acked
+        if not say_sorry or ActionKind.REPLY not in run.allowed_actions:
             return self._end_silent(run, SilentReason.PROVIDER_FAILED, run.failure or "")
+        outcome.ends_as = RunState.FAILED  # saved with the reply's receipt, in one go
         await self._act(run, [{"kind": "reply", "text": HONEST_FAILURE}], outcome)
+        if outcome.settled is not None:
+            return outcome.settled
         run = run.model_copy(update={"state": RunState.FAILED, "updated_at": self.clock.now()})
         self.store.save_run(run)
         return run
