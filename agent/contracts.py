@@ -537,6 +537,7 @@ class ActionIntent(Contract):
     content: MessageContent | None = None
     chunk: int = 1
     chunks: int = 1
+    task: TaskPatch | None = None  # the request's task patch, so recovery can settle the task
     gate_checks: list[str]
     created_at: float
 

@@ -162,8 +162,10 @@ class Pipeline:
         skills, run, decision, again = self._open(event, generation)
         if run.state.is_finished:
             return run
-        if again and (settled := settled_from_records(self.store, run, self.clock.now())):
-            return settled
+        if again:
+            settled = settled_from_records(self.store, self.tasks, run, self.clock.now())
+            if settled is not None:
+                return settled
         if again and decision.verdict is Verdict.ENGAGE:
             # The first verdict stands, except where the operator has since said stop.
             current = self.response_gate.decide(event, self.clock.now())
@@ -194,7 +196,10 @@ class Pipeline:
                 empty = ProviderFailed("no_answer", "nothing after the ack")
                 return await self._fail_honestly(run, empty, outcome)
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
-        await self._act(run, reply.requests, outcome)
+        # Task work settles the run only after the task has moved: a crash in between
+        # leaves the run ``working``, and recovery moves both from the records.
+        task_work = start.continuation is not None or any(map(_touches_task, reply.requests))
+        await self._act(run, reply.requests, outcome, settle_last=not task_work)
         self.tasks.settle(
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
         )
@@ -417,3 +422,10 @@ class Pipeline:
             created_at=now,
             updated_at=now,
         )
+
+
+def _touches_task(raw: Any) -> bool:
+    """Whether a raw provider request opens or moves a task (an ask, or a task patch)."""
+    if isinstance(raw, ActionRequest):
+        return raw.kind is ActionKind.ASK or raw.task is not None
+    return isinstance(raw, dict) and (raw.get("kind") == "ask" or bool(raw.get("task")))

@@ -5,25 +5,36 @@ earlier execution already reached a terminal action (its intents and receipts ar
 store), asking the provider again would only produce a second answer the idempotency keys
 then refuse — and, with a slow provider, a pointless "seen, working on it" after the
 reply. So the run is settled from the records instead: delivered pieces → done (or
-waiting, for an ask), anything uncertain or missing → failed, with the reason.
+waiting, for an ask), anything uncertain or missing → failed, with the reason. The
+thread's task moves the same way it would have: an ask that reached the person leaves it
+waiting, a delivered reply completes it, a failed one fails it.
 """
 
 from __future__ import annotations
 
-from agent.contracts import ActionKind, ReceiptStatus, Run, RunState
+from agent.contracts import (
+    ActionIntent,
+    ActionKind,
+    ActionRequest,
+    ReceiptStatus,
+    Run,
+    RunState,
+)
+from agent.tasks import TaskKeeper
 from storage import Store
 
 DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
 
 
-def settled_from_records(store: Store, run: Run, now: float) -> Run | None:
+def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) -> Run | None:
     """The run's final form if its terminal action is already on record, else None."""
     terminal = [i for i in store.intents(run.event_id) if i.kind.is_terminal]
     if not terminal:
         return None
     receipts = {r.intent_id: r for r in store.receipts(run.event_id) if r.intent_id}
     kind = terminal[0].kind
-    statuses = [receipts[i.intent_id].status for i in terminal if i.intent_id in receipts]
+    recorded = [receipts[i.intent_id] for i in terminal if i.intent_id in receipts]
+    statuses = [receipt.status for receipt in recorded]
     pieces = terminal[0].chunks
     failure = None
     if kind is ActionKind.SILENCE:
@@ -36,6 +47,20 @@ def settled_from_records(store: Store, run: Run, now: float) -> Run | None:
     else:
         state = RunState.FAILED
         failure = f"{kind.value} {statuses[-1].value} when the runtime stopped"
+    task = tasks.taken_by(run)
+    if state is RunState.FAILED:
+        tasks.fail(run, task)
+    elif recorded:
+        tasks.settle(run, task, _request_of(terminal), recorded[-1])
     settled = run.model_copy(update={"state": state, "failure": failure, "updated_at": now})
     store.save_run(settled)
     return settled
+
+
+def _request_of(pieces: list[ActionIntent]) -> ActionRequest:
+    """The request as the task keeper needs it: kind, what was said, the task patch."""
+    first = pieces[0]
+    text = "".join(piece.content.text for piece in pieces if piece.content)
+    if first.kind is ActionKind.SILENCE or not text.strip():
+        return ActionRequest(kind=ActionKind.SILENCE, reason="recorded silence", task=first.task)
+    return ActionRequest(kind=first.kind, text=text, task=first.task)

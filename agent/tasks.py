@@ -77,12 +77,12 @@ class TaskKeeper:
 
     def begin(self, run: Run, text: str) -> TaskStart:
         """Before the provider: resume, stop or supersede the thread's active task."""
+        if (taken := self.taken_by(run)) is not None:  # re-execution after a crash
+            return TaskStart(continuation=taken)
         active = self.store.active_task(run.thread_key)
         stop = is_stop(text)
         if active is None:
             return TaskStart(stop=stop)
-        if active.updated_by_run == run.run_id:  # this run already took it (re-execution)
-            return TaskStart(continuation=active)
         if stop:
             cancelled = self._move(active, run, status=TaskStatus.CANCELLED)
             return TaskStart(stop=True, cancelled=cancelled)
@@ -111,7 +111,7 @@ class TaskKeeper:
         if request.kind is ActionKind.SILENCE:
             return self._move(task, run, status=TaskStatus.WAITING)
         if not delivered:
-            return self._move(task, run, status=TaskStatus.FAILED)
+            return self.fail(run, task)
         if patch is not None and patch.status == "working":
             return self._move(task, run, status=TaskStatus.WORKING)
         done_when = (patch.done_when if patch and patch.done_when else None) or task.done_when
@@ -119,6 +119,15 @@ class TaskKeeper:
         return self._move(
             task, run, status=TaskStatus.COMPLETED, done_when=done_when, evidence=evidence
         )
+
+    def fail(self, run: Run, task: TaskCheckpoint | None) -> TaskCheckpoint | None:
+        """The run's answer did not reach the person: the task cannot go on from it."""
+        return self._move(task, run, status=TaskStatus.FAILED) if task else None
+
+    def taken_by(self, run: Run) -> TaskCheckpoint | None:
+        """The thread's active task if this run is the one that last moved it."""
+        active = self.store.active_task(run.thread_key)
+        return active if active is not None and active.updated_by_run == run.run_id else None
 
     def _open(self, run: Run, request: ActionRequest, waiting_for: str) -> TaskCheckpoint | None:
         patch = request.task

@@ -24,6 +24,7 @@ from agent.contracts import (
     Receipt,
     RefusalReason,
     Run,
+    TaskPatch,
     new_id,
 )
 from storage import Store
@@ -195,7 +196,7 @@ class ActionGate:
         checks.append("idempotency")
 
         if kind is ActionKind.SILENCE:
-            intent = self._intent(run, kind, key, None, 1, 1, checks, facts.now)
+            intent = self._intent(run, kind, key, None, 1, 1, checks, facts.now, request.task)
             return Approval(request, [intent], checks)
 
         # 7. identity: the run must belong to the robot this daemon is bound to
@@ -277,6 +278,7 @@ class ActionGate:
                 len(pieces),
                 checks,
                 facts.now,
+                request.task,
             )
             for index, piece in enumerate(pieces, start=1)
         ]
@@ -292,6 +294,7 @@ class ActionGate:
         chunks: int,
         checks: list[str],
         now: float,
+        task: TaskPatch | None = None,
     ) -> ActionIntent:
         return ActionIntent(
             intent_id=new_id("int"),
@@ -303,6 +306,7 @@ class ActionGate:
             content=content,
             chunk=chunk,
             chunks=chunks,
+            task=task,
             gate_checks=list(checks),
             created_at=now,
         )

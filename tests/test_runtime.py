@@ -335,3 +335,62 @@ async def test_pausing_stops_work_resumed_after_a_restart(settings, clock):
     assert [(r.status, r.reason) for r in receipts] == [(ReceiptStatus.SILENT, "paused")]
     assert paused.store.get_decision("m1").reason.value == "dm"  # the first verdict stands
     await paused.aclose()
+
+
+class Asks:
+    """Asks a question first; answers once the person has replied to it."""
+
+    name = "asks"
+
+    async def respond(self, invocation, skills):
+        from skills.providers.base import ProviderReply
+
+        if invocation.continuation is None:
+            patch = {"goal": "book a room", "done_when": ["room booked"]}
+            return ProviderReply([{"kind": "ask", "text": "哪一天？", "task": patch}])
+        return ProviderReply([{"kind": "reply", "text": "订好了"}])
+
+
+@pytest.mark.parametrize("step", ["ask", "answer"])
+@respx.mock
+async def test_a_crash_before_the_task_moves_is_finished_by_recovery(
+    settings, clock, monkeypatch, step
+):
+    """The receipt is saved but the process dies before the task moves: the run is still
+    ``working``, and recovery moves the task as the run would have, sending nothing more."""
+    route = webhook_ok()
+    runtime = await boot(settings, clock, provider=Asks())
+    runtime.ingest(frame(callback(text="帮我订会议室")))
+    if step == "answer":
+        await runtime.drain()
+        clock.advance_to(T0 + 5)
+        runtime.ingest(frame(callback(text="周五", msg_id="m2", created_at=T0 + 5), "f-2"))
+
+    def dies(*args, **kwargs):
+        raise Crash("before the task moved")
+
+    monkeypatch.setattr(runtime.pipeline.tasks, "settle", dies)
+    with pytest.raises(Crash):
+        await runtime.drain()
+    runtime.store.close()
+    monkeypatch.undo()
+    sent = route.call_count
+
+    restarted = await boot(settings, clock, provider=Asks())
+    await restarted.drain()
+    assert route.call_count == sent  # nothing is said twice
+    store = restarted.store
+    if step == "ask":
+        task = store.active_task(store.get_run("m1").thread_key)
+        assert (task.status.value, task.waiting_for, task.goal) == (
+            "waiting",
+            "哪一天？",
+            "book a room",
+        )
+        assert store.get_run("m1").state is RunState.WAITING
+    else:
+        run = store.get_run("m2")
+        assert run.state is RunState.DONE and store.active_task(run.thread_key) is None
+        (task,) = store.tasks()
+        assert task.status.value == "completed" and list(task.evidence) == ["room booked"]
+    await restarted.aclose()
