@@ -30,6 +30,7 @@ from agent.crashpoints import CrashPoints
 from agent.transport import Delivery, DingTalkTransport, OutboundRequest
 from gates.action import GATE_VERSION
 from storage import Store
+from storage.patience import patiently
 
 _STATUS_OF = {
     AttemptOutcome.ACCEPTED: ReceiptStatus.ACCEPTED,
@@ -217,7 +218,9 @@ class Broker:
                 "text": intent.content.text,
                 "sent_at": attempt.finished_at,
             }
-        self.store.finish_delivery(attempt, receipt, outbound, settle(receipt) if settle else None)
+        # Something may have reached the person: this record must survive a locked store.
+        settled = settle(receipt) if settle else None
+        await patiently(lambda: self.store.finish_delivery(attempt, receipt, outbound, settled))
         return receipt
 
     def reconcile_interrupted(self) -> list[Receipt]:

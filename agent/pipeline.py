@@ -52,6 +52,7 @@ from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
 from skills.rundir import prepare_run_dir
 from storage import Store
+from storage.patience import patiently
 
 log = logging.getLogger("dta.pipeline")
 
@@ -131,9 +132,9 @@ class Pipeline:
             return await self._process(event, generation)
         except Exception as exc:
             log.exception("run failed unexpectedly", extra={"event_id": event.event_id})
-            return self._abandon(event, exc)
+            return await self._abandon(event, exc)
 
-    def _abandon(self, event: Event, exc: Exception) -> Run | None:
+    async def _abandon(self, event: Event, exc: Exception) -> Run | None:
         try:
             run = self.store.get_run(event.event_id)
             if run is None or run.state.is_finished:
@@ -152,7 +153,7 @@ class Pipeline:
                 reason=SilentReason.INTERNAL_ERROR.value,
                 evidence=Evidence(error=type(exc).__name__),
             )
-            self.store.add_receipt(receipt, run)
+            await patiently(lambda: self.store.add_receipt(receipt, run))
             return run
         except Exception:  # the store itself is failing: recovery at start-up takes it
             log.exception("could not record the failure", extra={"event_id": event.event_id})

@@ -22,14 +22,15 @@ from storage.schema import migrate
 class StoreBase:
     """One SQLite connection, its transactions, and the row writers several parts share."""
 
-    def __init__(self, path: str | Path, synchronous: str = "normal") -> None:
+    def __init__(
+        self, path: str | Path, synchronous: str = "normal", busy_timeout_s: float = 10.0
+    ) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we open transactions explicitly (see _tx).
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_s)
         self.db = sqlite_utils.Database(conn)
-        self.db.execute("PRAGMA busy_timeout = 10000")
         if self.path != ":memory:":
             self.db.enable_wal()
         self.db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
@@ -50,10 +51,11 @@ class StoreBase:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # also after a failed COMMIT: never leave one open
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         row = self.db.conn.execute(sql, params).fetchone()

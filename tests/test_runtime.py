@@ -394,3 +394,29 @@ async def test_a_crash_before_the_task_moves_is_finished_by_recovery(
         (task,) = store.tasks()
         assert task.status.value == "completed" and list(task.evidence) == ["room booked"]
     await restarted.aclose()
+
+
+@respx.mock
+async def test_a_receipt_waits_out_a_store_locked_by_another_process(settings, clock):
+    """Right after a send, another process holds the write lock for longer than SQLite's
+    own busy timeout: the receipt is written once the lock is gone, not lost."""
+    import asyncio
+    import sqlite3
+
+    other = sqlite3.connect(settings.store_path, isolation_level=None)
+
+    def sent_then_locked(request):
+        other.execute("BEGIN IMMEDIATE")  # e.g. `dta store prune` starts right now
+        asyncio.get_running_loop().call_later(0.3, other.execute, "ROLLBACK")
+        return httpx.Response(200, json={"errcode": 0, "errmsg": "ok"})
+
+    route = respx.post(url__startswith=HOOK).mock(side_effect=sent_then_locked)
+    runtime = await boot(settings, clock)
+    runtime.store.conn.execute("PRAGMA busy_timeout = 20")  # far shorter than the lock
+    runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    await runtime.drain()
+    assert route.call_count == 1
+    assert [r.status for r in runtime.store.receipts()] == [ReceiptStatus.ACCEPTED]
+    assert runtime.store.get_run("m1").state is RunState.DONE
+    other.close()
+    await runtime.aclose()

@@ -1,0 +1,42 @@
+"""Writes that must not be lost: a locked database is waited out, without blocking the loop.
+
+SQLite's own busy timeout already waits inside each statement. A receipt written right
+after a send is worth more than that: if another process (a ``dta store prune``, a backup)
+holds the lock for longer, the write is tried again a few times, sleeping asynchronously in
+between so the stream connection keeps answering pings. Only then does the error surface —
+and the open attempt left behind is reconciled as ``uncertain`` at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+log = logging.getLogger("dta.store")
+
+T = TypeVar("T")
+StoreBusy = sqlite3.OperationalError  # what SQLite raises when the lock outlasts its timeout
+
+
+async def patiently(write: Callable[[], T], attempts: int = 5, wait_s: float = 0.5) -> T:
+    """Run ``write`` (one store transaction), retrying while the database is locked."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception_type(StoreBusy),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=wait_s, max=8 * wait_s),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+        reraise=True,
+    ):
+        with attempt:
+            return write()
+    raise AssertionError("unreachable: AsyncRetrying either returns or reraises")
