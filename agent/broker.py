@@ -8,6 +8,7 @@ an attempt still ``started`` becomes ``uncertain`` and is never resent blindly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -168,6 +169,10 @@ class Broker:
             self.crash.hit("after_attempt_started")
             try:
                 delivery = await self.transport.deliver(request)
+            except asyncio.CancelledError:
+                if not request.may_have_arrived:  # stopped in a back-off or a token fetch
+                    self.store.forget_unsent(intent.intent_id)
+                raise
             except Exception as exc:  # the transport classifies what it knows; not this
                 log.exception("unexpected failure while sending", extra={"run_id": run.run_id})
                 delivery = Delivery(

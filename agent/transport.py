@@ -54,6 +54,9 @@ class OutboundRequest:
     body: dict[str, Any]
     needs_token: bool
     digest: str = field(init=False)
+    # Whether a message POST may have reached DingTalk: set as it starts, cleared only by
+    # an answer or a proof it never left. Stopped while False, the attempt sent nothing.
+    may_have_arrived: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         # The digest covers what we said, never where the secret-bearing URL points.
@@ -225,7 +228,15 @@ class DingTalkTransport(DingTalkAPI):
         headers = {"Content-Type": "application/json"}
         if request.needs_token:
             headers["x-acs-dingtalk-access-token"] = await self._token_for_send()
-        return await self._client.post(request.url, json=request.body, headers=headers)
+        request.may_have_arrived = True
+        try:
+            response = await self._client.post(request.url, json=request.body, headers=headers)
+        except (*_NOT_CONNECTED, *_NOT_SENT):
+            request.may_have_arrived = False
+            raise
+        # An answer came back: whether it is a yes is for _classify; a 429 or 401 is a no.
+        request.may_have_arrived = response.status_code not in (401, 429)
+        return response
 
     async def _token_for_send(self) -> str:
         """The token; nothing has been sent yet, so its failures are never "uncertain"."""

@@ -150,6 +150,16 @@ class ActionRecords(StoreBase):
             cursor = conn.execute(f"DELETE FROM intents WHERE intent_id IN ({orphan})")
         return cursor.rowcount
 
+    def forget_unsent(self, intent_id: str) -> None:
+        """Forget an intent and its attempts when nothing of it can have reached DingTalk
+        (stopped while waiting for a token or a back-off), so re-execution sends it."""
+        with self._tx() as conn:
+            if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
+                return  # it already has a final word; that stands
+            conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent_id,))
+            conn.execute("DELETE FROM budget_ledger WHERE intent_id = ?", (intent_id,))
+            conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
+
     def close_interrupted(self, attempt: Attempt, receipt: Receipt) -> None:
         with self._tx() as conn:
             self._update_attempt(conn, attempt)

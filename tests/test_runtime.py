@@ -420,3 +420,58 @@ async def test_a_receipt_waits_out_a_store_locked_by_another_process(settings, c
     assert runtime.store.get_run("m1").state is RunState.DONE
     other.close()
     await runtime.aclose()
+
+
+@respx.mock
+async def test_stopped_during_a_rate_limit_back_off_the_reply_is_sent_after_restart(
+    settings, clock
+):
+    """DingTalk said 429 and the daemon stops while waiting to retry: nothing reached the
+    person, so the restarted daemon sends the reply instead of calling it ``uncertain``."""
+    import asyncio
+
+    class Waits(VirtualClock):
+        async def sleep(self, seconds):
+            await asyncio.Event().wait()  # the back-off outlives the daemon
+
+    limited = httpx.Response(429, headers={"Retry-After": "30"}, json={"errcode": 130101})
+    route = respx.post(url__startswith=HOOK).mock(return_value=limited)
+    runtime = await boot(settings, Waits(T0))
+    runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    while route.call_count == 0:
+        await asyncio.sleep(0.01)
+    await runtime.aclose()  # SIGTERM: in-flight runs are cancelled
+
+    route.mock(return_value=httpx.Response(200, json={"errcode": 0, "errmsg": "ok"}))
+    restarted = await boot(settings, clock)
+    await restarted.drain()
+    assert route.call_count == 2
+    assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.ACCEPTED]
+    assert restarted.store.get_run("m1").state is RunState.DONE
+    await restarted.aclose()
+
+
+@respx.mock
+async def test_stopped_while_the_post_is_in_flight_stays_uncertain(settings, clock):
+    """The converse: a POST cut off mid-flight may have arrived, so it is never resent."""
+    import asyncio
+
+    started = asyncio.Event()
+    posts = []
+
+    async def hangs(request):
+        posts.append(request)
+        started.set()
+        await asyncio.Event().wait()
+
+    respx.post(url__startswith=HOOK).mock(side_effect=hangs)
+    runtime = await boot(settings, clock)
+    runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    await started.wait()
+    await runtime.aclose()
+
+    restarted = await boot(settings, clock)
+    await restarted.drain()
+    assert len(posts) == 1
+    assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.UNCERTAIN]
+    await restarted.aclose()
