@@ -92,6 +92,11 @@ class ReceiptStatus(StrEnum):
     REFUSED = "refused"  # the action gate said no
     SILENT = "silent"  # the run chose or was told to stay silent
 
+    @property
+    def delivered(self) -> bool:
+        """DingTalk took the message (and, for ``verified``, a readback saw it)."""
+        return self in (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
+
 
 class ActionKind(StrEnum):
     ACK = "ack"

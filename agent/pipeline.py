@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +25,6 @@ from agent.broker import Broker, Settle
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
-    ActionRequest,
     EnrichedInvocation,
     Event,
     Evidence,
@@ -44,9 +42,10 @@ from agent.contracts import (
 )
 from agent.invocation import InvocationBuilder
 from agent.memory import candidates_from
+from agent.outcome import RunOutcome, touches_task
 from agent.recovery import settled_from_records
 from agent.tasks import TaskKeeper
-from gates.action import ActionGate, Refusal, RunTally, load_facts
+from gates.action import ActionGate, Refusal, load_facts
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
@@ -63,38 +62,11 @@ OPERATOR_STOPS = (SilentReason.PAUSED, SilentReason.DENIED, SilentReason.NOT_ALL
 # What it says when the answer takes a while (only then).
 ACK_TEXT = "收到，我看一下，稍等。"
 
-DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
-
 
 class SkillSource(Protocol):
     def for_event(
         self, msgtype: str, scene: str, provider: str
     ) -> tuple[Sequence[Any], SkillSnapshot, list[ActionKind]]: ...
-
-
-@dataclass
-class RunOutcome:
-    """What one execution of a run did, to settle the run's final state."""
-
-    terminal: ReceiptStatus | None = None
-    terminal_kind: ActionKind | None = None
-    stale: bool = False
-    receipts: list[Receipt] = field(default_factory=list)
-    settled: Run | None = None  # the run's final form, if already saved with a receipt
-    terminal_request: ActionRequest | None = None
-    terminal_receipt: Receipt | None = None
-    tally: RunTally = field(default_factory=RunTally)
-    acked: bool = False  # an ack reached the person: something must follow it
-    ends_as: RunState | None = None  # the state the run ends in, whatever is delivered
-
-    def final_state(self) -> RunState:
-        if self.terminal_kind is ActionKind.SILENCE:
-            return RunState.SILENT
-        if self.terminal in DELIVERED:
-            return RunState.WAITING if self.terminal_kind is ActionKind.ASK else RunState.DONE
-        if self.stale:
-            return RunState.INTERRUPTED
-        return RunState.FAILED
 
 
 class Pipeline:
@@ -199,7 +171,7 @@ class Pipeline:
             return self._end_silent(run, SilentReason.PROVIDER_SILENCE, "provider returned nothing")
         # Task work settles the run only after the task has moved: a crash in between
         # leaves the run ``working``, and recovery moves both from the records.
-        task_work = start.continuation is not None or any(map(_touches_task, reply.requests))
+        task_work = start.continuation is not None or any(map(touches_task, reply.requests))
         await self._act(run, reply.requests, outcome, settle_last=not task_work)
         self.tasks.settle(
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
@@ -321,11 +293,11 @@ class Pipeline:
                 )
                 outcome.receipts.append(receipt)
                 status = receipt.status
-                if status not in DELIVERED and status is not ReceiptStatus.SILENT:
+                if not status.delivered and status is not ReceiptStatus.SILENT:
                     break  # do not send the rest of a long reply after a failed piece
             if kind is ActionKind.ACK:
                 tally.acks += 1
-                outcome.acked = outcome.acked or status in DELIVERED
+                outcome.acked = outcome.acked or bool(status and status.delivered)
             else:
                 tally.terminal = kind
                 outcome.terminal, outcome.terminal_kind = status, kind
@@ -423,10 +395,3 @@ class Pipeline:
             created_at=now,
             updated_at=now,
         )
-
-
-def _touches_task(raw: Any) -> bool:
-    """Whether a raw provider request opens or moves a task (an ask, or a task patch)."""
-    if isinstance(raw, ActionRequest):
-        return raw.kind is ActionKind.ASK or raw.task is not None
-    return isinstance(raw, dict) and (raw.get("kind") == "ask" or bool(raw.get("task")))

@@ -16,14 +16,11 @@ from agent.contracts import (
     ActionIntent,
     ActionKind,
     ActionRequest,
-    ReceiptStatus,
     Run,
     RunState,
 )
 from agent.tasks import TaskKeeper
 from storage import Store
-
-DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
 
 
 def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) -> Run | None:
@@ -42,7 +39,7 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
     elif len(statuses) < pieces:
         state = RunState.FAILED
         failure = f"partial reply: {len(statuses)} of {pieces} pieces before the runtime stopped"
-    elif all(status in DELIVERED for status in statuses):
+    elif all(status.delivered for status in statuses):
         state = RunState.WAITING if kind is ActionKind.ASK else RunState.DONE
     else:
         state = RunState.FAILED

@@ -28,7 +28,6 @@ from agent.contracts import (
     ActionKind,
     ActionRequest,
     Receipt,
-    ReceiptStatus,
     Run,
     TaskCheckpoint,
     TaskStatus,
@@ -42,7 +41,6 @@ _STOP = re.compile(
     r"^(?:算了|停|停下|停止|别做了|不用了|取消|先不用了|不要了"
     r"|(?i:stop|cancel|never ?mind|forget it))(?:吧|了|啦)?[\s!！。.~～]*$"
 )
-DELIVERED = (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
 
 
 def is_stop(text: str) -> bool:
@@ -99,7 +97,7 @@ class TaskKeeper:
         """After acting: where the run's terminal action leaves the task."""
         if request is None or receipt is None:
             return task  # nothing was decided (refused, superseded): leave it as it is
-        delivered = receipt.status in DELIVERED
+        delivered = receipt.status.delivered
         patch = request.task
         if request.kind is ActionKind.ASK and delivered:
             waiting_for = (patch.waiting_for if patch else None) or request.text or ""

@@ -1,0 +1,41 @@
+"""What one execution of a run did, and what that makes of the run's final state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.contracts import ActionKind, ActionRequest, Receipt, ReceiptStatus, Run, RunState
+from gates.action import RunTally
+
+
+@dataclass
+class RunOutcome:
+    """What one execution of a run did, to settle the run's final state."""
+
+    terminal: ReceiptStatus | None = None
+    terminal_kind: ActionKind | None = None
+    stale: bool = False
+    receipts: list[Receipt] = field(default_factory=list)
+    settled: Run | None = None  # the run's final form, if already saved with a receipt
+    terminal_request: ActionRequest | None = None
+    terminal_receipt: Receipt | None = None
+    tally: RunTally = field(default_factory=RunTally)
+    acked: bool = False  # an ack reached the person: something must follow it
+    ends_as: RunState | None = None  # the state the run ends in, whatever is delivered
+
+    def final_state(self) -> RunState:
+        if self.terminal_kind is ActionKind.SILENCE:
+            return RunState.SILENT
+        if self.terminal is not None and self.terminal.delivered:
+            return RunState.WAITING if self.terminal_kind is ActionKind.ASK else RunState.DONE
+        if self.stale:
+            return RunState.INTERRUPTED
+        return RunState.FAILED
+
+
+def touches_task(raw: Any) -> bool:
+    """Whether a raw provider request opens or moves a task (an ask, or a task patch)."""
+    if isinstance(raw, ActionRequest):
+        return raw.kind is ActionKind.ASK or raw.task is not None
+    return isinstance(raw, dict) and (raw.get("kind") == "ask" or bool(raw.get("task")))
