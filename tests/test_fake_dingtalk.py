@@ -207,7 +207,7 @@ async def test_delivered_fault_keeps_message_yet_answers_500(fake, http) -> None
 async def test_timeout_fault_makes_client_time_out(fake, http, delivered: bool) -> None:
     fake.arm_fault({"webhook": {"timeout": True, "delivered": delivered}})
     with pytest.raises(httpx.ReadTimeout):
-        await http.post(hook(fake), json=TEXT, timeout=0.1)
+        await http.post(hook(fake), json=TEXT, timeout=httpx.Timeout(5.0, read=0.1))
     assert len(fake.received) == int(delivered)
 
 
