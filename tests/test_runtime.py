@@ -47,6 +47,16 @@ async def boot(settings, clock, crash=None, provider=None):
     return runtime
 
 
+async def die_right_after_ingest(settings, clock):
+    """The daemon stores a message and dies before running it; only the file remains."""
+    crash = CrashPoints()
+    crash.arm("after_ingest")
+    runtime = await boot(settings, clock, crash)
+    with pytest.raises(Crash):
+        runtime.ingest(frame(callback(text="2 + 2 等于几")))
+    runtime.store.close()
+
+
 @respx.mock
 async def test_silent_event_has_silent_receipt_and_no_outbound_call(settings, clock):
     route = respx.route().mock(return_value=httpx.Response(200, json={"errcode": 0}))
@@ -116,12 +126,7 @@ async def test_crash_mid_delivery_leaves_uncertain_receipt_and_never_resends(
 @respx.mock
 async def test_crash_after_ingest_is_processed_on_restart(settings, clock):
     route = webhook_ok()
-    crash = CrashPoints()
-    crash.arm("after_ingest")
-    runtime = await boot(settings, clock, crash)
-    with pytest.raises(Crash):
-        runtime.ingest(frame(callback(text="2 + 2 等于几")))
-    runtime.store.close()
+    await die_right_after_ingest(settings, clock)
     restarted = await boot(settings, clock)
     await restarted.drain()
     assert route.call_count == 1
@@ -299,12 +304,7 @@ async def test_crash_between_pieces_of_a_long_reply_is_a_partial_failure(setting
 @respx.mock
 async def test_a_message_that_arrived_fresh_is_answered_after_a_long_outage(settings, clock):
     route = webhook_ok()
-    crash = CrashPoints()
-    crash.arm("after_ingest")
-    runtime = await boot(settings, clock, crash)
-    with pytest.raises(Crash):
-        runtime.ingest(frame(callback(text="2 + 2 等于几")))
-    runtime.store.close()
+    await die_right_after_ingest(settings, clock)
     clock.advance_to(T0 + 3600)  # the daemon was down for an hour
     restarted = await boot(settings, clock)
     await restarted.drain()
