@@ -10,6 +10,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -87,6 +88,9 @@ class Settings(BaseModel):
     openapi_base_url: str = DINGTALK_API
     # Webhooks within this many seconds of expiry are treated as expired.
     webhook_expiry_margin_s: float = Field(default=30, ge=0)
+    # Session webhooks are contacted only on these origins (scheme://host[:port]); a frame
+    # naming any other URL is answered by OpenAPI instead, with the reason on the receipt.
+    webhook_origins: list[str] = Field(default_factory=lambda: ["https://oapi.dingtalk.com"])
 
     # outbound HTTP
     connect_timeout_s: float = Field(default=5, gt=0)
@@ -103,6 +107,19 @@ class Settings(BaseModel):
     store_synchronous: Literal["normal", "full"] = "normal"
     max_concurrent_runs: int = Field(default=16, ge=1)
     shutdown_grace_s: float = Field(default=10, ge=0)
+    # The store is the queue: at most this many runs wait in memory; the rest stay durable
+    # in the store and are picked up by the recovery loop as capacity frees.
+    max_queued_runs: int = Field(default=1000, ge=1)
+    # A run is owned under a lease renewed while it works; the recovery loop takes over
+    # only runs whose lease expired (an owner that stopped renewing).
+    run_lease_s: float = Field(default=60, gt=0)
+    # How often the recovery loop looks for stored events without a finished run.
+    recovery_interval_s: float = Field(default=5, gt=0)
+    # Readiness: the store's write probe gives up after this long (never the busy timeout).
+    store_probe_timeout_s: float = Field(default=0.5, gt=0)
+    # Frames up to this size are read; larger ones are quarantined (and acked when their
+    # id can be read) instead of dropping the connection.
+    max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
 
     # the Stream Mode connection (see agent/connector.py)
     stream_ping_interval_s: float = Field(default=10, gt=0)
@@ -141,6 +158,27 @@ class Settings(BaseModel):
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
+
+    @field_validator("webhook_origins")
+    @classmethod
+    def _origins(cls, values: list[str]) -> list[str]:
+        origins = []
+        for value in values:
+            parts = urlsplit(value)
+            if parts.scheme not in ("https", "http") or not parts.hostname:
+                raise ValueError(f"{value!r} is not an origin like https://oapi.dingtalk.com")
+            if parts.path.strip("/") or parts.query or parts.fragment or parts.username:
+                raise ValueError(f"{value!r}: an origin is scheme://host[:port], nothing more")
+            origins.append(f"{parts.scheme}://{parts.netloc.lower()}")
+        return origins
+
+    @model_validator(mode="before")
+    @classmethod
+    def _robot_code_defaults_to_client_id(cls, data: Any) -> Any:
+        # An app robot's code is its app key unless the operator says otherwise.
+        if isinstance(data, dict) and data.get("client_id") and not data.get("robot_code"):
+            data = {**data, "robot_code": data["client_id"]}
+        return data
 
     @model_validator(mode="after")
     def _provider_is_configured(self) -> Settings:

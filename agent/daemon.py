@@ -48,9 +48,6 @@ def connector_config(settings: Settings) -> ConnectorConfig:
 
 class Daemon:
     def __init__(self, settings: Settings, record: Path | None = None) -> None:
-        if settings.robot_code is None and settings.client_id:
-            # An app robot's code is its app key unless the operator says otherwise.
-            settings = settings.with_overrides({"robot_code": settings.client_id})
         self.settings = settings
         self.config = connector_config(settings)
         # Load (and so validate) skills and the provider now: a broken SKILL.md or provider
