@@ -194,7 +194,12 @@ class Broker:
             # DingTalk said the webhook is gone: nothing was delivered, so the OpenAPI may
             # carry the same message. The next attempt is stored before it is sent.
             attempt_next, request = self._attempt(intent, fallback)
-            self.store.finish_attempt(attempt, start_next=attempt_next)
+            await patiently(
+                lambda done=attempt, then=attempt_next: self.store.finish_attempt(
+                    done, start_next=then
+                ),
+                attempts=None,
+            )
             attempt = attempt_next
         evidence = delivery.evidence.model_copy(
             update={"channels_tried": tried, "retries": retries}
@@ -223,15 +228,22 @@ class Broker:
                 "text": intent.content.text,
                 "sent_at": attempt.finished_at,
             }
-        # Something may have reached the person: this record must survive a locked store.
+        # Something may have reached the person: this record outlasts a locked or full
+        # store (waited out for as long as it takes; only a stop cancels the wait, and then
+        # the open attempt is reconciled as uncertain).
         settled = settle(receipt) if settle else None
-        await patiently(lambda: self.store.finish_delivery(attempt, receipt, outbound, settled))
+        await patiently(
+            lambda: self.store.finish_delivery(attempt, receipt, outbound, settled),
+            attempts=None,
+        )
         return receipt
 
-    def reconcile_interrupted(self) -> list[Receipt]:
-        """Start-up: attempts a crash cut off are ``uncertain`` — recorded, never resent."""
+    def reconcile_interrupted(self, event_id: str | None = None) -> list[Receipt]:
+        """Attempts an execution left open (it crashed, or the store failed under it) are
+        ``uncertain`` — recorded, never resent. All of them at start-up, or one run's
+        before it is driven again."""
         receipts = []
-        for attempt, intent in self.store.interrupted_attempts():
+        for attempt, intent in self.store.interrupted_attempts(event_id):
             run = self.store.get_run(intent.event_id)
             if run is None:
                 continue

@@ -23,6 +23,9 @@ class RunOutcome:
     tally: RunTally = field(default_factory=RunTally)
     acked: bool = False  # an ack reached the person: something must follow it
     ends_as: RunState | None = None  # the state the run ends in, whatever is delivered
+    # The gate refused the answer itself (not a repeat or a superseded run): the person is
+    # still owed a word, and the refusal is kept on the run.
+    refused_answer: str | None = None
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:

@@ -40,18 +40,19 @@ from agent.contracts import (
     Verdict,
     new_id,
 )
+from agent.gate_facts import load_facts
 from agent.invocation import InvocationBuilder
 from agent.memory import candidates_from
 from agent.outcome import RunOutcome, touches_task
 from agent.recovery import settled_from_records
 from agent.tasks import TaskKeeper
-from gates.action import ActionGate, Refusal, load_facts
+from gates.action import ActionGate, Refusal
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
 from skills.rundir import prepare_run_dir
-from storage import Store
-from storage.patience import patiently
+from storage import Lease, Store
+from storage.patience import is_transient, patiently
 
 log = logging.getLogger("dta.pipeline")
 
@@ -59,6 +60,18 @@ log = logging.getLogger("dta.pipeline")
 HONEST_FAILURE = "抱歉，这次没能处理好你的请求，请稍后再试或换个说法。"
 # Operator decisions that apply even to work accepted before they were made.
 OPERATOR_STOPS = (SilentReason.PAUSED, SilentReason.DENIED, SilentReason.NOT_ALLOWED)
+# Refusals of the answer itself: the provider produced something the gate will not send, so
+# the person gets the same short honest reply as for an unreadable answer. (A repeat, a
+# superseded run, another robot's event, an exhausted budget or an unreachable target
+# get nothing more.)
+ANSWER_REFUSALS = frozenset(
+    {
+        RefusalReason.SCHEMA_INVALID,
+        RefusalReason.ACTION_NOT_ALLOWED,
+        RefusalReason.CONTENT_TOO_LARGE,
+        RefusalReason.SECRET_IN_CONTENT,
+    }
+)
 # What it says when the answer takes a while (only then).
 ACK_TEXT = "收到，我看一下，稍等。"
 
@@ -84,6 +97,8 @@ class Pipeline:
         tasks: TaskKeeper,
         run_dir: Path | None = None,
         ack_after_s: float = 3.0,
+        owner: str = "local",
+        lease_s: float = 60.0,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -96,13 +111,26 @@ class Pipeline:
         self.tasks = tasks
         self.run_dir = run_dir
         self.ack_after_s = ack_after_s
+        self.owner = owner
+        self.lease_s = lease_s
+
+    def lease(self, now: float) -> Lease:
+        """The claim this runtime puts on a run it opens (renewed while it works)."""
+        return Lease(self.owner, now + self.lease_s, now)
 
     async def process(self, event: Event, generation: int | None = None) -> Run | None:
-        """Run the event end to end. Whatever goes wrong, the run ends with a receipt
-        (``internal_error``) rather than staying ``working`` until the next start."""
+        """Run the event end to end; None when another owner holds its run.
+
+        A store that cannot take writes for a while (locked, full) raises
+        ``StoreUnavailable``: the run stays ``working`` and the runtime drives it again once
+        the store recovers. Whatever else goes wrong, the run ends with a receipt
+        (``internal_error``) rather than staying ``working``.
+        """
         try:
             return await self._process(event, generation)
         except Exception as exc:
+            if is_transient(exc):
+                raise
             log.exception("run failed unexpectedly", extra={"event_id": event.event_id})
             return await self._abandon(event, exc)
 
@@ -127,15 +155,24 @@ class Pipeline:
             )
             await patiently(lambda: self.store.add_receipt(receipt, run))
             return run
-        except Exception:  # the store itself is failing: recovery at start-up takes it
+        except Exception as failure:
+            if is_transient(failure):
+                raise  # the store is failing: the runtime drives the event again later
             log.exception("could not record the failure", extra={"event_id": event.event_id})
             return None
 
-    async def _process(self, event: Event, generation: int | None) -> Run:
-        skills, run, decision, again = self._open(event, generation)
+    async def _process(self, event: Event, generation: int | None) -> Run | None:
+        opened = self._open(event, generation)
+        if opened is None:
+            return None
+        skills, run, decision, again = opened
         if run.state.is_finished:
             return run
         if again:
+            # An earlier execution stopped (a crash, or a store that failed under it):
+            # what it left open is uncertain or provably unsent before anything else.
+            self.broker.reconcile_interrupted(event.event_id)
+            self.store.drop_unsent_intents(event.event_id)
             settled = settled_from_records(self.store, self.tasks, run, self.clock.now())
             if settled is not None:
                 return settled
@@ -173,6 +210,9 @@ class Pipeline:
         # leaves the run ``working``, and recovery moves both from the records.
         task_work = start.continuation is not None or any(map(touches_task, reply.requests))
         await self._act(run, reply.requests, outcome, settle_last=not task_work)
+        if outcome.terminal is None and outcome.refused_answer is not None:
+            refused = ProviderFailed("refused_by_gate", outcome.refused_answer)
+            return await self._fail_honestly(run, refused, outcome)
         self.tasks.settle(
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
         )
@@ -212,8 +252,9 @@ class Pipeline:
 
     def _open(
         self, event: Event, generation: int | None
-    ) -> tuple[Sequence[Any], Run, ResponseDecision, bool]:
-        """The run and its verdict: new, or as an earlier (crashed) execution left them."""
+    ) -> tuple[Sequence[Any], Run, ResponseDecision, bool] | None:
+        """The run and its verdict: new, or as an earlier (stopped) execution left them;
+        None while another owner's lease on the run holds."""
         now = self.clock.now()
         skills, snapshot, allowed = self.skills.for_event(
             event.msgtype, event.conversation.type.value, self.provider.name
@@ -222,7 +263,10 @@ class Pipeline:
             generation = self.store.event_generation(event.event_id)
         decision = self.response_gate.decide(event, now)
         fresh = self._new_run(event, snapshot, allowed, generation, now)
-        run = self.store.open_run(fresh, decision)
+        run = self.store.open_run(fresh, decision, self.lease(now))
+        if run is None:
+            log.info("run held by another owner", extra={"event_id": event.event_id})
+            return None
         again = run.run_id != fresh.run_id
         if again:
             # The event already had a run: its first recorded verdict stands.
@@ -267,6 +311,8 @@ class Pipeline:
                 outcome.receipts.append(receipt)
                 if verdict.reason is RefusalReason.STALE_GENERATION:
                     outcome.stale = True
+                if verdict.reason in ANSWER_REFUSALS and (verdict.kind is None or verdict.terminal):
+                    outcome.refused_answer = f"{verdict.reason.value}: {verdict.detail}"[:500]
                 if (
                     verdict.reason is RefusalReason.DUPLICATE_INTENT
                     and verdict.first_receipt is not None

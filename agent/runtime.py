@@ -4,122 +4,77 @@ The daemon, the lab and the benchmarks all build a ``Runtime`` from ``Settings``
 clock, the HTTP client and (in the lab) the crash points differ.
 
     runtime = Runtime(settings)
-    await runtime.start()               # reconcile what a crash left behind
+    await runtime.start()               # reconcile what a crash left behind, queue the rest
     runtime.ingest(raw_frame)            # durable; returns what to ack
-    await runtime.drain()                # wait for the runs to finish
+    await runtime.drain()                # wait for the runs in memory to finish
     await runtime.aclose()
+
+The store is the queue. An acked event is work until its run has ended, and memory holds
+only a bounded window of it (``max_queued_runs``): beyond that, events wait in the store.
+``tick`` is the recovery pass — renew the leases of runs being worked on, drive again the
+runs a failing store interrupted (with back-off), and pick up stored events without a
+finished run. The daemon runs it in a loop (``start(recovery_loop=True)``); the lab calls
+it as its virtual clock moves (``drain_store``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+import secrets
+import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 import httpx
 
 from agent.broker import Broker
 from agent.clock import Clock, SystemClock
+from agent.components import (
+    action_policy,
+    build_provider,
+    invocation_limits,
+    response_policy,
+    transport_config,
+)
 from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dispatcher import Dispatcher
 from agent.ingest import FrameKind, Ingestor, IngestResult
-from agent.invocation import InvocationBuilder, InvocationLimits
-from agent.openapi import TransportConfig
+from agent.invocation import InvocationBuilder
 from agent.pipeline import Pipeline
 from agent.tasks import TaskKeeper
 from agent.transport import DingTalkTransport
-from gates.action import ActionGate, ActionPolicy
-from gates.response import ResponseGate, ResponsePolicy
+from gates.action import ActionGate
+from gates.response import ResponseGate
 from skills.loader import SkillLibrary
 from skills.providers.base import Provider
-from skills.providers.command import CommandConfig, CommandProvider
-from skills.providers.openai import OpenAIConfig, OpenAIProvider
-from skills.providers.rules import RulesProvider
 from storage import Store
+from storage.patience import is_transient
 
 log = logging.getLogger("dta.runtime")
 
+__all__ = ["Runtime", "build_provider", "transport_config"]
 
-def response_policy(settings: Settings) -> ResponsePolicy:
-    return ResponsePolicy(
-        paused=settings.paused,
-        allow_users=frozenset(settings.allow_users),
-        deny_users=frozenset(settings.deny_users),
-        allow_conversations=frozenset(settings.allow_conversations),
-        max_event_age_s=settings.max_event_age_s,
-        supported_msgtypes=frozenset(settings.supported_msgtypes),
-        robot_code=settings.robot_code,
-    )
+RETRY_BASE_S = 0.5  # first wait before a run the store interrupted is driven again
+RETRY_MAX_S = 30.0
 
 
-def action_policy(settings: Settings) -> ActionPolicy:
-    return ActionPolicy(
-        robot_code=settings.robot_code,
-        write_budget_per_conversation_per_minute=settings.write_budget_per_conversation_per_minute,
-        write_budget_per_day=settings.write_budget_per_day,
-        max_reply_chars=settings.max_reply_chars,
-        max_reply_chunks=settings.max_reply_chunks,
-        has_openapi_credentials=settings.has_openapi_credentials,
-        webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
-        secrets=tuple(settings.secret_values),
-    )
+def owner_id() -> str:
+    """This process as a run owner: readable (host and pid) and unique across restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-def transport_config(settings: Settings) -> TransportConfig:
-    secret = settings.client_secret.get_secret_value() if settings.client_secret else None
-    return TransportConfig(
-        openapi_base_url=settings.openapi_base_url,
-        client_id=settings.client_id,
-        client_secret=secret,
-        robot_code=settings.robot_code,
-        connect_timeout_s=settings.connect_timeout_s,
-        read_timeout_s=settings.read_timeout_s,
-        send_retries=settings.send_retries,
-        max_retry_after_s=settings.max_retry_after_s,
-        webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
-        max_connections=settings.http_max_connections,
-        proxy=settings.http_proxy,
-        directory_base_url=settings.directory_base_url if settings.identity_lookup else None,
-        directory_timeout_s=settings.identity_timeout_s,
-    )
-
-
-def invocation_limits(settings: Settings) -> InvocationLimits:
-    return InvocationLimits(
-        max_text_chars=settings.max_text_chars,
-        max_quote_chars=settings.max_quote_chars,
-        burst_window_s=settings.burst_window_s,
-        max_burst_messages=settings.max_burst_messages,
-        identity_ttl_s=settings.identity_ttl_s,
-    )
-
-
-def build_provider(settings: Settings) -> Provider:
-    if settings.provider == "openai":
-        assert settings.openai_base_url and settings.openai_model  # checked by Settings
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        config = OpenAIConfig(
-            base_url=settings.openai_base_url,
-            model=settings.openai_model,
-            api_key=key,
-            timeout_s=settings.openai_timeout_s,
-            max_retries=settings.openai_max_retries,
-            response_format=settings.openai_response_format,
-        )
-        return OpenAIProvider(config, settings.agent)
-    if settings.provider == "command":
-        return CommandProvider(
-            CommandConfig(
-                argv=tuple(settings.command),
-                runs_root=settings.command_runs_root,
-                timeout_s=settings.command_timeout_s,
-                env=tuple(settings.command_env),
-                keep_runs=settings.command_keep_runs,
-            )
-        )
-    return RulesProvider(settings.agent, settings.knowledge_dir)
+@dataclass
+class _Retry:
+    event: Event
+    due: float
+    tries: int
 
 
 class Runtime:
@@ -137,6 +92,7 @@ class Runtime:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.crash = crash or CrashPoints()
+        self.owner = owner_id()
         self.store = Store(store_path or settings.store_path, settings.store_synchronous)
         self.response_gate = ResponseGate(response_policy(settings))
         self.ingestor = Ingestor(self.store, self.response_gate.engages)
@@ -159,24 +115,61 @@ class Runtime:
             tasks=TaskKeeper(self.store, self.clock),
             run_dir=settings.run_dir,
             ack_after_s=settings.ack_after_s,
+            owner=self.owner,
+            lease_s=settings.run_lease_s,
         )
         self.dispatcher = Dispatcher(settings.max_concurrent_runs)
         # Told how long each event took from receipt to finished run (metrics).
         self.on_run_finished: Callable[[float], None] | None = None
+        self._inflight: set[str] = set()  # queued or running, by event id
+        self._retries: dict[str, _Retry] = {}  # interrupted by the store, waiting to go again
+        self._spilling = False  # memory is full: new events wait in the store, in order
+        self._watermark = 0  # every stored event at or below this rowid has a finished run
+        self._renewed_at = float("-inf")
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
 
-    async def start(self) -> int:
-        """Reconcile a previous crash, then queue every stored event not yet finished."""
+    async def __aenter__(self) -> Runtime:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def queued(self) -> int:
+        """Runs held in memory (queued or running) plus those waiting out a store failure."""
+        return len(self._inflight) + len(self._retries)
+
+    async def start(self, recovery_loop: bool = False) -> int:
+        """Reconcile what a previous process left, then queue stored unfinished work.
+
+        One daemon per SQLite store (its instance lock proves any earlier owner is dead),
+        so every other owner's lease is void: its unfinished runs are taken over now, its
+        open attempts become ``uncertain`` and its unsent intents are forgotten.
+        """
+        expired = self.store.expire_leases(except_owner=self.owner)
         uncertain = self.broker.reconcile_interrupted()
         dropped = self.store.drop_unsent_intents()
-        pending = self.store.pending_events()
-        for event in pending:
-            self.submit(event)
-        if uncertain or dropped or pending:
+        resumed = self.tick(force=True)
+        if uncertain or dropped or expired or resumed:
             log.warning(
                 "recovered after an unclean stop",
-                extra={"uncertain": len(uncertain), "unsent": dropped, "resumed": len(pending)},
+                extra={
+                    "uncertain": len(uncertain),
+                    "unsent": dropped,
+                    "taken_over": expired,
+                    "resumed": resumed,
+                },
             )
-        return len(pending)
+        if recovery_loop:
+            self._loop_task = asyncio.get_running_loop().create_task(self._recover_forever())
+        return resumed
 
     def ingest(self, raw: str | bytes, received_at: float | None = None) -> IngestResult:
         """Store a frame durably and queue its event; the caller acks after this returns."""
@@ -186,20 +179,141 @@ class Runtime:
             self.submit(result.event, result.generation)
         return result
 
-    def submit(self, event: Event, generation: int | None = None) -> None:
-        """Queue the event's run on its thread; ``generation`` saves a read when known."""
+    def submit(self, event: Event, generation: int | None = None) -> bool:
+        """Queue the event's run on its thread, if memory has room; else it waits in the
+        store (durable already) and the recovery pass picks it up in arrival order.
+        ``generation`` saves a read when known. False when it was left to the store."""
+        if event.event_id in self._inflight or event.event_id in self._retries:
+            return True
+        if self._spilling or self.queued >= self.settings.max_queued_runs:
+            if not self._spilling:
+                log.warning("run queue full; new events wait in the store")
+            self._spilling = True
+            return False
+        self._queue(event, generation)
+        return True
+
+    def _queue(self, event: Event, generation: int | None = None) -> None:
+        self._inflight.add(event.event_id)
 
         async def job() -> None:
-            await self.pipeline.process(event, generation)
-            if self.on_run_finished is not None:
+            try:
+                run = await self.pipeline.process(event, generation)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                self._retry_later(event, exc)
+                return
+            finally:
+                self._inflight.discard(event.event_id)
+                self._wake.set()
+            if run is not None and run.state.is_finished and self.on_run_finished is not None:
                 self.on_run_finished(max(0.0, self.clock.now() - event.received_at))
 
         self.dispatcher.submit(event.thread_key, job)
 
+    def _retry_later(self, event: Event, exc: Exception) -> None:
+        """The store failed under a run: it stays ``working`` and goes again after a wait."""
+        previous = self._retries.get(event.event_id)
+        tries = previous.tries + 1 if previous else 1
+        wait = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (tries - 1))
+        self._retries[event.event_id] = _Retry(event, self.clock.now() + wait, tries)
+        log.warning(
+            "store unavailable; run will be driven again",
+            extra={"event_id": event.event_id, "in_s": wait, "error": str(exc)[:200]},
+        )
+
+    # ------------------------------------------------------------------ recovery
+
+    def tick(self, force: bool = False) -> int:
+        """One recovery pass; returns how many runs it queued.
+
+        Renews the leases of the runs in memory, queues the interrupted runs whose wait is
+        over (all of them when ``force``), and picks up stored events without a finished
+        run that nobody holds. Raises the store's error when the store is unavailable.
+        """
+        now = self.clock.now()
+        if now - self._renewed_at >= self.settings.run_lease_s / 3:
+            self.store.renew_leases(
+                self.owner, sorted(self._inflight), now + self.settings.run_lease_s
+            )
+            self._renewed_at = now
+        queued = 0
+        for event_id, retry in list(self._retries.items()):
+            if force or retry.due <= now:
+                del self._retries[event_id]
+                self._queue(retry.event)
+                queued += 1
+        return queued + self._pick_up_stored(now)
+
+    def _pick_up_stored(self, now: float) -> int:
+        room = self.settings.max_queued_runs - self.queued
+        limit = self.queued + max(room, 0) + 100
+        top = self.store.max_event_rowid()
+        pending = self.store.unfinished_work(self._watermark, limit)
+        self._watermark = pending[0].rowid - 1 if pending else max(self._watermark, top)
+        queued = 0
+        for item in pending:
+            event_id = item.event.event_id
+            if event_id in self._inflight or event_id in self._retries:
+                continue
+            if not item.free_for(self.owner, now):
+                continue  # another owner's lease holds (replicas)
+            if self.queued >= self.settings.max_queued_runs:
+                self._spilling = True  # the rest waits for room, and new events behind it
+                return queued
+            self._queue(item.event)
+            queued += 1
+        if len(pending) < limit and self._spilling:
+            log.info("run queue caught up with the store")
+            self._spilling = False
+        return queued
+
+    async def _recover_forever(self) -> None:
+        """The daemon's recovery loop: a pass every ``recovery_interval_s``, sooner when a
+        run ends while events wait in the store or an interrupted run's wait is over."""
+        failures = 0
+        while True:
+            wait = self.settings.recovery_interval_s
+            try:
+                self.tick()
+                failures = 0
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.exception("recovery pass failed")
+                else:
+                    log.warning("recovery pass: store unavailable", extra={"error": str(exc)})
+                failures += 1
+                wait = min(RETRY_MAX_S, RETRY_BASE_S * 2**failures)
+            if self._retries:
+                due = min(retry.due for retry in self._retries.values())
+                wait = max(0.05, min(wait, due - self.clock.now()))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                if self._spilling:
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                else:
+                    await asyncio.sleep(wait)
+
     async def drain(self) -> None:
+        """Wait for the runs in memory to finish (a stop: nothing new is started)."""
+        await self.dispatcher.join()
+
+    async def drain_store(self, rounds: int = 20) -> None:
+        """Work until no stored event lacks a finished run (the lab's "drain"): runs in
+        memory, runs the store interrupted (their waits cut short) and events that waited
+        in the store. Bounded, so a store that keeps failing cannot hang the caller."""
+        for _ in range(rounds):
+            await self.dispatcher.join()
+            if self.tick(force=True) == 0 and not self._inflight:
+                return
         await self.dispatcher.join()
 
     async def aclose(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
         await self.dispatcher.cancel(timeout=5)
         await self.transport.aclose()
         close = getattr(self.pipeline.provider, "aclose", None)

@@ -1,18 +1,24 @@
 """The action gate: re-checks every request right before it could become a side effect.
 
-The checks run in a fixed order and the first failure refuses the request with a stable
-code. Approval binds the request to its run: the target is always copied from the run's
-origin, never taken from the request (which has no target field to begin with).
+Like the response gate it is an ordered table (``CHECKS``): each row is a small named
+function that lets the request pass (``None``) or refuses it with a stable
+``RefusalReason``, and the first refusal decides. Every verdict lists the checks that ran,
+in order, so a receipt or an intent's ``gate_checks`` shows how far the request got.
+Approval binds the request to its run: the target is always copied from the run's origin,
+never taken from the request (which has no target field to begin with).
 
-``ActionGate.decide`` is pure. The few facts it needs from the store are gathered by
-``load_facts`` and handed in.
+The gate is pure: it decides over data handed to it. The store facts it needs
+(``ActionFacts``) are gathered outside this package, by ``agent.gate_facts.load_facts``, so
+a decision can be tested, replayed and explained from data alone.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -24,15 +30,14 @@ from agent.contracts import (
     Receipt,
     RefusalReason,
     Run,
-    TaskPatch,
     new_id,
 )
-from storage import Store
 
 GATE_VERSION = "action-gate/1"
 # A session webhook URL lets anyone post into the conversation while it lives.
 _WEBHOOK_URL = re.compile(r"sendBySession(?:\?|%3F)session(?:=|%3D)", re.IGNORECASE)
 MAX_TITLE_CHARS = 64  # a markdown title is a notification line, not a second body
+# The write-budget windows: ``ActionFacts`` counts writes over exactly these spans.
 DAY_S = 86_400.0
 MINUTE_S = 60.0
 
@@ -64,7 +69,11 @@ class RunTally:
 
 @dataclass(frozen=True)
 class ActionFacts:
-    """Store facts for one run at one moment (see ``load_facts``)."""
+    """Store facts for one run at one moment, loaded by the caller before each decision.
+
+    Writes are counted over the last ``MINUTE_S`` in the run's conversation and the last
+    ``DAY_S`` in total; ``taken_keys`` covers the run's ``slot_keys``.
+    """
 
     now: float
     thread_generation: int
@@ -78,16 +87,24 @@ class ActionFacts:
 class Approval:
     request: ActionRequest
     intents: list[ActionIntent]
-    checks: list[str]
+    checked: list[str]
 
 
 @dataclass(frozen=True)
 class Refusal:
+    """A refused request; ``checked`` ends with the name of the check that refused it."""
+
     reason: RefusalReason
     detail: str
-    checks: list[str]
+    checked: list[str]
     kind: ActionKind | None = None
     first_receipt: Receipt | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """Did the refused request claim to end the run? The caller then still owes the
+        person an answer (an invalid request counts if it named a terminal kind)."""
+        return self.kind is not None and self.kind.is_terminal
 
 
 def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1) -> str:
@@ -96,18 +113,9 @@ def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1) -> str:
     return f"{event_id}:{slot}" if chunk == 1 else f"{event_id}:{slot}#{chunk}"
 
 
-def load_facts(store: Store, run: Run, now: float) -> ActionFacts:
-    keys = [idempotency_key(run.event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
-    generation, last_minute, last_day, taken = store.gate_facts(
-        run.thread_key, run.origin.conversation_id, now - MINUTE_S, now - DAY_S, keys
-    )
-    return ActionFacts(
-        now=now,
-        thread_generation=generation,
-        writes_last_minute=last_minute,
-        writes_last_day=last_day,
-        taken_keys=taken,
-    )
+def slot_keys(event_id: str) -> list[str]:
+    """The keys whose use the idempotency check looks up: the event's ack and terminal slots."""
+    return [idempotency_key(event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
 
 
 def split_text(text: str, size: int) -> list[str]:
@@ -123,6 +131,207 @@ def split_text(text: str, size: int) -> list[str]:
     return pieces
 
 
+@dataclass(frozen=True)
+class _Case:
+    """One request under review and everything a check may read (what the response gate
+    calls its facts). Derived values are computed once, when a check first needs them."""
+
+    raw: Any
+    run: Run
+    tally: RunTally
+    facts: ActionFacts
+    policy: ActionPolicy
+
+    @cached_property
+    def parsed(self) -> ActionRequest | ValidationError:
+        raw = self.raw
+        if isinstance(raw, ActionRequest):
+            return raw
+        try:
+            return ActionRequest.model_validate(raw)
+        except ValidationError as exc:
+            return exc
+
+    @property
+    def request(self) -> ActionRequest:
+        """The valid request: every check after ``schema`` relies on it."""
+        parsed = self.parsed
+        if isinstance(parsed, ValidationError):
+            raise parsed
+        return parsed
+
+    @property
+    def kind(self) -> ActionKind | None:
+        """The kind to record on a refusal, also when the request itself was invalid."""
+        parsed = self.parsed
+        return _kind_of(self.raw) if isinstance(parsed, ValidationError) else parsed.kind
+
+    @cached_property
+    def body(self) -> str:
+        request = self.request
+        return request.text if request.text is not None else request.markdown or ""
+
+    @cached_property
+    def pieces(self) -> list[str]:
+        """The messages the body takes (write budget and content both count them)."""
+        return split_text(self.body, self.policy.max_reply_chars)
+
+    @property
+    def allowed_pieces(self) -> int:
+        return self.policy.max_reply_chunks if self.request.kind is ActionKind.REPLY else 1
+
+
+@dataclass(frozen=True)
+class _Refused:
+    reason: RefusalReason
+    detail: str
+    first_receipt: Receipt | None = None
+
+
+def _schema(c: _Case) -> _Refused | None:
+    """A valid ActionRequest: it has no target, robot or user field to smuggle in."""
+    if not isinstance(c.parsed, ValidationError):
+        return None
+    first = c.parsed.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "request"
+    return _Refused(RefusalReason.SCHEMA_INVALID, f"{where}: {first['msg']}")
+
+
+def _allowed_action(c: _Case) -> _Refused | None:
+    """The run's skills decide which kinds of action it may take."""
+    kind = c.request.kind
+    if kind in c.run.allowed_actions:
+        return None
+    return _Refused(RefusalReason.ACTION_NOT_ALLOWED, f"{kind.value} is not allowed")
+
+
+def _run_state(c: _Case) -> _Refused | None:
+    """Nothing after silence, nothing after a terminal action."""
+    terminal = c.tally.terminal
+    if terminal is ActionKind.SILENCE:
+        return _Refused(RefusalReason.RUN_SILENT, "the run already chose silence")
+    if terminal is not None:
+        return _Refused(RefusalReason.RUN_TERMINAL, f"the run already ended with {terminal}")
+    return None
+
+
+def _generation(c: _Case) -> _Refused | None:
+    """A newer message in the same thread supersedes this run."""
+    ours, thread = c.run.generation, c.facts.thread_generation
+    if ours >= thread:
+        return None
+    return _Refused(
+        RefusalReason.STALE_GENERATION, f"run generation {ours} < thread generation {thread}"
+    )
+
+
+def _run_budget(c: _Case) -> _Refused | None:
+    """At most one ack per run (the terminal slot is guarded by ``run_state``)."""
+    if c.request.kind is ActionKind.ACK and c.tally.acks >= 1:
+        return _Refused(RefusalReason.RUN_BUDGET, "a run may ack at most once")
+    return None
+
+
+def _idempotency(c: _Case) -> _Refused | None:
+    """A repeat of a slot already used (e.g. by a crashed execution) gets its first receipt."""
+    key = idempotency_key(c.run.event_id, c.request.kind)
+    if key not in c.facts.taken_keys:
+        return None
+    return _Refused(
+        RefusalReason.DUPLICATE_INTENT,
+        f"idempotency key {key} already used",
+        c.facts.taken_keys[key],
+    )
+
+
+def _identity(c: _Case) -> _Refused | None:
+    """The run must belong to the robot this daemon is bound to."""
+    configured, seen = c.policy.robot_code, c.run.origin.robot_code
+    if not configured or seen == configured:
+        return None
+    return _Refused(
+        RefusalReason.IDENTITY_MISMATCH, f"event robot {seen!r} is not the configured robot"
+    )
+
+
+def _write_budget(c: _Case) -> _Refused | None:
+    """Per conversation per minute and per day, counting every message a chunked reply takes
+    (a reply too long to send at all costs its limit; ``content`` refuses it later)."""
+    cost = min(len(c.pieces), c.allowed_pieces)
+    facts, policy = c.facts, c.policy
+    per_minute = policy.write_budget_per_conversation_per_minute
+    if facts.writes_last_minute + cost > per_minute:
+        return _Refused(
+            RefusalReason.WRITE_BUDGET,
+            f"{facts.writes_last_minute} writes in this conversation in the last minute;"
+            f" budget {per_minute}",
+        )
+    if facts.writes_last_day + cost > policy.write_budget_per_day:
+        return _Refused(
+            RefusalReason.WRITE_BUDGET,
+            f"{facts.writes_last_day} writes today; budget {policy.write_budget_per_day}",
+        )
+    return None
+
+
+def _target(c: _Case) -> _Refused | None:
+    """The origin must still be reachable: a live session webhook or OpenAPI credentials."""
+    webhook = c.run.origin.session_webhook
+    if webhook is not None and webhook.valid_at(c.facts.now, c.policy.webhook_expiry_margin_s):
+        return None
+    if c.policy.has_openapi_credentials:
+        return None
+    return _Refused(
+        RefusalReason.TARGET_UNAVAILABLE,
+        "session webhook expired and no OpenAPI credentials configured",
+    )
+
+
+def _content(c: _Case) -> _Refused | None:
+    """Long replies are chunked up to a bound, titles stay short, no secret is ever said."""
+    pieces, allowed = c.pieces, c.allowed_pieces
+    if len(pieces) > allowed:
+        return _Refused(
+            RefusalReason.CONTENT_TOO_LARGE,
+            f"{len(c.body)} characters need {len(pieces)} messages; limit {allowed}",
+        )
+    title = c.request.title or ""
+    if len(title) > MAX_TITLE_CHARS:
+        return _Refused(
+            RefusalReason.CONTENT_TOO_LARGE,
+            f"title has {len(title)} characters; limit {MAX_TITLE_CHARS}",
+        )
+    said = f"{title}\n{c.body}"  # everything that goes on the wire
+    if _WEBHOOK_URL.search(said) or any(s in said for s in c.policy.secrets if s):
+        return _Refused(
+            RefusalReason.SECRET_IN_CONTENT,
+            "the text contains a configured secret or a session webhook URL",
+        )
+    return None
+
+
+class _Check(NamedTuple):
+    name: str
+    test: Callable[[_Case], _Refused | None]
+    # Silence sends nothing: identity, budget, target and content do not apply to it.
+    messages_only: bool = False
+
+
+# Checked in this order; the first refusal decides (RefusalReason lists its codes in this order).
+CHECKS: tuple[_Check, ...] = (
+    _Check("schema", _schema),
+    _Check("allowed_action", _allowed_action),
+    _Check("run_state", _run_state),
+    _Check("generation", _generation),
+    _Check("run_budget", _run_budget),
+    _Check("idempotency", _idempotency),
+    _Check("identity", _identity, messages_only=True),
+    _Check("write_budget", _write_budget, messages_only=True),
+    _Check("target", _target, messages_only=True),
+    _Check("content", _content, messages_only=True),
+)
+
+
 class ActionGate:
     def __init__(self, policy: ActionPolicy) -> None:
         self.policy = policy
@@ -134,182 +343,48 @@ class ActionGate:
         tally: RunTally,
         facts: ActionFacts,
     ) -> Approval | Refusal:
-        checks: list[str] = []
+        case = _Case(raw, run, tally, facts, self.policy)
+        checked: list[str] = []
+        for check in CHECKS:
+            if check.messages_only and not case.request.kind.is_message:
+                continue
+            checked.append(check.name)
+            refused = check.test(case)
+            if refused is not None:
+                return Refusal(
+                    refused.reason, refused.detail, checked, case.kind, refused.first_receipt
+                )
+        return Approval(case.request, _intents(case, checked), checked)
 
-        def refuse(
-            reason: RefusalReason,
-            detail: str,
-            kind: ActionKind | None,
-            first: Receipt | None = None,
-        ) -> Refusal:
-            checks.append(reason.value)
-            return Refusal(reason, detail, list(checks), kind, first)
 
-        # 1. schema: the request must be a valid ActionRequest (no target, robot or user)
-        try:
-            request = raw if isinstance(raw, ActionRequest) else ActionRequest.model_validate(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "request"
-            kind = _kind_of(raw)
-            return refuse(RefusalReason.SCHEMA_INVALID, f"{where}: {first['msg']}", kind)
-        checks.append("schema")
-        kind = request.kind
-
-        # 2. the run's skills must allow this kind of action
-        if kind not in run.allowed_actions:
-            return refuse(RefusalReason.ACTION_NOT_ALLOWED, f"{kind.value} is not allowed", kind)
-        checks.append("allowed_action")
-
-        # 3. run state: nothing after silence, nothing after a terminal action
-        if tally.terminal is ActionKind.SILENCE:
-            return refuse(RefusalReason.RUN_SILENT, "the run already chose silence", kind)
-        if tally.terminal is not None:
-            return refuse(
-                RefusalReason.RUN_TERMINAL, f"the run already ended with {tally.terminal}", kind
-            )
-        checks.append("run_state")
-
-        # 4. generation: a newer message in the same thread supersedes this run
-        if run.generation < facts.thread_generation:
-            return refuse(
-                RefusalReason.STALE_GENERATION,
-                f"run generation {run.generation} < thread generation {facts.thread_generation}",
-                kind,
-            )
-        checks.append("generation")
-
-        # 5. per-run budget: at most one ack
-        if kind is ActionKind.ACK and tally.acks >= 1:
-            return refuse(RefusalReason.RUN_BUDGET, "a run may ack at most once", kind)
-        checks.append("run_budget")
-
-        # 6. idempotency: a repeat of a slot already used returns the first receipt
-        key = idempotency_key(run.event_id, kind)
-        if key in facts.taken_keys:
-            return refuse(
-                RefusalReason.DUPLICATE_INTENT,
-                f"idempotency key {key} already used",
-                kind,
-                facts.taken_keys[key],
-            )
-        checks.append("idempotency")
-
-        if kind is ActionKind.SILENCE:
-            intent = self._intent(run, kind, key, None, 1, 1, checks, facts.now, request.task)
-            return Approval(request, [intent], checks)
-
-        # 7. identity: the run must belong to the robot this daemon is bound to
-        policy = self.policy
-        if policy.robot_code and run.origin.robot_code != policy.robot_code:
-            return refuse(
-                RefusalReason.IDENTITY_MISMATCH,
-                f"event robot {run.origin.robot_code!r} is not the configured robot",
-                kind,
-            )
-        checks.append("identity")
-
-        # the content decides how many messages this takes (checked in step 10)
-        body = request.text if request.text is not None else request.markdown or ""
-        pieces = split_text(body, policy.max_reply_chars)
-        allowed_pieces = policy.max_reply_chunks if kind is ActionKind.REPLY else 1
-
-        # 8. write budget, per conversation per minute and per day
-        cost = min(len(pieces), allowed_pieces)
-        per_minute = policy.write_budget_per_conversation_per_minute
-        if facts.writes_last_minute + cost > per_minute:
-            return refuse(
-                RefusalReason.WRITE_BUDGET,
-                f"{facts.writes_last_minute} writes in this conversation in the last minute;"
-                f" budget {per_minute}",
-                kind,
-            )
-        if facts.writes_last_day + cost > policy.write_budget_per_day:
-            return refuse(
-                RefusalReason.WRITE_BUDGET,
-                f"{facts.writes_last_day} writes today; budget {policy.write_budget_per_day}",
-                kind,
-            )
-        checks.append("write_budget")
-
-        # 9. the origin must still be reachable
-        webhook = run.origin.session_webhook
-        webhook_ok = webhook is not None and webhook.valid_at(
-            facts.now, policy.webhook_expiry_margin_s
-        )
-        if not webhook_ok and not policy.has_openapi_credentials:
-            return refuse(
-                RefusalReason.TARGET_UNAVAILABLE,
-                "session webhook expired and no OpenAPI credentials configured",
-                kind,
-            )
-        checks.append("target")
-
-        # 10. content: long replies are chunked, up to a bound; no secret is ever said
-        if len(pieces) > allowed_pieces:
-            return refuse(
-                RefusalReason.CONTENT_TOO_LARGE,
-                f"{len(body)} characters need {len(pieces)} messages; limit {allowed_pieces}",
-                kind,
-            )
-        if len(request.title or "") > MAX_TITLE_CHARS:
-            return refuse(
-                RefusalReason.CONTENT_TOO_LARGE,
-                f"title has {len(request.title or '')} characters; limit {MAX_TITLE_CHARS}",
-                kind,
-            )
-        said = f"{request.title or ''}\n{body}"  # everything that goes on the wire
-        if _WEBHOOK_URL.search(said) or any(s in said for s in policy.secrets if s):
-            return refuse(
-                RefusalReason.SECRET_IN_CONTENT,
-                "the text contains a configured secret or a session webhook URL",
-                kind,
-            )
-        checks.append("content")
-
+def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
+    """One intent per message (none for silence's content), each bound to the run's origin."""
+    request, run = c.request, c.run
+    kind = request.kind
+    if kind.is_message:
         msgtype = "text" if request.text is not None else "markdown"
-        intents = [
-            self._intent(
-                run,
-                kind,
-                idempotency_key(run.event_id, kind, index),
-                MessageContent(msgtype=msgtype, text=piece, title=request.title),
-                index,
-                len(pieces),
-                checks,
-                facts.now,
-                request.task,
-            )
-            for index, piece in enumerate(pieces, start=1)
+        contents: list[MessageContent | None] = [
+            MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
         ]
-        return Approval(request, intents, checks)
-
-    @staticmethod
-    def _intent(
-        run: Run,
-        kind: ActionKind,
-        key: str,
-        content: MessageContent | None,
-        chunk: int,
-        chunks: int,
-        checks: list[str],
-        now: float,
-        task: TaskPatch | None = None,
-    ) -> ActionIntent:
-        return ActionIntent(
+    else:
+        contents = [None]
+    return [
+        ActionIntent(
             intent_id=new_id("int"),
             run_id=run.run_id,
             event_id=run.event_id,
             kind=kind,
-            idempotency_key=key,
+            idempotency_key=idempotency_key(run.event_id, kind, chunk),
             target=run.origin,
             content=content,
             chunk=chunk,
-            chunks=chunks,
-            task=task,
-            gate_checks=list(checks),
-            created_at=now,
+            chunks=len(contents),
+            task=request.task,
+            gate_checks=list(checked),
+            created_at=c.facts.now,
         )
+        for chunk, content in enumerate(contents, start=1)
+    ]
 
 
 def _kind_of(raw: Any) -> ActionKind | None:

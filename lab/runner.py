@@ -155,7 +155,7 @@ class CaseRun:
         assert self.runtime is not None
         while True:
             try:
-                await self.runtime.drain()
+                await self.runtime.drain_store()
                 return
             except Crash:
                 await self._restart()

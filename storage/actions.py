@@ -123,19 +123,26 @@ class ActionRecords(StoreBase):
             if run is not None:
                 self._update_run(conn, run)
 
-    def interrupted_attempts(self) -> list[tuple[Attempt, ActionIntent]]:
-        """Attempts a crash left ``started``: we cannot know whether they reached DingTalk."""
+    def interrupted_attempts(
+        self, event_id: str | None = None
+    ) -> list[tuple[Attempt, ActionIntent]]:
+        """Attempts left ``started`` by an execution that stopped (a crash, or a store that
+        failed mid-run): we cannot know whether they reached DingTalk. All of them, or
+        those of one event's run."""
+        only = " AND i.event_id = ?" if event_id is not None else ""
         rows = self.db.conn.execute(
             "SELECT a.attempt_json, i.intent_json FROM attempts a"
-            " JOIN intents i ON i.intent_id = a.intent_id WHERE a.outcome = ? ORDER BY a.rowid",
-            (AttemptOutcome.STARTED.value,),
+            " JOIN intents i ON i.intent_id = a.intent_id WHERE a.outcome = ?"
+            f"{only} ORDER BY a.rowid",
+            (AttemptOutcome.STARTED.value, *([event_id] if event_id is not None else [])),
         ).fetchall()
         return [
             (Attempt.model_validate_json(a), ActionIntent.model_validate_json(i)) for a, i in rows
         ]
 
-    def drop_unsent_intents(self) -> int:
-        """Forget intents a crash cut off before their first attempt was even recorded.
+    def drop_unsent_intents(self, event_id: str | None = None) -> int:
+        """Forget intents an execution stopped before their first attempt was even recorded
+        (all of them, or one event's).
 
         Such an intent provably never reached DingTalk, so dropping it (and its budget row)
         lets the run's re-execution go through the action gate afresh.
@@ -145,9 +152,13 @@ class ActionRecords(StoreBase):
             " (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id)"
             " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)"
         )
+        params: tuple[str, ...] = ()
+        if event_id is not None:
+            orphan += " AND i.event_id = ?"
+            params = (event_id,)
         with self._tx() as conn:
-            conn.execute(f"DELETE FROM budget_ledger WHERE intent_id IN ({orphan})")
-            cursor = conn.execute(f"DELETE FROM intents WHERE intent_id IN ({orphan})")
+            conn.execute(f"DELETE FROM budget_ledger WHERE intent_id IN ({orphan})", params)
+            cursor = conn.execute(f"DELETE FROM intents WHERE intent_id IN ({orphan})", params)
         return cursor.rowcount
 
     def forget_unsent(self, intent_id: str) -> None:

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import sqlite_utils
 
@@ -16,26 +16,77 @@ from agent.contracts import (
     ResponseDecision,
     Run,
 )
+from storage.integrity import (
+    FileIdentity,
+    StoreError,
+    StoreHealth,
+    StoreProblem,
+    classify,
+    file_identity,
+    healthy,
+    probe_writes,
+)
 from storage.schema import migrate
 
 
+def _open_failure(path: str, problem: StoreProblem, exc: BaseException) -> str:
+    """One line naming the file, what is wrong with it, and what to do."""
+    hint = {
+        StoreProblem.CORRUPT: "the file is damaged; restore it from a backup or move it aside",
+        StoreProblem.READONLY: "make the file and its directory writable for this user",
+        StoreProblem.LOCKED: "another process holds its write lock; try again when it is done",
+        StoreProblem.FULL: "the disk is full; free space and start again",
+    }.get(problem, "check the path, and that its directory exists and is writable")
+    return f"store {path} cannot be opened ({problem}: {exc}): {hint}"
+
+
 class StoreBase:
-    """One SQLite connection, its transactions, and the row writers several parts share."""
+    """One SQLite connection, its transactions, and the row writers several parts share.
+
+    Opening failures (corrupt file, read-only file, a schema from a newer dta, a directory
+    that cannot be created) raise ``StoreError`` with one line to show the operator. The
+    file's identity (device, inode) is recorded at opening, so ``probe`` can tell that the
+    path now leads elsewhere while this handle still writes into the old file.
+    """
 
     def __init__(
         self, path: str | Path, synchronous: str = "normal", busy_timeout_s: float = 10.0
     ) -> None:
         self.path = str(path)
+        self.identity: FileIdentity | None = None
+        try:
+            self.db = self._open(synchronous, busy_timeout_s)
+        except StoreError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            problem = classify(exc)
+            raise StoreError(problem, _open_failure(self.path, problem, exc)) from exc
+        except RuntimeError as exc:  # storage.schema: written by a newer dta
+            raise StoreError(StoreProblem.SCHEMA, f"store {self.path}: {exc}") from exc
+
+    def _open(self, synchronous: str, busy_timeout_s: float) -> sqlite_utils.Database:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we open transactions explicitly (see _tx).
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_s)
-        self.db = sqlite_utils.Database(conn)
-        if self.path != ":memory:":
-            self.db.enable_wal()
-        self.db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-        self.db.execute("PRAGMA foreign_keys = ON")
-        migrate(conn)
+        try:
+            db = sqlite_utils.Database(conn)
+            if self.path != ":memory:":
+                db.enable_wal()
+                self.identity = file_identity(self.path)
+            db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            db.execute("PRAGMA foreign_keys = ON")
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return db
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -61,14 +112,23 @@ class StoreBase:
         row = self.db.conn.execute(sql, params).fetchone()
         return row[0] if row else None
 
-    def writable(self) -> bool:
-        """Can we take the write lock right now? (readiness)"""
-        try:
-            self.db.conn.execute("BEGIN IMMEDIATE")
-            self.db.conn.execute("ROLLBACK")
-            return True
-        except sqlite3.Error:
-            return False
+    def page_limit(self) -> int:
+        """This connection's ``max_page_count`` (the probe applies the same limit)."""
+        return int(self._scalar("PRAGMA max_page_count"))
+
+    def probe(self, timeout_s: float = 0.5, page_limit: int | None = None) -> StoreHealth:
+        """Can the store take writes? A real write through a new, short-lived connection.
+
+        Blocking for up to about ``timeout_s`` and safe from any thread (it never touches
+        this object's connection): call it through ``run_in_executor`` from a loop.
+        """
+        if self.path == ":memory:":
+            return healthy("in memory")
+        return probe_writes(self.path, self.identity, timeout_s, page_limit)
+
+    def writable(self, timeout_s: float = 0.5) -> bool:
+        """Does a write commit within ``timeout_s``? (see ``probe`` for the reason if not)"""
+        return self.probe(timeout_s).ok
 
     @staticmethod
     def _update_run(conn: sqlite3.Connection, run: Run) -> None:

@@ -9,7 +9,6 @@ from agent.contracts import (
     Receipt,
     ResponseDecision,
     Run,
-    RunState,
 )
 from storage.base import StoreBase
 
@@ -102,43 +101,7 @@ class EventRecords(StoreBase):
         value = self._scalar("SELECT generation FROM threads WHERE thread_key = ?", (thread_key,))
         return int(value or 0)
 
-    def pending_events(self) -> list[Event]:
-        """Events stored but not finished: no run yet, or a run a crash left working."""
-        rows = self.db.conn.execute(
-            "SELECT e.event_json FROM events e LEFT JOIN runs r ON r.event_id = e.event_id"
-            " WHERE r.run_id IS NULL OR r.state = ? ORDER BY e.rowid",
-            (RunState.WORKING.value,),
-        ).fetchall()
-        return [Event.model_validate_json(row[0]) for row in rows]
-
     # ------------------------------------------------------------------ runs and decisions
-
-    def open_run(self, run: Run, decision: ResponseDecision | None = None) -> Run:
-        """Create the event's run (with its decision), or return the run that already exists."""
-        with self._tx() as conn:
-            cursor = conn.execute(
-                "INSERT OR IGNORE INTO runs (run_id, event_id, thread_key, generation, state,"
-                " provider, created_at, updated_at, run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.run_id,
-                    run.event_id,
-                    run.thread_key,
-                    run.generation,
-                    run.state.value,
-                    run.provider,
-                    run.created_at,
-                    run.updated_at,
-                    run.to_json(),
-                ),
-            )
-            if cursor.rowcount == 0:
-                row = conn.execute(
-                    "SELECT run_json FROM runs WHERE event_id = ?", (run.event_id,)
-                ).fetchone()
-                return Run.model_validate_json(row[0])
-            if decision is not None:
-                self._insert_decision(conn, run.run_id, decision)
-        return run
 
     def save_run(self, run: Run) -> None:
         with self._tx() as conn:

@@ -19,20 +19,34 @@ from tenacity import (
     before_sleep_log,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_never,
     wait_exponential,
 )
 
 log = logging.getLogger("dta.store")
 
 T = TypeVar("T")
-StoreBusy = sqlite3.OperationalError  # what SQLite raises when the lock outlasts its timeout
+# What the store raises while it cannot take writes for a while: the lock outlasted its
+# timeout, the disk (or max_page_count) is full, an I/O error. The data is intact; waiting
+# helps. (A corrupt file raises the parent class, sqlite3.DatabaseError: waiting does not.)
+StoreUnavailable = sqlite3.OperationalError
+StoreBusy = StoreUnavailable
 
 
-async def patiently(write: Callable[[], T], attempts: int = 5, wait_s: float = 0.5) -> T:
-    """Run ``write`` (one store transaction), retrying while the database is locked."""
+def is_transient(exc: BaseException) -> bool:
+    """True for a store failure that may pass: the work waits and is tried again."""
+    return isinstance(exc, StoreUnavailable)
+
+
+async def patiently(write: Callable[[], T], attempts: int | None = 5, wait_s: float = 0.5) -> T:
+    """Run ``write`` (one store transaction), retrying while the database is unavailable.
+
+    ``attempts=None`` waits for as long as it takes (a receipt of something that may have
+    reached the person is never given up while the daemon runs; a stop cancels the wait).
+    """
     async for attempt in AsyncRetrying(
-        retry=retry_if_exception_type(StoreBusy),
-        stop=stop_after_attempt(attempts),
+        retry=retry_if_exception_type(StoreUnavailable),
+        stop=stop_after_attempt(attempts) if attempts is not None else stop_never,
         wait=wait_exponential(multiplier=wait_s, max=8 * wait_s),
         before_sleep=before_sleep_log(log, logging.WARNING),
         reraise=True,

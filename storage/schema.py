@@ -161,6 +161,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX memory_status ON memory_candidates (status, created_at);
     """,
+    # 4: the store is the queue: each run is owned under a lease renewed while it works
+    """
+    ALTER TABLE runs ADD COLUMN owner TEXT;
+    ALTER TABLE runs ADD COLUMN lease_until REAL NOT NULL DEFAULT 0;
+    """,
 ]
 
 

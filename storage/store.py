@@ -26,6 +26,7 @@ from agent.contracts import (
 from storage.actions import ActionRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
+from storage.work import Lease, PendingWork, WorkRecords
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Counts:
     receipts: int
 
 
-class Store(EventRecords, ActionRecords, ContextRecords):
+class Store(EventRecords, WorkRecords, ActionRecords, ContextRecords):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 
     def prune(self, before: float) -> dict[str, int]:
@@ -160,4 +161,4 @@ class Store(EventRecords, ActionRecords, ContextRecords):
         ).fetchall()
 
 
-__all__ = ["Counts", "EventInsert", "Store"]
+__all__ = ["Counts", "EventInsert", "Lease", "PendingWork", "Store"]

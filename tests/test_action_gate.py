@@ -1,3 +1,5 @@
+"""The action gate: an ordered table of checks, first refusal decides, checks recorded."""
+
 import pytest
 
 from agent.contracts import (
@@ -7,7 +9,9 @@ from agent.contracts import (
     RefusalReason,
     SessionWebhook,
 )
+from agent.gate_facts import load_facts
 from gates.action import (
+    CHECKS,
     ActionFacts,
     ActionGate,
     ActionPolicy,
@@ -15,11 +19,38 @@ from gates.action import (
     Refusal,
     RunTally,
     idempotency_key,
+    slot_keys,
     split_text,
 )
+from storage import Store
 from tests.factories import ROBOT, T0, event, run_for
 
 REPLY = {"kind": "reply", "text": "12"}
+# The documented order (ARCHITECTURE §4.5), written out so a reordering of CHECKS shows here.
+ORDER = [
+    "schema",
+    "allowed_action",
+    "run_state",
+    "generation",
+    "run_budget",
+    "idempotency",
+    "identity",
+    "write_budget",
+    "target",
+    "content",
+]
+FIRST = Receipt(
+    receipt_id="r1",
+    run_id="run_1",
+    event_id="m1",
+    kind=ActionKind.REPLY,
+    status=ReceiptStatus.ACCEPTED,
+    gate_version="g",
+    skill_snapshot="s",
+    created_at=T0,
+    updated_at=T0,
+)
+EXPIRED = SessionWebhook(url="https://x/s", expires_at=T0 - 1)
 
 
 def facts(**kw):
@@ -38,10 +69,53 @@ def decide(raw=REPLY, run=None, tally=None, f=None, **policy):
 
 
 def refused(result, reason):
+    """A refusal for ``reason``, whose record ends with a check that can give it."""
     assert isinstance(result, Refusal), result
     assert result.reason is reason
-    assert result.checks[-1] == reason.value
+    assert result.checked == ORDER[: len(result.checked)]
     return result
+
+
+# One case per refusal code: (check that refuses, reason, what to decide on).
+REFUSING = [
+    ("schema", RefusalReason.SCHEMA_INVALID, {"raw": {"kind": "reply", "text": "x", "to": "c"}}),
+    (
+        "allowed_action",
+        RefusalReason.ACTION_NOT_ALLOWED,
+        {"run": run_for(event(), allowed=[ActionKind.ACK])},
+    ),
+    ("run_state", RefusalReason.RUN_SILENT, {"tally": RunTally(terminal=ActionKind.SILENCE)}),
+    ("run_state", RefusalReason.RUN_TERMINAL, {"tally": RunTally(terminal=ActionKind.ASK)}),
+    ("generation", RefusalReason.STALE_GENERATION, {"f": facts(thread_generation=2)}),
+    (
+        "run_budget",
+        RefusalReason.RUN_BUDGET,
+        {"raw": {"kind": "ack", "text": "收到"}, "tally": RunTally(acks=1)},
+    ),
+    ("idempotency", RefusalReason.DUPLICATE_INTENT, {"f": facts(taken_keys={"m1:terminal": None})}),
+    ("identity", RefusalReason.IDENTITY_MISMATCH, {"run": run_for(event(robotCode="other"))}),
+    ("write_budget", RefusalReason.WRITE_BUDGET, {"f": facts(writes_last_minute=20)}),
+    ("target", RefusalReason.TARGET_UNAVAILABLE, {"run": run_for(event(), webhook=EXPIRED)}),
+    ("content", RefusalReason.CONTENT_TOO_LARGE, {"raw": {"kind": "ack", "text": "x" * 4000}}),
+    ("content", RefusalReason.SECRET_IN_CONTENT, {"raw": REPLY, "secrets": ("12",)}),
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "reason", "case"), REFUSING, ids=[reason.value for _, reason, _ in REFUSING]
+)
+def test_each_check_refuses_alone_and_records_the_checks_up_to_it(check, reason, case):
+    result = decide(**case)
+    assert isinstance(result, Refusal), result
+    assert result.reason is reason
+    assert result.checked == ORDER[: ORDER.index(check) + 1]
+
+
+def test_the_table_covers_every_check_and_code_in_the_documented_order():
+    assert [c.name for c in CHECKS] == ORDER
+    assert {check for check, _, _ in REFUSING} == set(ORDER)
+    # RefusalReason lists its codes in the gate's order; the table agrees.
+    assert [reason for _, reason, _ in REFUSING] == list(RefusalReason)
 
 
 def test_reply_is_approved_and_targets_the_origin():
@@ -52,18 +126,18 @@ def test_reply_is_approved_and_targets_the_origin():
     assert intent.target == run.origin
     assert intent.idempotency_key == "m1:terminal"
     assert intent.content.text == "12"
-    assert result.checks == [
-        "schema",
-        "allowed_action",
-        "run_state",
-        "generation",
-        "run_budget",
-        "idempotency",
-        "identity",
-        "write_budget",
-        "target",
-        "content",
-    ]
+    assert result.checked == ORDER
+    assert intent.gate_checks == ORDER
+
+
+def test_a_refusal_says_whether_the_refused_request_was_terminal():
+    ack = {"kind": "ack", "text": "收到"}
+    assert decide(ack, tally=RunTally(acks=1)).terminal is False
+    assert decide(f=facts(thread_generation=2)).terminal is True
+    # invalid, but it claimed to be the run's reply: the person still awaits an answer
+    smuggled = decide({"kind": "reply", "text": "hi", "target": "cid-other"})
+    assert (smuggled.kind, smuggled.terminal) == (ActionKind.REPLY, True)
+    assert decide("not even an object").terminal is False
 
 
 @pytest.mark.parametrize(
@@ -79,21 +153,7 @@ def test_reply_is_approved_and_targets_the_origin():
     ],
 )
 def test_schema_refuses_targets_and_garbage(raw):
-    refused(decide(raw), RefusalReason.SCHEMA_INVALID)
-
-
-def test_action_not_allowed():
-    run = run_for(event(), allowed=[ActionKind.REPLY])
-    refused(decide({"kind": "ack", "text": "收到"}, run=run), RefusalReason.ACTION_NOT_ALLOWED)
-
-
-def test_run_silent_and_terminal():
-    refused(decide(tally=RunTally(terminal=ActionKind.SILENCE)), RefusalReason.RUN_SILENT)
-    refused(decide(tally=RunTally(terminal=ActionKind.REPLY)), RefusalReason.RUN_TERMINAL)
-
-
-def test_stale_generation():
-    refused(decide(f=facts(thread_generation=2)), RefusalReason.STALE_GENERATION)
+    assert refused(decide(raw), RefusalReason.SCHEMA_INVALID).checked == ["schema"]
 
 
 def test_run_budget_one_ack():
@@ -103,26 +163,10 @@ def test_run_budget_one_ack():
 
 
 def test_duplicate_intent_returns_first_receipt():
-    first = Receipt(
-        receipt_id="r1",
-        run_id="run_1",
-        event_id="m1",
-        kind=ActionKind.REPLY,
-        status=ReceiptStatus.ACCEPTED,
-        gate_version="g",
-        skill_snapshot="s",
-        created_at=T0,
-        updated_at=T0,
-    )
     result = refused(
-        decide(f=facts(taken_keys={"m1:terminal": first})), RefusalReason.DUPLICATE_INTENT
+        decide(f=facts(taken_keys={"m1:terminal": FIRST})), RefusalReason.DUPLICATE_INTENT
     )
-    assert result.first_receipt == first
-
-
-def test_identity_mismatch():
-    run = run_for(event(robotCode="someone-else"))
-    refused(decide(run=run), RefusalReason.IDENTITY_MISMATCH)
+    assert result.first_receipt == FIRST
 
 
 def test_write_budget_minute_and_day():
@@ -132,8 +176,7 @@ def test_write_budget_minute_and_day():
 
 
 def test_target_unavailable_without_webhook_or_credentials():
-    expired = SessionWebhook(url="https://x/s", expires_at=T0 - 1)
-    run = run_for(event(), webhook=expired)
+    run = run_for(event(), webhook=EXPIRED)
     refused(decide(run=run), RefusalReason.TARGET_UNAVAILABLE)
     assert isinstance(decide(run=run, has_openapi_credentials=True), Approval)
     # a webhook inside the safety margin counts as expired
@@ -151,6 +194,7 @@ def test_long_reply_is_chunked_and_too_long_is_refused():
         "m1:terminal#2",
         "m1:terminal#3",
     ]
+    assert [(i.chunk, i.chunks) for i in result.intents] == [(1, 3), (2, 3), (3, 3)]
     assert "".join(i.content.text for i in result.intents).replace("\n", "") == long_text.replace(
         "\n", ""
     )
@@ -161,16 +205,29 @@ def test_long_reply_is_chunked_and_too_long_is_refused():
     refused(decide({"kind": "ask", "text": "x" * 5000}), RefusalReason.CONTENT_TOO_LARGE)
 
 
-def test_silence_needs_no_channel():
-    run = run_for(event(), webhook=None)
+def test_a_chunked_reply_costs_one_write_per_piece():
+    long_text = "x" * 2500
+    assert isinstance(decide({"kind": "reply", "text": long_text}, max_reply_chars=1000), Approval)
+    result = decide(
+        {"kind": "reply", "text": long_text}, f=facts(writes_last_minute=18), max_reply_chars=1000
+    )
+    refused(result, RefusalReason.WRITE_BUDGET)
+
+
+def test_silence_needs_no_channel_and_skips_the_message_checks():
+    run = run_for(event(robotCode="other"), webhook=None)
     result = decide({"kind": "silence", "reason": "nothing to add"}, run=run)
     assert isinstance(result, Approval)
-    assert result.intents[0].content is None
+    (intent,) = result.intents
+    assert intent.content is None
+    assert intent.idempotency_key == "m1:terminal"
+    assert result.checked == intent.gate_checks == ORDER[: ORDER.index("idempotency") + 1]
 
 
 def test_idempotency_keys_and_split():
     assert idempotency_key("m", ActionKind.ACK) == "m:ack"
     assert idempotency_key("m", ActionKind.ASK) == "m:terminal"
+    assert slot_keys("m") == ["m:ack", "m:terminal"]
     assert split_text("abc", 10) == ["abc"]
     assert split_text("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
 
@@ -195,3 +252,21 @@ def test_the_title_is_checked_too():
     refused(decide(encoded), RefusalReason.SECRET_IN_CONTENT)
     long_title = {"kind": "reply", "markdown": "body", "title": "t" * 65}
     refused(decide(long_title), RefusalReason.CONTENT_TOO_LARGE)
+
+
+def test_load_facts_reads_what_an_approved_intent_left_in_the_store(tmp_path):
+    store = Store(tmp_path / "dta.db")
+    try:
+        run = run_for(event())
+        empty = load_facts(store, run, T0)
+        assert (empty.now, empty.writes_last_minute, empty.writes_last_day) == (T0, 0, 0)
+        assert empty.taken_keys == {}
+        (intent,) = decide(run=run, f=empty).intents
+        assert store.add_intent(intent)
+        after = load_facts(store, run, T0 + 1)
+        assert (after.writes_last_minute, after.writes_last_day) == (1, 1)
+        assert list(after.taken_keys) == ["m1:terminal"]
+        refused(decide(run=run, f=after), RefusalReason.DUPLICATE_INTENT)
+        assert load_facts(store, run, T0 + 61).writes_last_minute == 0
+    finally:
+        store.close()

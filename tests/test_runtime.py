@@ -27,6 +27,7 @@ def settings(tmp_path):
         client_secret="sekret",
         robot_code="robot-1",
         identity_lookup=False,  # directory lookups have their own tests
+        webhook_origins=["https://oapi.example"],
     )
 
 

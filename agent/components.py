@@ -1,0 +1,99 @@
+"""Every component built from ``Settings`` in one place: each default is written once, in
+``agent/config.py``, and this module turns settings into the parts' own small configs.
+
+    runtime = Runtime(settings)                # uses the builders below
+    provider = build_provider(settings)
+"""
+
+from __future__ import annotations
+
+from agent.config import Settings
+from agent.invocation import InvocationLimits
+from agent.openapi import TransportConfig
+from gates.action import ActionPolicy
+from gates.response import ResponsePolicy
+from skills.providers.base import Provider
+from skills.providers.command import CommandConfig, CommandProvider
+from skills.providers.openai import OpenAIConfig, OpenAIProvider
+from skills.providers.rules import RulesProvider
+
+
+def response_policy(settings: Settings) -> ResponsePolicy:
+    return ResponsePolicy(
+        paused=settings.paused,
+        allow_users=frozenset(settings.allow_users),
+        deny_users=frozenset(settings.deny_users),
+        allow_conversations=frozenset(settings.allow_conversations),
+        max_event_age_s=settings.max_event_age_s,
+        supported_msgtypes=frozenset(settings.supported_msgtypes),
+        robot_code=settings.robot_code,
+    )
+
+
+def action_policy(settings: Settings) -> ActionPolicy:
+    return ActionPolicy(
+        robot_code=settings.robot_code,
+        write_budget_per_conversation_per_minute=settings.write_budget_per_conversation_per_minute,
+        write_budget_per_day=settings.write_budget_per_day,
+        max_reply_chars=settings.max_reply_chars,
+        max_reply_chunks=settings.max_reply_chunks,
+        has_openapi_credentials=settings.has_openapi_credentials,
+        webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
+        secrets=tuple(settings.secret_values),
+    )
+
+
+def transport_config(settings: Settings) -> TransportConfig:
+    secret = settings.client_secret.get_secret_value() if settings.client_secret else None
+    return TransportConfig(
+        openapi_base_url=settings.openapi_base_url,
+        client_id=settings.client_id,
+        client_secret=secret,
+        robot_code=settings.robot_code,
+        connect_timeout_s=settings.connect_timeout_s,
+        read_timeout_s=settings.read_timeout_s,
+        send_retries=settings.send_retries,
+        max_retry_after_s=settings.max_retry_after_s,
+        webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
+        webhook_origins=tuple(settings.webhook_origins),
+        max_connections=settings.http_max_connections,
+        proxy=settings.http_proxy,
+        directory_base_url=settings.directory_base_url if settings.identity_lookup else None,
+        directory_timeout_s=settings.identity_timeout_s,
+    )
+
+
+def invocation_limits(settings: Settings) -> InvocationLimits:
+    return InvocationLimits(
+        max_text_chars=settings.max_text_chars,
+        max_quote_chars=settings.max_quote_chars,
+        burst_window_s=settings.burst_window_s,
+        max_burst_messages=settings.max_burst_messages,
+        identity_ttl_s=settings.identity_ttl_s,
+    )
+
+
+def build_provider(settings: Settings) -> Provider:
+    if settings.provider == "openai":
+        assert settings.openai_base_url and settings.openai_model  # checked by Settings
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        config = OpenAIConfig(
+            base_url=settings.openai_base_url,
+            model=settings.openai_model,
+            api_key=key,
+            timeout_s=settings.openai_timeout_s,
+            max_retries=settings.openai_max_retries,
+            response_format=settings.openai_response_format,
+        )
+        return OpenAIProvider(config, settings.agent)
+    if settings.provider == "command":
+        return CommandProvider(
+            CommandConfig(
+                argv=tuple(settings.command),
+                runs_root=settings.command_runs_root,
+                timeout_s=settings.command_timeout_s,
+                env=tuple(settings.command_env),
+                keep_runs=settings.command_keep_runs,
+            )
+        )
+    return RulesProvider(settings.agent, settings.knowledge_dir)

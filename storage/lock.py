@@ -1,0 +1,235 @@
+"""One daemon per SQLite store, and a store that went missing is not silently replaced.
+
+Why: two daemons on one file each take the other's in-flight attempts for crash leftovers
+(an intent both ``uncertain`` and ``accepted``, events run twice). And a daemon started on
+an empty file where a store used to be would answer again every old message DingTalk
+redelivers, because the dedupe record went with the old file.
+
+The lock file ``<store>.lock`` (beside the store) does both jobs:
+
+* ``dta run`` holds ``flock(LOCK_EX | LOCK_NB)`` on it for its whole life. The kernel drops
+  the lock when the process ends, however it ends (``kill -9`` included), so there is no
+  stale lock to clean up. The file says who holds it — ``{"pid", "host", "since",
+  "store_id"}`` as JSON — so a second ``dta run`` refuses with one line naming the holder.
+* The file outlives the database: it is never deleted. ``store_id`` is the id the first
+  daemon wrote into the store (``store_meta``, see ``storage/integrity.py``). At the next
+  start, a lock file with a ``store_id`` and no database file means "a store existed here
+  and is gone": refused, unless ``dta run --new-store``. A database whose id differs (or
+  that has none: an empty file some other command created) is refused the same way.
+
+Other commands (``doctor``, ``store``, ``memory``, ``dev say``…) open the store without the
+lock: reading, and pruning under SQLite's own write lock, are safe beside a daemon. On
+PostgreSQL, run leases take this role; ``claim_store`` is the one place that decides.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from storage.base import StoreBase
+from storage.integrity import (
+    StoreError,
+    StoreProblem,
+    assign_store_id,
+    classify,
+    quick_check,
+    read_store_id,
+)
+
+log = logging.getLogger("dta.store")
+
+JOURNAL_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """What the lock file says about the daemon holding (or last holding) the store."""
+
+    pid: int | None = None
+    host: str | None = None
+    since: float | None = None
+    store_id: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> LockHolder:
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except ValueError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        known = {k: data.get(k) for k in ("pid", "host", "since", "store_id")}
+        return cls(**known)
+
+    def describe(self) -> str:
+        since = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
+            if isinstance(self.since, int | float)
+            else "an unknown time"
+        )
+        return f"pid {self.pid or '?'} on {self.host or '?'} since {since}"
+
+
+def lock_path(store_path: str | Path) -> Path:
+    return Path(f"{store_path}.lock")
+
+
+class StoreLock:
+    """The OS lock on ``<store>.lock``; released by ``release`` or the end of the process."""
+
+    def __init__(self, store_path: str | Path) -> None:
+        self.store_path = Path(store_path)
+        self.path = lock_path(store_path)
+        self.previous = LockHolder()  # what the file said before we took it
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> Self:
+        """Take the lock or raise ``StoreError`` (``store_in_use``) naming the holder."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                classify(exc),
+                f"cannot lock store {self.store_path} ({self.path}: {exc.strerror or exc}):"
+                " make its directory writable for this user",
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._read_holder(fd)
+            os.close(fd)
+            raise StoreError(
+                StoreProblem.IN_USE,
+                f"store {self.store_path} is in use by another dta run ({holder.describe()});"
+                " stop it first: one daemon per store",
+            ) from None
+        self._fd = fd
+        self.previous = self._read(fd)
+        self._write(LockHolder(os.getpid(), socket.gethostname(), time.time(), None))
+        return self
+
+    def _read_holder(self, fd: int) -> LockHolder:
+        """The holder writes its name right after taking the lock: allow it a moment."""
+        holder = self._read(fd)
+        for _ in range(10):
+            if holder.pid is not None:
+                break
+            time.sleep(0.02)
+            holder = self._read(fd)
+        return holder
+
+    @staticmethod
+    def _read(fd: int) -> LockHolder:
+        try:
+            return LockHolder.parse(os.pread(fd, 64 * 1024, 0).decode("utf-8", "replace"))
+        except OSError:
+            return LockHolder()
+
+    def _write(self, holder: LockHolder) -> None:
+        assert self._fd is not None
+        data = (json.dumps(asdict(holder)) + "\n").encode()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        os.fsync(self._fd)
+
+    def record_store(self, store_id: str) -> None:
+        """Remember which store this daemon runs on (see the module docstring)."""
+        self._write(LockHolder(os.getpid(), socket.gethostname(), time.time(), store_id))
+
+    def release(self) -> None:
+        """Unlock; the file stays (it remembers the store, and removing it would race)."""
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> Self:
+        return self if self.held else self.acquire()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+
+def claim_store(
+    store_path: str | Path, *, new_store: bool = False, synchronous: str = "normal"
+) -> StoreLock:
+    """Everything ``dta run`` checks before it touches the store; the held lock, or
+    ``StoreError`` with the one line to print.
+
+    In order: the lock (another daemon?); a store that existed and is missing; opening
+    (corrupt header, a newer schema, read-only); a write probe (read-only file); a quick
+    check of every page (corruption inside); the store's id against the one remembered.
+    """
+    path = Path(store_path)
+    lock = StoreLock(path).acquire()
+    try:
+        remembered = lock.previous.store_id
+        if not path.exists():
+            if remembered and not new_store:
+                raise StoreError(
+                    StoreProblem.MISSING,
+                    f"store {path} is missing, but a store ran here before (id {remembered},"
+                    f" {lock.previous.describe()}); messages DingTalk redelivers would be"
+                    " answered again. Restore it, or start with --new-store to begin empty",
+                )
+            _remove_stale_journal(path)
+        store_id = _check_store(path, synchronous, remembered, new_store)
+        lock.record_store(store_id)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _check_store(path: Path, synchronous: str, remembered: str | None, new_store: bool) -> str:
+    with StoreBase(path, synchronous) as store:  # StoreError: corrupt header, schema, perms
+        health = store.probe(timeout_s=2.0)
+        if health.problem in (StoreProblem.READONLY, StoreProblem.CORRUPT):
+            raise StoreError(health.problem, f"store {path} cannot take writes: {health.detail}")
+        started = time.monotonic()
+        check = quick_check(store.conn)
+        if not check.ok:
+            raise StoreError(
+                StoreProblem.CORRUPT,
+                f"store {path} is corrupt ({check.detail}): restore it from a backup, or move"
+                " it aside and start with --new-store",
+            )
+        log.info("store checked", extra={"quick_check_s": round(time.monotonic() - started, 3)})
+        found = read_store_id(store.conn)
+        if remembered and found != remembered and not new_store:
+            raise StoreError(
+                StoreProblem.REPLACED,
+                f"store {path} is not the store the last daemon here ran on (id"
+                f" {found or 'none'}, expected {remembered}); messages DingTalk redelivers"
+                " could be answered again. Restore it, or start with --new-store to accept it",
+            )
+        try:
+            return found or assign_store_id(store.conn)
+        except Exception as exc:
+            problem = classify(exc)
+            detail = f"store {path} cannot take writes ({problem}: {exc})"
+            raise StoreError(problem, detail) from exc
+
+
+def _remove_stale_journal(path: Path) -> None:
+    """A WAL left by a deleted store would be replayed into the new, empty one."""
+    for suffix in JOURNAL_SUFFIXES:
+        stale = Path(f"{path}{suffix}")
+        if stale.exists():
+            log.warning("removing a journal left by a missing store", extra={"file": str(stale)})
+            stale.unlink()

@@ -1,0 +1,139 @@
+"""The store is the queue: which events still need a run, and who is working on them.
+
+An acked event is durable work until its run has ended. Each run is owned under a lease:
+the owner renews it while it works, and anyone may take over a run whose lease has
+expired (its owner stopped: killed, or cut off from the store). On SQLite there is one
+daemon per store, so "anyone" is the next start of the same daemon, or its own recovery
+loop picking up work a failing store interrupted.
+
+    lease = Lease(owner="host:pid:abcd", until=now + 60, now=now)
+    run = store.open_run(fresh_run, decision, lease)     # None: another live owner has it
+    store.renew_leases(owner, event_ids, now + 60)
+    for item in store.unfinished_work(after_rowid, limit=100):
+        ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.contracts import Event, ResponseDecision, Run, RunState
+from storage.base import StoreBase
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who claims a run, until when, judged at ``now``."""
+
+    owner: str
+    until: float
+    now: float
+
+
+@dataclass(frozen=True)
+class PendingWork:
+    """A stored event without a finished run, and the lease on its run (if it has one)."""
+
+    rowid: int
+    event: Event
+    owner: str | None
+    lease_until: float
+
+    def free_for(self, owner: str, now: float) -> bool:
+        """May ``owner`` work on it? Its own work, a run not yet opened, or an expired lease."""
+        return self.owner is None or self.owner == owner or self.lease_until <= now
+
+
+class WorkRecords(StoreBase):
+    def open_run(
+        self, run: Run, decision: ResponseDecision | None = None, lease: Lease | None = None
+    ) -> Run | None:
+        """Create the event's run (with its decision) under ``lease``, or claim the run that
+        already exists. None when another owner's lease on it has not expired."""
+        owner, until = (lease.owner, lease.until) if lease else (None, 0.0)
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO runs (run_id, event_id, thread_key, generation, state,"
+                " provider, created_at, updated_at, run_json, owner, lease_until)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.run_id,
+                    run.event_id,
+                    run.thread_key,
+                    run.generation,
+                    run.state.value,
+                    run.provider,
+                    run.created_at,
+                    run.updated_at,
+                    run.to_json(),
+                    owner,
+                    until,
+                ),
+            )
+            if cursor.rowcount == 1:
+                if decision is not None:
+                    self._insert_decision(conn, run.run_id, decision)
+                return run
+            row = conn.execute(
+                "SELECT run_json, state, owner, lease_until FROM runs WHERE event_id = ?",
+                (run.event_id,),
+            ).fetchone()
+            existing = Run.model_validate_json(row[0])
+            if lease is None or row[1] != RunState.WORKING.value:
+                return existing  # finished runs need no lease: they are only read
+            if row[2] not in (None, lease.owner) and row[3] > lease.now:
+                return None
+            conn.execute(
+                "UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?",
+                (lease.owner, lease.until, existing.run_id),
+            )
+        return existing
+
+    def renew_leases(self, owner: str, event_ids: list[str], until: float) -> int:
+        """Extend the leases ``owner`` holds on the runs of the events it is working on."""
+        if not event_ids:
+            return 0
+        marks = ",".join("?" * len(event_ids))
+        with self._tx() as conn:
+            cursor = conn.execute(
+                f"UPDATE runs SET lease_until = ? WHERE owner = ? AND state = ?"
+                f" AND event_id IN ({marks})",
+                (until, owner, RunState.WORKING.value, *event_ids),
+            )
+        return cursor.rowcount
+
+    def expire_leases(self, except_owner: str) -> int:
+        """Declare every other owner gone (a store only one daemon may open: its lock proves
+        the previous holder is dead), so its unfinished runs are taken over now."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET lease_until = 0 WHERE state = ? AND owner IS NOT ?"
+                " AND lease_until > 0",
+                (RunState.WORKING.value, except_owner),
+            )
+        return cursor.rowcount
+
+    def unfinished_work(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingWork]:
+        """Stored events without a finished run, oldest first, from ``after_rowid`` on."""
+        rows = self.db.conn.execute(
+            "SELECT e.rowid, e.event_json, r.owner, r.lease_until FROM events e"
+            " LEFT JOIN runs r ON r.event_id = e.event_id"
+            " WHERE e.rowid > ? AND (r.run_id IS NULL OR r.state = ?)"
+            " ORDER BY e.rowid LIMIT ?",
+            (after_rowid, RunState.WORKING.value, limit),
+        ).fetchall()
+        return [
+            PendingWork(rowid, Event.model_validate_json(event), owner, lease or 0.0)
+            for rowid, event, owner, lease in rows
+        ]
+
+    def max_event_rowid(self) -> int:
+        return int(self._scalar("SELECT MAX(rowid) FROM events") or 0)
+
+    def oldest_unfinished_received_at(self) -> float | None:
+        """When the oldest acked event still without a finished run arrived (a gauge)."""
+        return self._scalar(
+            "SELECT MIN(e.received_at) FROM events e LEFT JOIN runs r ON r.event_id = e.event_id"
+            " WHERE r.run_id IS NULL OR r.state = ?",
+            (RunState.WORKING.value,),
+        )

@@ -1,0 +1,207 @@
+"""The store is the queue: no acked message is left unanswered while the daemon runs.
+
+A store that cannot take writes for a while (full, locked past the busy timeout) delays
+answers and never drops them; memory holds a bounded window of the work; runs are owned
+under leases that only expire when their owner stops renewing them.
+"""
+
+import asyncio
+import sqlite3
+
+import httpx
+import pytest
+import respx
+
+from agent.clock import SystemClock, VirtualClock
+from agent.config import Settings
+from agent.contracts import ReceiptStatus, RunState
+from agent.pipeline import HONEST_FAILURE
+from agent.runtime import Runtime
+from storage import Lease, Store
+from tests.factories import T0, callback, event, frame, run_for
+
+HOOK = "https://oapi.example/robot/sendBySession"
+UNLIMITED_PAGES = 1_073_741_823
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(
+        store_path=tmp_path / "dta.db",
+        openapi_base_url="https://api.test",
+        client_id="app",
+        client_secret="sekret",
+        robot_code="robot-1",
+        identity_lookup=False,
+        webhook_origins=["https://oapi.example"],
+    )
+
+
+def webhook_ok():
+    return respx.post(url__startswith=HOOK).mock(
+        return_value=httpx.Response(200, json={"errcode": 0, "errmsg": "ok"})
+    )
+
+
+def answered(route) -> list[str]:
+    """The msgIds the platform got a reply for, in order (from the session token)."""
+    return [str(call.request.url).rsplit("session=s-", 1)[1] for call in route.calls]
+
+
+def fill_the_disk(store: Store) -> None:
+    """No page may be added any more: SQLite answers SQLITE_FULL, as on a full disk."""
+    pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+    store.conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+@respx.mock
+async def test_a_full_store_delays_answers_and_never_drops_them(settings):
+    route = webhook_ok()
+    runtime = Runtime(settings, clock=VirtualClock(T0))
+    await runtime.start()
+    for n in range(1, 9):
+        runtime.ingest(frame(callback(msg_id=f"m{n}", user=f"u{n}", text=f"{n}+1")))
+    fill_the_disk(runtime.store)
+    await runtime.drain()
+    # Acked (stored) but not answerable now (a few fit in free pages): the rest wait,
+    # still ``working``, none ended or given up.
+    waiting = runtime.queued
+    assert waiting > 0 and route.call_count == 8 - waiting
+    assert len(runtime.store.unfinished_work()) == waiting
+    runtime.store.conn.execute(f"PRAGMA max_page_count = {UNLIMITED_PAGES}")
+    await runtime.drain_store()
+    assert sorted(answered(route)) == sorted(f"m{n}" for n in range(1, 9))  # once each
+    assert runtime.store.unfinished_work() == []
+    states = {runtime.store.get_run(f"m{n}").state for n in range(1, 9)}
+    assert states == {RunState.DONE}
+    assert runtime.queued == 0
+    await runtime.aclose()
+
+
+@respx.mock
+async def test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery_loop(settings):
+    """Another process holds the write lock far longer than SQLite waits; the running
+    daemon's recovery loop drives the interrupted runs again once the lock is gone."""
+    route = webhook_ok()
+    settings = settings.with_overrides({"recovery_interval_s": 0.1})
+    runtime = Runtime(settings, clock=SystemClock())
+    await runtime.start(recovery_loop=True)
+    now = SystemClock().now()
+    for n in range(1, 6):
+        data = callback(msg_id=f"m{n}", user=f"u{n}", text=f"{n}+1", created_at=now)
+        runtime.ingest(frame(data))
+    runtime.store.conn.execute("PRAGMA busy_timeout = 20")
+    other = sqlite3.connect(settings.store_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # e.g. a backup holding the lock for a second
+    await runtime.drain()
+    held = route.call_count
+    await asyncio.sleep(1.0)
+    other.execute("ROLLBACK")
+    other.close()
+    for _ in range(200):
+        if not runtime.store.unfinished_work() and runtime.queued == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert held < 5  # the lock really stopped work
+    assert sorted(answered(route)) == [f"m{n}" for n in range(1, 6)]
+    assert runtime.store.unfinished_work() == []
+    await runtime.aclose()
+
+
+@respx.mock
+async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(settings):
+    route = webhook_ok()
+    settings = settings.with_overrides({"max_queued_runs": 3})
+    runtime = Runtime(settings, clock=VirtualClock(T0))
+    await runtime.start()
+    peak = 0
+    original = runtime._queue
+
+    def watched(event, generation=None):
+        nonlocal peak
+        original(event, generation)
+        peak = max(peak, runtime.queued)
+
+    runtime._queue = watched
+    ids = []
+    for n in range(1, 21):
+        user = "u1" if n % 2 else f"u{n}"  # u1 sends every other message
+        ids.append(f"m{n}")
+        runtime.ingest(frame(callback(msg_id=f"m{n}", user=user, text=f"{n}+1")))
+    assert peak <= 3
+    await runtime.drain_store()
+    assert peak <= 3
+    # Everyone else is answered once; u1's quick lines supersede each other, so only
+    # the newest is answered — and they ran in arrival order.
+    others = [m for m in ids if int(m[1:]) % 2 == 0]
+    assert sorted(answered(route)) == sorted([*others, "m19"])
+    opened = [
+        row[0]
+        for row in runtime.store.conn.execute(
+            "SELECT event_id FROM runs WHERE thread_key LIKE '%u1' ORDER BY rowid"
+        )
+    ]
+    assert opened == [f"m{n}" for n in range(1, 21, 2)]
+    assert runtime.store.unfinished_work() == []
+    await runtime.aclose()
+
+
+def make_run(run_id: str = "run_1"):
+    return run_for(event()).model_copy(update={"run_id": run_id})
+
+
+def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(tmp_path):
+    store = Store(tmp_path / "dta.db")
+    store.add_event(event(), "{}")
+    run = make_run()
+    assert store.open_run(run, lease=Lease("a", T0 + 60, T0)) == run
+    again = make_run("run_2")
+    assert store.open_run(again, lease=Lease("b", T0 + 70, T0 + 10)) is None
+    assert store.renew_leases("a", [run.event_id], T0 + 120) == 1
+    assert store.renew_leases("b", [run.event_id], T0 + 500) == 0  # not b's to renew
+    assert store.open_run(again, lease=Lease("b", T0 + 130, T0 + 100)) is None
+    taken = store.open_run(again, lease=Lease("b", T0 + 200, T0 + 121))
+    assert taken is not None and taken.run_id == run.run_id
+    (pending,) = store.unfinished_work()
+    assert pending.owner == "b" and not pending.free_for("a", T0 + 150)
+    assert pending.free_for("a", T0 + 201)
+    store.close()
+
+
+def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(tmp_path):
+    store = Store(tmp_path / "dta.db")
+    store.add_event(event(), "{}")
+    store.open_run(make_run(), lease=Lease("old", T0 + 3600, T0))
+    assert store.expire_leases(except_owner="new") == 1
+    (pending,) = store.unfinished_work()
+    assert pending.free_for("new", T0)
+    store.close()
+
+
+class TargetingProvider:
+    """A model that tries to choose its own recipient."""
+
+    name = "targeting"
+
+    async def respond(self, invocation, skills):
+        from skills.providers.base import ProviderReply
+
+        request = {"kind": "reply", "text": "已通知全员", "target": {"conversation": "cid-all"}}
+        return ProviderReply(requests=[request])
+
+
+@respx.mock
+async def test_a_refused_answer_gets_the_honest_short_reply(settings):
+    route = webhook_ok()
+    runtime = Runtime(settings, clock=VirtualClock(T0), provider=TargetingProvider())
+    await runtime.start()
+    runtime.ingest(frame(callback(text="hi")))
+    await runtime.drain()
+    assert route.call_count == 1
+    body = route.calls.last.request.content.decode()
+    assert HONEST_FAILURE in body and "已通知全员" not in body
+    statuses = [(r.status, r.reason) for r in runtime.store.receipts()]
+    assert statuses == [(ReceiptStatus.REFUSED, "schema_invalid"), (ReceiptStatus.ACCEPTED, None)]
+    run = runtime.store.get_run("m1")
+    assert run.state is RunState.FAILED and run.failure.startswith("refused_by_gate: schema")
+    await runtime.aclose()
