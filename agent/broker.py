@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from agent.clock import Clock
 from agent.contracts import (
@@ -24,6 +23,7 @@ from agent.contracts import (
     ReceiptStatus,
     RefusalReason,
     Run,
+    RunEnding,
     SilentReason,
     new_id,
 )
@@ -41,9 +41,6 @@ _STATUS_OF = {
 
 
 log = logging.getLogger("dta.broker")
-
-# Given an intent's receipt, the run as it ends (saved with that receipt), if it ends there.
-Settle = Callable[[Receipt], Run]
 
 
 class Broker:
@@ -95,7 +92,7 @@ class Broker:
         run: Run,
         intent: ActionIntent,
         silence_detail: str = "",
-        settle: Settle | None = None,
+        ending: RunEnding | None = None,
     ) -> Receipt:
         attempt = request = None
         if intent.kind.is_message:
@@ -123,7 +120,7 @@ class Broker:
                 reason=SilentReason.PROVIDER_SILENCE.value,
                 evidence=Evidence(detail=silence_detail[:500] or None),
             )
-            self.store.add_receipt(receipt, settle(receipt) if settle else None)
+            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
             return receipt
         if attempt is None or request is None:
             # The webhook expired after the gate looked and there is no OpenAPI to fall to.
@@ -137,9 +134,9 @@ class Broker:
                     detail="no usable channel: webhook expired, no OpenAPI credentials",
                 ),
             )
-            self.store.add_receipt(receipt, settle(receipt) if settle else None)
+            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
             return receipt
-        return await self._deliver(run, intent, attempt, request, settle)
+        return await self._deliver(run, intent, attempt, request, ending)
 
     def _attempt(self, intent: ActionIntent, channel: Channel) -> tuple[Attempt, OutboundRequest]:
         request = self.transport.build_request(intent, channel)
@@ -158,7 +155,7 @@ class Broker:
         intent: ActionIntent,
         attempt: Attempt,
         request: OutboundRequest,
-        settle: Settle | None,
+        ending: RunEnding | None,
     ) -> Receipt:
         """Send on the attempt's channel; fall back to the OpenAPI only on a definite no."""
         tried: list[Channel] = []
@@ -231,7 +228,7 @@ class Broker:
         # Something may have reached the person: this record outlasts a locked or full
         # store (waited out for as long as it takes; only a stop cancels the wait, and then
         # the open attempt is reconciled as uncertain).
-        settled = settle(receipt) if settle else None
+        settled = ending.apply(run, receipt) if ending else None
         await patiently(
             lambda: self.store.finish_delivery(attempt, receipt, outbound, settled),
             attempts=None,

@@ -15,6 +15,7 @@ import hashlib
 import json
 import secrets
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import Any, Literal
@@ -82,6 +83,8 @@ class QuarantineReason(StrEnum):
     DATA_NOT_JSON = "data_not_json"
     MISSING_FIELD = "missing_field"
     BAD_FIELD = "bad_field"
+    FRAME_TOO_LARGE = "frame_too_large"  # over max_frame_bytes: only a prefix is kept
+    NOT_UTF8 = "not_utf8"  # a (binary) frame that is not UTF-8: kept in base64
 
 
 class ReceiptStatus(StrEnum):
@@ -590,3 +593,26 @@ class Receipt(Contract):
     skill_snapshot: str  # SkillSnapshot.digest
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True)
+class RunEnding:
+    """How a run ends if a given receipt is its last word: data the pipeline hands to the
+    broker, which saves the ended run in the receipt's own transaction.
+
+    ``delivered`` is the state when the platform took the message, ``otherwise`` when it
+    did not (failed, uncertain) — both the same for a silence or an honest failure. A
+    streamed reply (a card) ends the same way when its final frame is receipted.
+    """
+
+    delivered: RunState
+    otherwise: RunState
+
+    def state_for(self, status: ReceiptStatus) -> RunState:
+        delivered = status.delivered or status is ReceiptStatus.SILENT
+        return self.delivered if delivered else self.otherwise
+
+    def apply(self, run: Run, receipt: Receipt) -> Run:
+        return run.model_copy(
+            update={"state": self.state_for(receipt.status), "updated_at": receipt.created_at}
+        )

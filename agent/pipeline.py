@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.broker import Broker, Settle
+from agent.broker import Broker
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
@@ -34,6 +34,7 @@ from agent.contracts import (
     RefusalReason,
     ResponseDecision,
     Run,
+    RunEnding,
     RunState,
     SilentReason,
     SkillSnapshot,
@@ -331,12 +332,12 @@ class Pipeline:
             receipt = None
             for chunk, intent in enumerate(verdict.intents, start=1):
                 last = settle_last and index == len(requests) - 1 and chunk == len(verdict.intents)
+                ending = self._ending(outcome, kind) if last else None
                 receipt = await self.broker.execute(
-                    run,
-                    intent,
-                    silence_detail=verdict.request.reason or "",
-                    settle=self._settler(run, outcome, kind) if last else None,
+                    run, intent, silence_detail=verdict.request.reason or "", ending=ending
                 )
+                if ending is not None and receipt.status is not ReceiptStatus.REFUSED:
+                    outcome.settled = ending.apply(run, receipt)  # the broker saved it so
                 outcome.receipts.append(receipt)
                 status = receipt.status
                 if not status.delivered and status is not ReceiptStatus.SILENT:
@@ -350,21 +351,18 @@ class Pipeline:
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
 
-    def _settler(self, run: Run, outcome: RunOutcome, kind: ActionKind) -> Settle:
-        """The run as it ends if this receipt is its last word, saved in the receipt's
-        own transaction (one write fewer per message)."""
-
-        def settle(receipt: Receipt) -> Run:
-            final = RunOutcome(outcome.terminal, outcome.terminal_kind, outcome.stale)
-            if kind is not ActionKind.ACK:
-                final.terminal, final.terminal_kind = receipt.status, kind
-            state = outcome.ends_as or final.final_state()
-            outcome.settled = run.model_copy(
-                update={"state": state, "updated_at": receipt.created_at}
-            )
-            return outcome.settled
-
-        return settle
+    @staticmethod
+    def _ending(outcome: RunOutcome, kind: ActionKind) -> RunEnding:
+        """How the run ends if this request's receipt is its last word (saved with it)."""
+        if outcome.ends_as is not None:
+            return RunEnding(outcome.ends_as, outcome.ends_as)
+        if kind is ActionKind.ACK:  # after the terminal action: that one decided
+            state = outcome.final_state()
+            return RunEnding(state, state)
+        if kind is ActionKind.SILENCE:
+            return RunEnding(RunState.SILENT, RunState.SILENT)
+        spoken = RunState.WAITING if kind is ActionKind.ASK else RunState.DONE
+        return RunEnding(spoken, RunState.INTERRUPTED if outcome.stale else RunState.FAILED)
 
     def _refuse(self, run: Run, refusal: Refusal) -> Receipt:
         first = refusal.first_receipt

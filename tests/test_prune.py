@@ -18,7 +18,12 @@ async def test_prune_keeps_recent_and_open_work(tmp_path):
         return_value=httpx.Response(200, json={"errcode": 0})
     )
     clock = VirtualClock(T0)
-    settings = Settings(store_path=tmp_path / "d.db", robot_code="robot-1", identity_lookup=False)
+    settings = Settings(
+        store_path=tmp_path / "d.db",
+        robot_code="robot-1",
+        identity_lookup=False,
+        webhook_origins=["https://oapi.example"],
+    )
     runtime = Runtime(settings, clock=clock)
     await runtime.start()
     runtime.ingest(frame(callback(msg_id="old", text="帮我算一下")), T0)  # opens a task
