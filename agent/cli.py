@@ -1,6 +1,6 @@
 """The ``dta`` command line.
 
-    dta run [--config dta.toml] [--record FILE]
+    dta run [--config dta.toml] [--record FILE] [--new-store]
     dta doctor [--config dta.toml]
     dta skills list | probe [--config dta.toml]
     dta store stats | prune --keep-days N [--vacuum]
@@ -9,11 +9,16 @@
     dta lab eval PATH... [--report FILE] [--html FILE] [--live]
     dta lab replay FILE.jsonl
     dta lab security [--keep DIR]
-    dta lab reliability storm|crashloop|chaos|soak [--reduced] [--json]
+    dta lab reliability storm|crashloop|chaos|soak|storefaults [--reduced] [--json]
     dta lab bench [--quick] [--only pipeline|stream] [--events N] [--json]
 
 The lab commands live in ``lab/`` (which depends on ``agent``); they are imported only
 when asked for, so the daemon never loads the lab.
+
+Exit status of ``dta run``: 0 after a signal; 2 when it refuses to start (bad config or
+skills, or a store it must not use: locked by another daemon, missing where one existed,
+corrupt, read-only, written by a newer dta) — always one line on stderr, no traceback;
+3 when the store was deleted, replaced or corrupted while it ran.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from agent.config import ConfigError, Settings, load_settings
 from storage import Store
+from storage.integrity import StoreError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the daemon against the configured robot")
     run.add_argument("--config", type=Path, help="dta.toml (default: ./dta.toml if present)")
     run.add_argument("--record", type=Path, help="append every raw frame to this JSONL file")
+    run.add_argument(
+        "--new-store",
+        action="store_true",
+        help="start although the store that ran here before is missing or another file:"
+        " old messages DingTalk redelivers may then be answered again",
+    )
     dev = commands.add_parser("dev", help="talk to the robot locally: fake DingTalk + daemon")
     dev.add_argument("--demo", action="store_true", help="play a short conversation and exit")
     dev.add_argument("--dir", type=Path, default=Path(".dta"), help="where the dev store lives")
@@ -91,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--config", type=Path, help="dta.toml to replay under (defaults otherwise)")
     lab_commands.add_parser(
         "reliability",
-        help="storm | crashloop | chaos | soak [--reduced] [--json]: fault and load evidence",
+        help="storm | crashloop | chaos | soak | storefaults [--reduced] [--json]: fault and"
+        " load evidence",
     )
     sec = lab_commands.add_parser("security", help="injection corpus; grep artefacts for secrets")
     sec.add_argument("--keep", type=Path, help="keep the artefacts (logs, store, reports) here")
@@ -103,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(config: Path | None, record: Path | None) -> int:
+def _run(config: Path | None, record: Path | None, new_store: bool = False) -> int:
     from agent import logs
     from agent.daemon import Daemon
     from skills.loader import SkillError
@@ -111,14 +124,15 @@ def _run(config: Path | None, record: Path | None) -> int:
     try:
         settings = load_settings(config)
         logs.configure(settings.log_level, settings.log_format, settings.secret_values)
-        daemon = Daemon(settings, record=record)
-    except (ConfigError, SkillError) as exc:
+        daemon = Daemon(settings, record=record, new_store=new_store)
+        daemon.claim()  # the store: before the loop, so a refusal is one line
+        return asyncio.run(daemon.run())
+    except (ConfigError, SkillError, StoreError) as exc:
         print(f"dta: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(daemon.run())
 
 
-RELIABILITY = ("storm", "crashloop", "chaos", "soak")
+RELIABILITY = ("storm", "crashloop", "chaos", "soak", "storefaults")
 
 
 def _reliability(argv: list[str]) -> int:
@@ -139,10 +153,10 @@ def _settings_and_store(config: Path | None) -> tuple[Settings, Store] | None:
     """The configured store, or None after saying what is wrong with the configuration."""
     try:
         settings = load_settings(config)
-    except ConfigError as exc:
+        return settings, Store(settings.store_path, settings.store_synchronous)
+    except (ConfigError, StoreError) as exc:
         print(f"dta: {exc}", file=sys.stderr)
         return None
-    return settings, Store(settings.store_path, settings.store_synchronous)
 
 
 def _store(args: argparse.Namespace) -> int:
@@ -208,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         return dev.say(argv[2:], out=sys.stdout)
     args = _parser().parse_args(argv)
     if args.command == "run":
-        return _run(args.config, args.record)
+        return _run(args.config, args.record, args.new_store)
     if args.command == "dev":
         from lab import dev
 

@@ -105,6 +105,9 @@ class Settings(BaseModel):
     # runtime
     store_path: Path = Path(".dta/dta.db")
     store_synchronous: Literal["normal", "full"] = "normal"
+    # How long one statement waits for another process's write lock before the store
+    # counts as unavailable (the run then waits and is driven again; nothing is dropped).
+    store_busy_timeout_s: float = Field(default=10, gt=0)
     max_concurrent_runs: int = Field(default=16, ge=1)
     shutdown_grace_s: float = Field(default=10, ge=0)
     # The store is the queue: at most this many runs wait in memory; the rest stay durable

@@ -11,12 +11,30 @@ handler routing, frame types, acks, SYSTEM ping and disconnect — and own the l
 bounded connection opening, websocket keepalive as the liveness watchdog (a silent socket
 misses its pongs and is closed), reconnects with exponential backoff and full jitter, and
 a stop that finishes within a bound.
+
+Whatever a frame is, it never ends the connection: frames are read as bytes and decoded
+here, so a frame that is not UTF-8 (binary, or a text frame a proxy mangled) is quarantined
+instead of failing the socket; frames up to ``max_frame_bytes`` are read and larger ones up to
+the socket's ceiling (``ConnectorConfig.socket_max_bytes``) are quarantined with only their
+head kept, and acked when their messageId can be found. A frame beyond that ceiling cannot be
+read at all: ``websockets`` refuses it before buffering it and closes the connection with
+1009 (message too big); it is never stored or acked, DingTalk redelivers it a few times
+(each costing a reconnect with backoff, counted in ``stats.oversize_disconnects``) and then
+gives up. The ceiling is what keeps memory bounded. The ``--record`` sink is called for every
+frame, and its failures are counted and logged, never allowed to stop storing and acking.
+
+Readiness: with an ``accepting`` predicate (the daemon's store-health flag), the connector
+stores and acks nothing while it is False. A frame arriving then is left unacked (DingTalk
+redelivers it), the socket is closed so DingTalk routes pushes to another connection, and
+no connection is opened until the predicate is True again (polled every
+``accepting_poll_s``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -37,19 +55,34 @@ import websockets
 from agent.contracts import Event
 from agent.ingest import (
     BOT_MESSAGE_TOPIC,
+    MAX_FRAME_BYTES,
     FrameKind,
     Ingestor,
     ParsedFrame,
     Supersedes,
+    frame_text,
     parse_frame,
 )
+from agent.recorder import FailureLog
 from storage import Store
 
 log = logging.getLogger("dta.connector")
 
 # Told each new event and its thread generation (from the ingest transaction).
 EventSink = Callable[[Event, int], None]
-FrameSink = Callable[[str, float], None]
+# Told every frame as received: text, or bytes when it is not UTF-8 or over the size limit.
+FrameSink = Callable[[str | bytes, float], None]
+# The daemon's readiness flag: may frames be stored and acked now? Called often; must be cheap.
+Accepting = Callable[[], bool]
+
+# The socket never reads a frame larger than this, whatever max_frame_bytes says.
+SOCKET_CEILING_BYTES = 64 * 1024 * 1024
+
+# The close code websockets sends when a frame is over its max_size.
+MESSAGE_TOO_BIG = 1009
+
+PAUSED_NOT_ACCEPTING = "not_accepting"
+PAUSED_CHECK_FAILED = "accepting_check_failed"
 
 
 @dataclass(frozen=True)
@@ -64,23 +97,49 @@ class ConnectorConfig:
     open_timeout_s: float = 10.0
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
+    max_frame_bytes: int = MAX_FRAME_BYTES
+    accepting_poll_s: float = 0.5
+
+    @property
+    def socket_max_bytes(self) -> int:
+        """What ``websockets`` reads before giving up on a frame (and the connection).
+
+        Headroom over ``max_frame_bytes`` so that a somewhat larger frame is read, and so
+        quarantined and acked, instead of dropping the connection on every redelivery;
+        capped so that one frame cannot take unbounded memory.
+        """
+        return max(self.max_frame_bytes, min(4 * self.max_frame_bytes, SOCKET_CEILING_BYTES))
 
 
 @dataclass
 class ConnectorStats:
-    """Written by the connector thread, read by health and metrics (plain ints: no locks)."""
+    """Written by the connector thread, read by health and metrics (plain values: no locks)."""
 
     connects: int = 0
     disconnects: int = 0
     frames: Counter[str] = field(default_factory=Counter)
     ack_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
     last_frame_at: float | None = None
+    # Not accepting frames (see Connector): no socket is held and nothing is acked.
+    paused: bool = False
+    paused_reason: str | None = None  # PAUSED_NOT_ACCEPTING or PAUSED_CHECK_FAILED
+    paused_since: float | None = None  # epoch seconds
+    refused_while_paused: int = 0  # frames left unacked for DingTalk to redeliver
+    oversize_disconnects: int = 0  # connections closed by a frame over socket_max_bytes
+    frame_sink_failures: int = 0  # the on_frame sink (recorder) raised; ingest went on
 
 
 def backoff_delay(attempt: int, base_s: float, cap_s: float) -> float:
     """Exponential backoff with full jitter, never below half the base delay."""
     ceiling = min(cap_s, base_s * (2 ** min(attempt, 16)))
     return max(base_s / 2, random.uniform(0, ceiling))
+
+
+def _recv_takes_decode(ws: Any) -> bool:
+    try:
+        return "decode" in inspect.signature(ws.recv).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def load_sdk(endpoint: str) -> ModuleType:
@@ -99,13 +158,17 @@ class Connector:
         on_frame: FrameSink | None = None,
         on_ack: Callable[[float], None] | None = None,
         supersedes: Supersedes | None = None,
+        accepting: Accepting | None = None,
     ) -> None:
         self.config = config
         self.on_event = on_event
         self.on_frame = on_frame
         self.on_ack = on_ack
         self.supersedes = supersedes
+        self.accepting = accepting
         self.stats = ConnectorStats()
+        self._sink_failures = FailureLog(log, "frame sink failed; the frame is still ingested")
+        self._accepting_failures = FailureLog(log, "accepting check failed; not accepting")
         self._sdk = load_sdk(config.endpoint)
         self._connected = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,11 +176,12 @@ class Connector:
         self._stopping: asyncio.Event | None = None
         self._ws: Any = None
         self._ingestor: Ingestor | None = None
-        self._current: tuple[ParsedFrame, str, float] | None = None
+        self._current: tuple[ParsedFrame, str | bytes, float] | None = None
 
     @property
     def connected(self) -> bool:
-        return self._connected.is_set()
+        """A socket is open and frames are being taken (never while paused)."""
+        return self._connected.is_set() and not self.stats.paused
 
     def wait_connected(self, timeout: float) -> bool:
         return self._connected.wait(timeout)
@@ -159,15 +223,20 @@ class Connector:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         store = Store(self.config.store_path, self.config.store_synchronous)
-        self._ingestor = Ingestor(store, self.supersedes)
+        self._ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
         client = self._make_client()
         started.set()
         attempt = 0
         try:
-            while not self._stopping.is_set():
+            while await self._wait_until_accepting():
                 received = await self._connect_once(client)
                 if self._stopping.is_set():
                     break
+                if self.stats.paused:
+                    # Closed because frames may not be taken: not a failure, so no backoff;
+                    # the loop reconnects as soon as they may.
+                    attempt = 0
+                    continue
                 attempt = 0 if received else attempt + 1
                 delay = backoff_delay(
                     attempt, self.config.backoff_base_s, self.config.backoff_max_s
@@ -175,15 +244,69 @@ class Connector:
                 log.warning(
                     "stream reconnecting", extra={"in_s": round(delay, 2), "attempt": attempt}
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
+                await self._backoff(delay)
         finally:
             store.close()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when the connector is stopped."""
+        assert self._stopping is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _backoff(self, delay: float) -> None:
+        """The wait before reconnecting; it ends early when stopped or no longer accepting."""
+        assert self._loop is not None and self._stopping is not None
+        deadline = self._loop.time() + delay
+        while not self._stopping.is_set() and self._check_accepting():
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                return
+            await self._sleep(min(remaining, self.config.accepting_poll_s))
+
+    async def _wait_until_accepting(self) -> bool:
+        """Hold off connecting while frames may not be taken; False once stopping."""
+        assert self._stopping is not None
+        while not self._stopping.is_set():
+            if self._check_accepting():
+                return True
+            await self._sleep(self.config.accepting_poll_s)
+        return False
+
+    def _check_accepting(self) -> bool:
+        """Ask the readiness flag, and keep ``stats.paused`` in step with its answer."""
+        if self.accepting is None:
+            return True
+        try:
+            ok = bool(self.accepting())
+            reason = PAUSED_NOT_ACCEPTING
+        except Exception as exc:
+            # A readiness check that fails cannot vouch for the store: take nothing.
+            self._accepting_failures.failed(exc)
+            ok, reason = False, PAUSED_CHECK_FAILED
+        stats = self.stats
+        if not ok and (not stats.paused or stats.paused_reason != reason):
+            if not stats.paused:
+                stats.paused_since = time.time()
+                log.warning("stream paused: frames are not being accepted", extra={"why": reason})
+            stats.paused, stats.paused_reason = True, reason
+        elif ok and stats.paused:
+            paused_s = time.time() - (stats.paused_since or time.time())
+            log.info("stream resumed: accepting frames", extra={"paused_s": round(paused_s, 3)})
+            stats.paused, stats.paused_reason, stats.paused_since = False, None, None
+        return ok
+
+    async def _watch_accepting(self, ws: Any) -> None:
+        """While connected: close the socket as soon as frames may not be taken."""
+        while self._check_accepting():
+            await asyncio.sleep(self.config.accepting_poll_s)
+        await ws.close(code=1000, reason="not accepting frames")
 
     async def _connect_once(self, client: Any) -> bool:
         """One connection, from opening to its end; True if it carried any frame."""
         assert self._loop is not None
         received = False
+        watcher: asyncio.Task[None] | None = None
         try:
             connection = await self._loop.run_in_executor(None, client.open_connection)
             if not connection or self._stopping is None or self._stopping.is_set():
@@ -195,21 +318,46 @@ class Connector:
                 ping_timeout=self.config.ping_timeout_s,
                 open_timeout=self.config.open_timeout_s,
                 close_timeout=2,
-                max_size=2**22,
+                max_size=self.config.socket_max_bytes,
             ) as ws:
                 self._ws = client.websocket = ws
                 self._connected.set()
                 self.stats.connects += 1
                 log.info("stream connected", extra={"connects": self.stats.connects})
-                async for raw in ws:
+                if self.accepting is not None:
+                    watcher = asyncio.create_task(self._watch_accepting(ws))
+                # Bytes, decoded here: a text frame that is not UTF-8 is then quarantined
+                # rather than failing the connection (1007) inside websockets. The legacy
+                # client of websockets < 14 cannot do that; it still hands binary as bytes.
+                as_bytes = {"decode": False} if _recv_takes_decode(ws) else {}
+                while True:
+                    try:
+                        data = await ws.recv(**as_bytes)
+                    except websockets.exceptions.ConnectionClosedOK:
+                        break
                     received = True
-                    await self._on_frame(client, ws, raw if isinstance(raw, str) else raw.decode())
+                    await self._on_frame(client, ws, data)
+        except websockets.exceptions.ConnectionClosedError as exc:
+            if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
+                self.stats.oversize_disconnects += 1
+                log.warning(
+                    "a frame over the socket limit closed the connection; it cannot be read,"
+                    " stored or acked",
+                    extra={"socket_max_bytes": self.config.socket_max_bytes},
+                )
+            else:
+                log.warning("stream connection ended", extra={"error": type(exc).__name__})
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
             log.warning("stream connection ended", extra={"error": type(exc).__name__})
         except Exception:
             # Whatever went wrong, the connector's job is to come back: reconnect.
             log.exception("stream connection failed unexpectedly")
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.wait([watcher])
+                if not watcher.cancelled() and watcher.exception() is not None:
+                    log.warning("readiness watcher failed", exc_info=watcher.exception())
             if self._connected.is_set():
                 self.stats.disconnects += 1
             self._connected.clear()
@@ -218,14 +366,20 @@ class Connector:
 
     # ------------------------------------------------------------------ frames
 
-    async def _on_frame(self, client: Any, ws: Any, raw: str) -> None:
+    async def _on_frame(self, client: Any, ws: Any, data: str | bytes) -> None:
         """Make the frame durable, then ack it. A failure here never ends the connection."""
         received_at = time.time()
         started = time.perf_counter()
         self.stats.last_frame_at = received_at
-        if self.on_frame is not None:
-            self.on_frame(raw, received_at)
-        parsed = parse_frame(raw, received_at)  # never raises
+        if not self._check_accepting():
+            # Neither stored nor acked: DingTalk delivers it again, to a connection that
+            # can take it. Closing this one is what makes it go elsewhere.
+            self.stats.refused_while_paused += 1
+            await ws.close(code=1000, reason="not accepting frames")
+            return
+        raw = frame_text(data, self.config.max_frame_bytes) if isinstance(data, bytes) else data
+        self._record(raw, received_at)
+        parsed = parse_frame(raw, received_at, self.config.max_frame_bytes)  # never raises
         if parsed.kind is not FrameKind.EVENT:  # events are counted once stored (new or dup)
             self.stats.frames[parsed.kind.value] += 1
         try:
@@ -236,6 +390,8 @@ class Connector:
                     # Acked so DingTalk stops redelivering what can never be parsed.
                     await ws.send(json.dumps(self._ack(result.frame_message_id, "quarantined")))
             else:
+                # Only a frame that is UTF-8 within the limit parses as anything but quarantine.
+                assert isinstance(raw, str)
                 self._current = (parsed, raw, received_at)
                 outcome = await client.route_message(json.loads(raw))
                 if outcome == client.TAG_DISCONNECT:
@@ -252,6 +408,18 @@ class Connector:
         self.stats.ack_seconds.append(seconds)
         if self.on_ack is not None:
             self.on_ack(seconds)
+
+    def _record(self, raw: str | bytes, received_at: float) -> None:
+        """Hand the frame to the ``--record`` sink; whatever it does, ingest goes on."""
+        if self.on_frame is None:
+            return
+        try:
+            self.on_frame(raw, received_at)
+        except Exception as exc:
+            self.stats.frame_sink_failures += 1
+            self._sink_failures.failed(exc)
+        else:
+            self._sink_failures.succeeded()
 
     def ingest_current(self) -> None:
         """Called by the client's handler for the frame being routed: store it durably."""

@@ -4,11 +4,17 @@
 ``Ingestor.ingest`` stores the outcome durably and returns what the connector needs to ack.
 Only after ``ingest`` returns may the frame be acked: an event that is stored but not yet
 processed is picked up again on restart.
+
+A frame that cannot be read whole is still answered: one over the size limit, or one that is
+not UTF-8, is quarantined with its frame ``messageId`` found by a bounded look at its ends, so
+the connector can ack it and DingTalk stops redelivering what would never parse.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,6 +34,17 @@ from agent.contracts import (
 from storage import Store
 
 BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
+# Frames up to this many bytes (UTF-8, as on the wire) are read; larger ones are quarantined.
+MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Of a frame too large to read, this many characters are kept: enough to see what it was.
+KEPT_HEAD_CHARS = 64 * 1024
+# A frame that cannot be parsed whole is searched for its messageId only this far from each
+# end, so the search costs the same for a 5 MB frame as for a 50 kB one. Header objects are
+# flat and short; the bounded gap keeps the regex linear on hostile input.
+_ID_WINDOW = 64 * 1024
+_HEADER_ID = r'"headers"\s*:\s*\{[^{}]{0,4096}?"messageId"\s*:\s*"((?:[^"\\]|\\.){1,256})"'
+_HEADER_ID_TEXT = re.compile(_HEADER_ID)
+_HEADER_ID_BYTES = re.compile(_HEADER_ID.encode())
 
 
 class FrameKind(StrEnum):
@@ -204,16 +221,102 @@ def callback_to_event(
     )
 
 
-def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
-    """Classify one frame. Never raises: every failure is a quarantine reason with detail."""
+def frame_text(data: bytes, max_bytes: int | None = MAX_FRAME_BYTES) -> str | bytes:
+    """A frame as it came off the socket, as text when it is UTF-8 within the size limit.
+
+    DingTalk sends text frames, but a proxy may re-frame them as binary; either way the text
+    is what gets parsed, stored and recorded. Anything else stays bytes, for ``parse_frame``
+    to quarantine with the reason (``frame_too_large`` or ``not_utf8``).
+    """
+    if max_bytes is not None and len(data) > max_bytes:
+        return data
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        document = json.loads(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def peek_frame_message_id(raw: str | bytes) -> str | None:
+    """The frame's ``headers.messageId`` found near either end, without parsing the frame.
+
+    For frames that cannot be parsed whole (too large, not UTF-8, not JSON): the id is what
+    the ack needs, and a bounded regex over the first and last ``_ID_WINDOW`` characters
+    finds it at a cost independent of the frame's size. Best effort: None when not found.
+    """
+    windows = (raw[:_ID_WINDOW], raw[-_ID_WINDOW:]) if len(raw) > 2 * _ID_WINDOW else (raw,)
+    for window in windows:
+        found = (
+            _HEADER_ID_BYTES.search(window)
+            if isinstance(window, bytes)
+            else _HEADER_ID_TEXT.search(window)
+        )
+        if found is None:
+            continue
+        literal = found.group(1)
+        try:
+            text = literal.decode("utf-8") if isinstance(literal, bytes) else literal
+            value = json.loads(f'"{text}"')  # undo JSON escapes, as json.loads would
+        except ValueError:  # also UnicodeDecodeError: not an id we could ack
+            continue
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def frame_size(raw: str | bytes) -> int:
+    """Bytes on the wire: a text frame is UTF-8 (a lone surrogate counted as if encoded)."""
+    if isinstance(raw, bytes):
+        return len(raw)
+    if raw.isascii():
+        return len(raw)
+    return len(raw.encode("utf-8", errors="surrogatepass"))
+
+
+def _headers_id(document: dict[str, Any]) -> str | None:
+    headers = document.get("headers")
+    value = headers.get("messageId") if isinstance(headers, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def parse_frame(raw: str | bytes, received_at: float, max_bytes: int | None = None) -> ParsedFrame:
+    """Classify one frame. Never raises: every failure is a quarantine reason with detail.
+
+    With ``max_bytes``, a larger frame is quarantined as ``frame_too_large`` before any
+    parsing: reading megabytes of JSON is the cost the limit exists to avoid.
+    """
+    if max_bytes is not None and len(raw) * 4 > max_bytes:  # cheaper checks first
+        size = frame_size(raw)
+        if size > max_bytes:
+            return ParsedFrame(
+                FrameKind.QUARANTINED,
+                frame_message_id=peek_frame_message_id(raw),
+                reason=QuarantineReason.FRAME_TOO_LARGE,
+                error=(
+                    f"frame is {size} bytes, over the {max_bytes}-byte limit;"
+                    f" raw keeps its first {KEPT_HEAD_CHARS} characters"
+                ),
+            )
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return ParsedFrame(
+                FrameKind.QUARANTINED,
+                frame_message_id=peek_frame_message_id(raw),
+                reason=QuarantineReason.NOT_UTF8,
+                error=f"not UTF-8: {exc.reason} at byte {exc.start}; raw keeps it in base64",
+            )
+    try:
+        document = json.loads(raw)
     except (ValueError, TypeError, RecursionError) as exc:
-        # ValueError covers bad JSON, bad UTF-8 and integers too long to convert;
+        # ValueError covers bad JSON and integers too long to convert;
         # RecursionError, documents nested deeper than any real frame.
-        error = str(exc) or type(exc).__name__
-        return ParsedFrame(FrameKind.QUARANTINED, reason=QuarantineReason.NOT_JSON, error=error)
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=peek_frame_message_id(raw),
+            reason=QuarantineReason.NOT_JSON,
+            error=str(exc) or type(exc).__name__,
+        )
     if not isinstance(document, dict):
         return ParsedFrame(
             FrameKind.QUARANTINED,
@@ -224,7 +327,12 @@ def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
         frame = _Frame.model_validate(document)
     except ValidationError as exc:
         _, detail = _describe(exc)
-        return ParsedFrame(FrameKind.QUARANTINED, reason=QuarantineReason.BAD_SHAPE, error=detail)
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=_headers_id(document),
+            reason=QuarantineReason.BAD_SHAPE,
+            error=detail,
+        )
     frame_id = frame.headers.messageId
     if frame.type == "SYSTEM":
         return ParsedFrame(FrameKind.SYSTEM, frame_message_id=frame_id, topic=frame.headers.topic)
@@ -270,15 +378,19 @@ def parse_frame(raw: str | bytes, received_at: float) -> ParsedFrame:
     return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event)
 
 
-def frame_message_id_of(raw: str | bytes) -> str | None:
-    """Best effort: the frame's messageId, so even a bad frame can be acked."""
-    try:
-        document = json.loads(raw)
-        headers = document.get("headers") if isinstance(document, dict) else None
-        value = headers.get("messageId") if isinstance(headers, dict) else None
-        return value if isinstance(value, str) else None
-    except (ValueError, TypeError, AttributeError, RecursionError):
-        return None
+def kept_text(reason: QuarantineReason, raw: str | bytes) -> str:
+    """What the quarantine table keeps of a refused frame: all of it, unless that is unsafe.
+
+    A frame over the size limit keeps only its head (the store must not grow by megabytes
+    per redelivery); a frame that is not UTF-8 is kept whole in base64, since no text form
+    of it is both storable and faithful.
+    """
+    if reason is QuarantineReason.FRAME_TOO_LARGE:
+        head = raw[:KEPT_HEAD_CHARS]
+        return head.decode("utf-8", errors="replace") if isinstance(head, bytes) else head
+    if reason is QuarantineReason.NOT_UTF8 and isinstance(raw, bytes):
+        return base64.b64encode(raw).decode("ascii")
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
 
 
 # Does this new event supersede the older runs of its thread? (see Ingestor)
@@ -293,27 +405,38 @@ class Ingestor:
     ``supersedes`` says which (the response gate's own verdict); without it, any DM or @.
     """
 
-    def __init__(self, store: Store, supersedes: Supersedes | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        supersedes: Supersedes | None = None,
+        max_frame_bytes: int | None = None,
+    ) -> None:
         self.store = store
         self.supersedes = supersedes
+        self.max_frame_bytes = max_frame_bytes
 
     def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
-        return self.store_parsed(parse_frame(raw, received_at), raw, received_at)
+        parsed = parse_frame(raw, received_at, self.max_frame_bytes)
+        return self.store_parsed(parsed, raw, received_at)
 
     def store_parsed(
         self, parsed: ParsedFrame, raw: str | bytes, received_at: float
     ) -> IngestResult:
         """Make a parsed frame durable: a new event, a counted duplicate, or quarantine."""
-        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
         if parsed.kind is FrameKind.QUARANTINED:
             assert parsed.reason is not None
-            frame_id = parsed.frame_message_id or frame_message_id_of(raw)
+            frame_id = parsed.frame_message_id
             self.store.quarantine(
-                text, parsed.reason.value, parsed.error or "", received_at, frame_id
+                kept_text(parsed.reason, raw),
+                parsed.reason.value,
+                parsed.error or "",
+                received_at,
+                frame_id,
             )
             return IngestResult(
                 FrameKind.QUARANTINED, frame_id, reason=parsed.reason, error=parsed.error
             )
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
         if parsed.kind is not FrameKind.EVENT:
             return IngestResult(parsed.kind, parsed.frame_message_id)
         assert parsed.event is not None

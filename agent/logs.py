@@ -1,8 +1,9 @@
 """Structured logs: one JSON object per line, with run ids, and never a secret.
 
-Every record passes a redaction filter that replaces the configured secret values and
-session-webhook tokens wherever they appear (message, arguments, extra fields), so a
-careless ``log.info(url)`` cannot leak them.
+Every record passes a redaction filter that replaces the configured secret values,
+session-webhook tokens and access tokens wherever they appear (the rendered message,
+extra fields, dict values under a token's name), so a careless ``log.info(url)`` cannot
+leak them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,24 @@ from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 _SESSION = re.compile(r"(session=)[^&\s\"'\\]+")
-_TOKEN_HEADER = re.compile(r"(access[-_]token[\"'=:\s]+)[A-Za-z0-9._-]{8,}", re.IGNORECASE)
+# An access token after its name in any of the shapes it travels in: the header
+# (``x-acs-dingtalk-access-token: ...``), a query (``?access_token=...``), JSON
+# (``"accessToken": "..."``, also escaped inside a JSON string) or a repr of headers
+# (``(b'x-acs-dingtalk-access-token', b'...')``). The name must be followed by a separator,
+# so an identifier such as ``accessTokenExpiry`` is left alone.
+_TOKEN_HEADER = re.compile(
+    r"(access[-_]?token(?:[\\\"'=:,\s]|%22|%3A|%3D)+(?:b[\\\"'])?)[A-Za-z0-9._~+/-]{8,}",
+    re.IGNORECASE,
+)
 MASK = "***"
+_TOKEN_NAMES = frozenset({"accesstoken", "xacsdingtalkaccesstoken"})
+
+
+def _is_token_name(key: Any) -> bool:
+    """``accessToken``, ``access_token``, ``x-acs-dingtalk-access-token`` in any case."""
+    if isinstance(key, bytes):
+        key = key.decode("latin-1")
+    return isinstance(key, str) and re.sub(r"[-_\s]", "", key).lower() in _TOKEN_NAMES
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
@@ -38,19 +55,28 @@ class RedactingFilter(logging.Filter):
         if isinstance(value, str):
             return redact(value, self.secrets)
         if isinstance(value, dict):
-            return {k: self._clean(v) for k, v in value.items()}
+            return {
+                k: MASK if _is_token_name(k) and v else self._clean(v) for k, v in value.items()
+            }
         if isinstance(value, list | tuple):
             return type(value)(self._clean(v) for v in value)
         return value
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self._clean(str(record.msg))
-        if record.args:
-            record.args = (
-                tuple(self._clean(a) for a in record.args)
-                if isinstance(record.args, tuple)
-                else self._clean(record.args)
-            )
+        # Redact the rendered message, not its parts: in ``log.info('"accessToken": "%s"',
+        # token)`` neither the template nor the argument alone shows what the token is.
+        try:
+            rendered = record.getMessage()
+        except Exception:  # a bad template: logging reports it later; still mask the parts
+            record.msg = self._clean(str(record.msg))
+            if record.args:
+                record.args = (
+                    tuple(self._clean(a) for a in record.args)
+                    if isinstance(record.args, tuple)
+                    else self._clean(record.args)
+                )
+        else:
+            record.msg, record.args = self._clean(rendered), None
         for key, value in list(vars(record).items()):
             if key not in _STANDARD:
                 setattr(record, key, self._clean(value))

@@ -6,6 +6,8 @@ One ``httpx.AsyncClient`` and one cached token serve all of it; ``DingTalkTransp
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,9 @@ class TransportConfig:
     send_retries: int = 3
     max_retry_after_s: float = 30.0
     webhook_expiry_margin_s: float = 30.0
+    # Session webhooks are contacted only on these origins (scheme://host[:port]); the
+    # default is DingTalk's own, so a config that forgets them can only be too strict.
+    webhook_origins: tuple[str, ...] = ("https://oapi.dingtalk.com",)
     max_connections: int = 16
     proxy: str | None = None
     directory_base_url: str | None = None  # the oapi host for user details
@@ -94,16 +99,36 @@ class DingTalkAPI:
         )
         self._token: str | None = None
         self._token_expires_at = 0.0
+        # The one token request in flight, shared by every caller that needs a token now.
+        self._token_fetch: asyncio.Task[str] | None = None
 
     async def aclose(self) -> None:
+        fetch, self._token_fetch = self._token_fetch, None
+        if fetch is not None and not fetch.done():
+            fetch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await fetch
         await self._client.aclose()
 
     # ------------------------------------------------------------------ token
 
     async def access_token(self) -> str:
-        now = self.clock.now()
-        if self._token and now < self._token_expires_at:
+        """The cached token, or a fresh one from a single request shared by all who ask.
+
+        When the token expires under load, every concurrent send asks at once; one fetch
+        serves them all (DingTalk throttles the token endpoint too). A failed fetch fails
+        every caller waiting on it, and the next call starts a new one. A caller that is
+        cancelled leaves the fetch running for the others (``shield``).
+        """
+        if self._token and self.clock.now() < self._token_expires_at:
             return self._token
+        fetch = self._token_fetch
+        if fetch is None or fetch.done():
+            fetch = self._token_fetch = asyncio.create_task(self._fetch_token())
+        return await asyncio.shield(fetch)
+
+    async def _fetch_token(self) -> str:
+        now = self.clock.now()
         cfg = self.config
         response = await self._client.post(
             f"{cfg.openapi_base_url}/v1.0/oauth2/accessToken",

@@ -2,30 +2,125 @@
 
 Session-webhook tokens are masked on the way in: a recording is for reproducing what
 happened, and the replay re-points webhooks at the fake anyway.
+
+A recording is evidence, never a reason to stop ingest: a write that fails (disk full, a
+file closed under us) is counted and logged without flooding the log, and the recorder
+never raises to its caller. The file is written unbuffered, so a failed write leaves
+nothing behind to be flushed later; a line cut short by one is ended before the next line,
+so one torn line never swallows the frames after it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from agent.logs import redact
+
+log = logging.getLogger("dta.recorder")
+
+
+class FailureLog:
+    """Logs a failure that may repeat on every frame: the first, then one line per interval.
+
+    Each line carries the total so far and how many failures it stands for, so a disk that
+    stays full costs one warning a minute, not one per frame. The first success after a
+    failure is logged too, so an operator sees when it cleared.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        interval_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.what = what
+        self.interval_s = interval_s
+        self.clock = clock
+        self.failures = 0
+        self._unlogged = 0
+        self._last_logged: float | None = None
+        self._failing = False
+
+    def failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self._unlogged += 1
+        self._failing = True
+        now = self.clock()
+        if self._last_logged is not None and now - self._last_logged < self.interval_s:
+            return
+        self.logger.warning(
+            self.what,
+            extra={
+                "error": type(exc).__name__,
+                "detail": str(exc)[:200],
+                "failures": self.failures,
+                "since_last_log": self._unlogged,
+            },
+        )
+        self._last_logged, self._unlogged = now, 0
+
+    def succeeded(self) -> None:
+        if self._failing:
+            self._failing = False
+            self.logger.info(f"{self.what}: recovered", extra={"failures": self.failures})
 
 
 class FrameRecorder:
     def __init__(self, path: Path, secrets: list[str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8", buffering=1)  # a line per frame, flushed
+        self._file = path.open("ab", buffering=0)
         self._secrets = secrets
         self._lock = threading.Lock()
+        self._torn = False  # the last write may have left part of a line
+        self._failures = FailureLog(log, "frame recorder failed; frames are still ingested")
 
-    def __call__(self, raw: str, received_at: float) -> None:
-        line = json.dumps(
-            {"received_at": received_at, "frame": redact(raw, self._secrets)}, ensure_ascii=False
-        )
-        with self._lock:
-            self._file.write(line + "\n")
+    @property
+    def failures(self) -> int:
+        """Frames that could not be recorded (for metrics); ingest went on regardless."""
+        return self._failures.failures
+
+    def __call__(self, raw: str | bytes, received_at: float) -> None:
+        """Append one frame. Never raises: the caller is about to store and ack it."""
+        try:
+            line = self._line(raw, received_at)
+            with self._lock:
+                self._write(("\n" if self._torn else "") + line + "\n")
+        except Exception as exc:
+            self._failures.failed(exc)
+        else:
+            self._failures.succeeded()
+
+    def _line(self, raw: str | bytes, received_at: float) -> str:
+        item: dict[str, object] = {"received_at": received_at}
+        if isinstance(raw, bytes):
+            # Not UTF-8 (or over the size limit): a readable, redactable form, marked as such.
+            # Base64 would keep it faithfully, but could carry a secret past redaction.
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = raw.decode("utf-8", errors="replace")
+                item["not_utf8"] = True
+        else:
+            text = raw
+        item["frame"] = redact(text, self._secrets)
+        return json.dumps(item, ensure_ascii=False)
+
+    def _write(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        self._torn = True
+        while data:
+            written = self._file.write(data)
+            if not written:
+                raise OSError("the recording file took no bytes")
+            data = data[written:]
+        self._torn = False
 
     def close(self) -> None:
         with self._lock:

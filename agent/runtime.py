@@ -93,7 +93,11 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.crash = crash or CrashPoints()
         self.owner = owner_id()
-        self.store = Store(store_path or settings.store_path, settings.store_synchronous)
+        self.store = Store(
+            store_path or settings.store_path,
+            settings.store_synchronous,
+            busy_timeout_s=settings.store_busy_timeout_s,
+        )
         self.response_gate = ResponseGate(response_policy(settings))
         self.ingestor = Ingestor(self.store, self.response_gate.engages)
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)

@@ -2,22 +2,31 @@
 
 The transport knows HTTP and DingTalk's answers, not policy. Its one hard rule is about
 doubt: it retries only what provably never reached DingTalk (a connection that was never
-made, a 429 the platform answered before accepting anything, a 401 for a stale token).
-A timeout or a 5xx after the request went out may have been delivered, so it reports
-``uncertain`` and leaves the decision to a human or a readback, never to a blind resend.
+made, a 429 or a 403 ``QpsLimit`` the platform answered before accepting anything, a 401 for
+a stale token). A timeout or a 5xx after the request went out may have been delivered, so it
+reports ``uncertain`` and leaves the decision to a human or a readback, never to a blind
+resend.
+
+A session webhook is a URL that arrives inside a frame, so it is only as trustworthy as the
+frame: it is contacted only when its origin (scheme, host, port) is one of the configured
+``webhook_origins``. Any other URL — another host, ``file://``, credentials in the URL — is
+never contacted; the reply goes by the OpenAPI and the receipt's evidence says why.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     AttemptOutcome,
@@ -28,14 +37,63 @@ from agent.contracts import (
     canonical_json,
     sha256_text,
 )
-from agent.openapi import DingTalkAPI, TokenError, json_object
+from agent.openapi import DingTalkAPI, TokenError, TransportConfig, json_object
 
 # Errors that prove the request never reached DingTalk: retried (connecting) or failed.
 _NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _NOT_SENT = (httpx.UnsupportedProtocol, httpx.ProxyError, httpx.LocalProtocolError)
 # DingTalk's answer when a session webhook no longer exists (seen in field reports).
 SESSION_GONE_ERRCODE = 300001
+# The robot webhooks' "send too fast" (errcode on an HTTP 200): refused, so not delivered.
+SEND_TOO_FAST_ERRCODE = 130101
+# The OpenAPI's throttling: HTTP 403 whose ``code`` contains this (e.g.
+# ``Forbidden.AccessDenied.QpsLimitForApi``). Other 403s (no permission, the monthly
+# ``ApiCountLimitForOrg`` quota) are definite failures that a retry cannot change.
+QPS_LIMIT_MARK = "QpsLimit"
+# QPS limits are counted per second: a retry sooner than that meets the same full window.
+QPS_LIMIT_MIN_WAIT_S = 1.0
 TOKEN_MARGIN_S = 300.0  # refresh tokens five minutes early, as the SDK does
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+@lru_cache(maxsize=4096)
+def webhook_origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of ``url`` as httpx would contact it, or None if it has none.
+
+    Parsed by httpx itself, so the origin checked is the one a request would reach (no
+    parser differential: ``https://oapi.dingtalk.com\\@evil.test/`` is evil.test). The host
+    is lowercased and IDNA-encoded and a default port dropped, so ``:443`` on https and
+    ``:80`` on http compare equal to no port. A URL carrying user info has no origin: it is
+    never a webhook DingTalk issued. Cached: every send asks, and URLs repeat per thread.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+    scheme = parsed.scheme
+    if scheme not in _DEFAULT_PORTS or not parsed.raw_host or parsed.userinfo:
+        return None
+    host = parsed.raw_host.decode("ascii")
+    host = f"[{host}]" if ":" in host else host
+    port = parsed.port  # httpx keeps an explicit default port after an upper-case scheme
+    if port is None or port == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def _shown_origin(url: str) -> str:
+    """What a receipt may say about a refused webhook URL: where it points, never its path
+    or query (the session token lives in the query)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "an unparsable URL"
+    return f"{parsed.scheme or '?'}://{parsed.netloc.decode('ascii', 'replace')}"
+
+
+def allowed_origins(origins: Iterable[str]) -> frozenset[str]:
+    """The configured origins, normalised like ``webhook_origin`` (unusable ones dropped)."""
+    return frozenset(o for o in map(webhook_origin, origins) if o is not None)
 
 
 @dataclass
@@ -53,6 +111,8 @@ class OutboundRequest:
     url: str
     body: dict[str, Any]
     needs_token: bool
+    # Why this channel and not the obvious one (a refused webhook origin); on the receipt.
+    note: str | None = None
     digest: str = field(init=False)
     # Whether a message POST may have reached DingTalk: set as it starts, cleared only by
     # an answer or a proof it never left. Stopped while False, the attempt sent nothing.
@@ -66,10 +126,26 @@ class OutboundRequest:
 class _Retryable(Exception):
     """Raised inside the retry loop for answers that prove nothing was delivered."""
 
-    def __init__(self, response: httpx.Response | None, wait_s: float | None) -> None:
+    def __init__(
+        self, response: httpx.Response | None, wait_s: float | None, min_wait_s: float = 0.0
+    ) -> None:
         super().__init__("retryable")
         self.response = response
         self.wait_s = wait_s
+        self.min_wait_s = min_wait_s
+
+
+def _throttled(response: httpx.Response) -> bool:
+    """DingTalk's "too fast": the request was refused before anything was accepted."""
+    status = response.status_code
+    if status == 429:
+        return True
+    if status == 403:
+        code = json_object(response).get("code")
+        return isinstance(code, str) and QPS_LIMIT_MARK in code
+    if status == 200:
+        return json_object(response).get("errcode") == SEND_TOO_FAST_ERRCODE
+    return False
 
 
 def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
@@ -91,16 +167,42 @@ def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
 class DingTalkTransport(DingTalkAPI):
     """Delivery: which channel, what body, how many tries, and what the answer means."""
 
+    def __init__(
+        self, config: TransportConfig, clock: Clock, client: httpx.AsyncClient | None = None
+    ) -> None:
+        super().__init__(config, clock, client)
+        self.webhook_origins = allowed_origins(config.webhook_origins)
+
     # ------------------------------------------------------------------ channel choice
 
     def channel_for(self, target: Origin) -> Channel:
-        """The session webhook while it is valid, else the OpenAPI for the conversation."""
-        hook = target.session_webhook
-        if hook is not None and hook.valid_at(
-            self.clock.now(), self.config.webhook_expiry_margin_s
-        ):
+        """The session webhook while it is valid and on an allowed origin, else the OpenAPI
+        for the conversation (``Channel.NONE`` without OpenAPI credentials)."""
+        if self.webhook_problem(target) is None:
             return Channel.SESSION_WEBHOOK
         return self.openapi_channel(target)
+
+    def webhook_problem(self, target: Origin) -> str | None:
+        """Why the target's session webhook must not be used, or None when it may.
+
+        Public so that a caller deciding "is there a channel at all?" (the action gate's
+        target check) can word its refusal the way the transport decides.
+        """
+        hook = target.session_webhook
+        if hook is None:
+            return "no session webhook"
+        foreign = self._foreign_webhook(hook.url)
+        if foreign is not None:
+            return foreign
+        if not hook.valid_at(self.clock.now(), self.config.webhook_expiry_margin_s):
+            return "session webhook expired"
+        return None
+
+    def _foreign_webhook(self, url: str) -> str | None:
+        """The evidence line for a webhook URL off the allowed origins (None when on one)."""
+        if webhook_origin(url) in self.webhook_origins:
+            return None
+        return f"session webhook host not allowed: {_shown_origin(url)}"
 
     def openapi_channel(self, target: Origin) -> Channel:
         if not self.config.has_openapi_credentials:
@@ -129,6 +231,8 @@ class DingTalkTransport(DingTalkAPI):
             if group:
                 body["at"] = {"atUserIds": [target.user_id], "isAtAll": False}
             return OutboundRequest(channel, target.session_webhook.url, body, needs_token=False)
+        hook = target.session_webhook
+        note = self._foreign_webhook(hook.url) if hook is not None else None
         if content.msgtype == "markdown":
             msg_key = "sampleMarkdown"
             param = {"title": content.title or content.text[:20], "text": content.text}
@@ -142,26 +246,47 @@ class DingTalkTransport(DingTalkAPI):
         if channel is Channel.OPENAPI_GROUP:
             body["openConversationId"] = target.conversation_id
             url = f"{base}/v1.0/robot/groupMessages/send"
-            return OutboundRequest(channel, url, body, needs_token=True)
+            return OutboundRequest(channel, url, body, needs_token=True, note=note)
         if channel is Channel.OPENAPI_OTO:
             body["userIds"] = [target.user_id]
             url = f"{base}/v1.0/robot/oToMessages/batchSend"
-            return OutboundRequest(channel, url, body, needs_token=True)
+            return OutboundRequest(channel, url, body, needs_token=True, note=note)
         raise ValueError(f"no request for channel {channel}")
 
     # ------------------------------------------------------------------ delivery
 
     async def deliver(self, request: OutboundRequest) -> Delivery:
+        """Send on the request's channel; why that channel was chosen, when it was not the
+        obvious one (``request.note``), leads the evidence's detail."""
+        delivery = await self._deliver(request)
+        if request.note:
+            detail = delivery.evidence.detail
+            delivery.evidence.detail = f"{request.note}; {detail}" if detail else request.note
+        return delivery
+
+    async def _deliver(self, request: OutboundRequest) -> Delivery:
         evidence = Evidence(channels_tried=[request.channel])
+        foreign = (
+            self._foreign_webhook(request.url)
+            if request.channel is Channel.SESSION_WEBHOOK
+            else None
+        )
+        if foreign is not None:
+            # channel_for never picks such a webhook; a caller that built one anyway still
+            # must not reach it. Nothing was sent, so this is a definite failure.
+            evidence.detail = foreign
+            return Delivery(AttemptOutcome.FAILED, evidence)
         tries = [0]
         try:
             response = await self._send_with_retries(request, tries)
         except _Retryable as exc:
             # Still refused after every retry: DingTalk never took it.
             evidence.retries = tries[0] - 1
-            if exc.response is not None:
-                self._read_answer(exc.response, evidence)
             evidence.detail = "retries exhausted"
+            if exc.response is not None:
+                code = self._read_answer(exc.response, evidence).get("code")
+                if isinstance(code, str) and QPS_LIMIT_MARK in code:
+                    evidence.detail = f"throttled ({code[:80]}); retries exhausted"
             return Delivery(AttemptOutcome.FAILED, evidence)
         except (*_NOT_CONNECTED, *_NOT_SENT) as exc:
             evidence.retries = tries[0] - 1
@@ -192,9 +317,7 @@ class DingTalkTransport(DingTalkAPI):
         """
         tries[0] = 1
         try:
-            response = await self._send_once(request)
-            self._check_retryable(response)
-            return response
+            return await self._send_once(request)
         except (_Retryable, *_NOT_CONNECTED) as first:
             if self.config.send_retries == 0:
                 raise
@@ -215,16 +338,18 @@ class DingTalkTransport(DingTalkAPI):
             with attempt:
                 tries[0] += 1
                 response = await self._send_once(request)
-                self._check_retryable(response)
         return response
 
     def _backoff(self, exc: BaseException | None, tries_so_far: int) -> float:
-        """DingTalk's Retry-After when it gave one, else exponential; capped."""
+        """DingTalk's Retry-After when it gave one, else exponential (at least a throttle's
+        window); capped."""
         hinted = exc.wait_s if isinstance(exc, _Retryable) else None
-        fallback = min(0.2 * (2 ** (tries_so_far - 1)), 5.0)
+        floor = exc.min_wait_s if isinstance(exc, _Retryable) else 0.0
+        fallback = max(min(0.2 * (2 ** (tries_so_far - 1)), 5.0), floor)
         return min(hinted if hinted is not None else fallback, self.config.max_retry_after_s)
 
     async def _send_once(self, request: OutboundRequest) -> httpx.Response:
+        """One POST; raises ``_Retryable`` for an answer that proves nothing was taken."""
         headers = {"Content-Type": "application/json"}
         if request.needs_token:
             headers["x-acs-dingtalk-access-token"] = await self._token_for_send()
@@ -234,8 +359,19 @@ class DingTalkTransport(DingTalkAPI):
         except (*_NOT_CONNECTED, *_NOT_SENT):
             request.may_have_arrived = False
             raise
-        # An answer came back: whether it is a yes is for _classify; a 429 or 401 is a no.
-        request.may_have_arrived = response.status_code not in (401, 429)
+        # An answer came back: whether it is a yes is for _classify; a throttle or a 401 is
+        # a no.
+        throttled = _throttled(response)
+        request.may_have_arrived = response.status_code != 401 and not throttled
+        if throttled:
+            # Refused for speed, not content: nothing was accepted, so waiting and sending
+            # again cannot duplicate. A 403 QpsLimit rarely says how long; its window is 1 s.
+            floor = 0.0 if response.status_code == 429 else QPS_LIMIT_MIN_WAIT_S
+            raise _Retryable(response, _retry_after(response, self.clock.now()), floor)
+        if response.status_code == 401:
+            # A stale token was refused before anything was accepted: fetch a new one.
+            self.forget_token()
+            raise _Retryable(response, 0.0)
         return response
 
     async def _token_for_send(self) -> str:
@@ -246,14 +382,6 @@ class DingTalkTransport(DingTalkAPI):
             raise  # retried like any connection that was never made
         except httpx.HTTPError as exc:
             raise TokenError(f"token request failed: {type(exc).__name__}") from None
-
-    def _check_retryable(self, response: httpx.Response) -> None:
-        if response.status_code == 429:
-            raise _Retryable(response, _retry_after(response, self.clock.now()))
-        if response.status_code == 401:
-            # A stale token was refused before anything was accepted: fetch a new one.
-            self.forget_token()
-            raise _Retryable(response, 0.0)
 
     @staticmethod
     def _read_answer(response: httpx.Response, evidence: Evidence) -> dict[str, Any]:

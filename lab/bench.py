@@ -27,6 +27,8 @@ from lab.bench_stream import bench_stream
 from lab.fake.callbacks import callback_frame
 from storage.baseline import write_bare_rows
 
+STUB_ORIGIN = "http://stub.invalid"  # the session webhooks' host; StubTransport answers it
+
 
 @dataclass(frozen=True)
 class PipelineBench:
@@ -54,7 +56,7 @@ def _callback(i: int, now_ms: int) -> dict[str, object]:
         "robotCode": "bench-robot",
         "isInAtList": False,
         "createAt": now_ms,
-        "sessionWebhook": f"http://stub.invalid/robot/sendBySession?session={i}",
+        "sessionWebhook": f"{STUB_ORIGIN}/robot/sendBySession?session={i}",
         "sessionWebhookExpiredTime": now_ms + 5_400_000,
     }
 
@@ -78,7 +80,12 @@ class StubTransport(DingTalkTransport):
 
 
 async def _run_pipeline(path: Path, count: int) -> tuple[float, int]:
-    settings = Settings(store_path=path, robot_code="bench-robot", max_concurrent_runs=64)
+    settings = Settings(
+        store_path=path,
+        robot_code="bench-robot",
+        max_concurrent_runs=64,
+        webhook_origins=[STUB_ORIGIN],  # the stub answers for it; nothing leaves the process
+    )
     runtime = Runtime(settings, clock=SystemClock())
     stub = StubTransport(transport_config(settings), runtime.clock)
     runtime.broker.transport = stub

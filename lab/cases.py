@@ -10,14 +10,33 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent.config import ConfigError, Settings
-from agent.contracts import ActionKind, AgentDefinition, ReceiptStatus, Verdict
+from agent.contracts import (
+    ActionKind,
+    AgentDefinition,
+    Channel,
+    Contract,
+    MemoryCandidate,
+    ReceiptStatus,
+    TaskCheckpoint,
+    Verdict,
+)
 from agent.crashpoints import CrashPoint
 from lab.fake import parse_fault_spec
+from lab.fake.platform import Channel as PlatformChannel
 from lab.fake_model import FakeModel
 
 SCHEMA = "dta.lab.case/1"
@@ -25,6 +44,11 @@ SCHEMA = "dta.lab.case/1"
 
 class CaseError(Exception):
     """A case file that cannot be run; the message names file, field and reason."""
+
+
+class CasePathError(CaseError):
+    """A path given to the lab that holds no case. A mistyped or absent folder must never read
+    as "nothing to check": the run would pass without the cases it was asked to run."""
 
 
 class Category(StrEnum):
@@ -111,49 +135,148 @@ class Step(_Model):
         return self.frame["__frame__"]
 
 
-class MessageExpect(_Model):
+def _given(model: BaseModel, empty_checks: frozenset[str]) -> set[str]:
+    """The keys a case actually gave a value to check: ``null`` and ``[]`` check nothing,
+    except where an empty list is itself the expectation (``at_users: []`` is "nobody")."""
+    return {
+        name
+        for name in model.model_fields_set
+        if (value := getattr(model, name)) is not None and (value != [] or name in empty_checks)
+    }
+
+
+class _Check(_Model):
+    """An expectation object: one that gives no key would match anything, so it is refused."""
+
+    EMPTY_CHECKS: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="after")
+    def _checks_something(self) -> _Check:
+        if not _given(self, self.EMPTY_CHECKS):
+            names = ", ".join(type(self).model_fields)
+            raise ValueError(f"an empty object matches anything; give at least one of {names}")
+        return self
+
+
+class MessageExpect(_Check):
+    EMPTY_CHECKS = frozenset({"at_users"})
+
     conversation: str | None = None
     user: str | None = None
     contains: list[str] = Field(default_factory=list)
     not_contains: list[str] = Field(default_factory=list)
     matches: str | None = None
+    # exactly these users are @-ed, in any order; [] means nobody is
     at_users: list[str] | None = None
+    # dta extension: the channel the platform took the message on
+    channel: PlatformChannel | None = None
 
 
-class PlatformExpect(_Model):
+class PlatformExpect(_Check):
     count: int | None = Field(default=None, ge=0)
     messages: list[MessageExpect] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _messages_not_empty(self) -> PlatformExpect:
+        if "messages" in self.model_fields_set and not self.messages:
+            raise ValueError("'messages': [] checks nothing; say 'count': 0 for no messages")
+        return self
 
-class DecisionExpect(_Model):
+
+class DecisionExpect(_Check):
     verdict: Verdict | None = None
     reason: str | None = None
 
 
-class ReceiptExpect(_Model):
+class ReceiptExpect(_Check):
+    EMPTY_CHECKS = frozenset({"channels"})
+
     msg: str | None = None
     kind: ActionKind | None = None
     status: ReceiptStatus | None = None
     reason: str | None = None
+    # dta extensions, from the receipt's evidence: the channel that carried it last
+    # (`none` when nothing was sent) and every channel tried, in order
+    channel: Channel | None = None
+    channels: list[Channel] | None = None
 
 
-class RefusalExpect(_Model):
+class RefusalExpect(_Check):
     msg: str | None = None
     reason: str
 
 
+def _subset_of(contract: type[Contract]) -> AfterValidator:
+    """Check a subset-match record against the contract the store's records are dumped from.
+
+    A misspelt key would never equal anything in a record that lacks it, and a misspelt
+    value (``"status": "complete"``) never equals a real one: either turns a case into one
+    that cannot pass for the reason it claims, so both are refused before anything runs.
+    """
+    fields = {name: field for name, field in contract.model_fields.items() if name != "schema_"}
+
+    def check(record: dict[str, Any]) -> dict[str, Any]:
+        if not record:
+            raise ValueError("an empty object matches any record; name a field to check")
+        for key, value in record.items():
+            field = fields.get(key)
+            if field is None:
+                raise ValueError(
+                    f"{key!r} is not a field of {contract.__name__}; one of {', '.join(fields)}"
+                )
+            try:
+                TypeAdapter(field.annotation).validate_json(json.dumps(value), strict=True)
+            except ValidationError as exc:
+                message = exc.errors()[0]["msg"]
+                raise ValueError(f"{key!r}: {message}") from None
+        return record
+
+    return AfterValidator(check)
+
+
+TaskSubset = Annotated[dict[str, Any], _subset_of(TaskCheckpoint)]
+MemorySubset = Annotated[dict[str, Any], _subset_of(MemoryCandidate)]
+
+
 class Expect(_Model):
+    """What the evidence must show. Every key given is checked; a case with none is refused.
+
+    An explicit empty list of records (``receipts``, ``refusals``, ``tasks``,
+    ``memory_candidates``) means "none at all"; empty ``decisions`` or ``processed`` would
+    check nothing and are refused.
+    """
+
+    EMPTY_CHECKS: ClassVar[frozenset[str]] = frozenset(
+        {"receipts", "refusals", "tasks", "memory_candidates"}
+    )
+
     platform: PlatformExpect | None = None
-    decisions: dict[str, DecisionExpect] = Field(default_factory=dict)
-    receipts: list[ReceiptExpect] = Field(default_factory=list)
-    refusals: list[RefusalExpect] = Field(default_factory=list)
+    decisions: dict[str, DecisionExpect] | None = None
+    receipts: list[ReceiptExpect] | None = None
+    refusals: list[RefusalExpect] | None = None
     quarantined: int | None = Field(default=None, ge=0)
-    processed: list[str] = Field(default_factory=list)
+    processed: list[str] | None = None
     # dta extension: redelivered frames recognised as duplicates (acked, counted, not run)
     duplicates: int | None = Field(default=None, ge=0)
-    # subset matches; an explicit empty list means "none at all"
-    tasks: list[dict[str, Any]] | None = None
-    memory_candidates: list[dict[str, Any]] | None = None
+    # subset matches on the store's records
+    tasks: list[TaskSubset] | None = None
+    memory_candidates: list[MemorySubset] | None = None
+
+    @field_validator("decisions", "processed")
+    @classmethod
+    def _names_a_message(cls, value: dict[str, Any] | list[str] | None) -> Any:
+        if value is not None and not value:
+            raise ValueError("an empty one checks nothing; name the msgIds")
+        return value
+
+    @model_validator(mode="after")
+    def _checks_something(self) -> Expect:
+        if not _given(self, self.EMPTY_CHECKS):
+            raise ValueError(
+                "a case must check something; give at least one of "
+                + ", ".join(type(self).model_fields)
+            )
+        return self
 
 
 class Fixtures(_Model):
@@ -229,11 +352,14 @@ def discover(paths: list[Path]) -> list[Case]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(path.rglob("*.json")))
+            found = sorted(path.rglob("*.json"))
+            if not found:
+                raise CasePathError(f"{path}: no *.json case files in this folder")
+            files.extend(found)
         elif path.exists():
             files.append(path)
         else:
-            raise CaseError(f"{path}: no such file or folder")
+            raise CasePathError(f"{path}: no such file or folder")
     cases = [load_case(file) for file in files]
     seen: dict[str, str] = {}
     for case in cases:

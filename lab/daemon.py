@@ -96,7 +96,8 @@ class DaemonProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
         workdir.mkdir(parents=True, exist_ok=True)
-        settings = {**BASE_CONFIG, **(config or {})}
+        # Session webhooks may go to the fake and nowhere else.
+        settings = {**BASE_CONFIG, "webhook_origins": [fake.base_url], **(config or {})}
         self.config_path.write_text(
             "".join(f"{key} = {_toml_value(value)}\n" for key, value in settings.items()),
             encoding="utf-8",

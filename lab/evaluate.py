@@ -1,6 +1,7 @@
 """``dta lab eval``: run case files, print one line per case, write JSON/HTML reports.
 
-Exit status: 0 when every case passes, 1 when any fails, 2 when a case file is invalid.
+Exit status: 0 when every case passes, 1 when any fails, 2 when a case file is invalid or a
+path given holds no case (a missing folder is an error, never an empty selection).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, TextIO
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from lab.cases import CaseError, discover
+from lab.cases import CaseError, CasePathError, discover
 from lab.live import run_live_case
 from lab.runner import CaseResult, run_case, run_cases
 
@@ -102,6 +103,9 @@ def evaluate(
     logging.getLogger("dta").setLevel(logging.ERROR)
     try:
         cases = discover(paths)
+    except CasePathError as exc:
+        say(f"cannot run the cases: {exc}")
+        return EXIT_INVALID
     except CaseError as exc:
         say(f"invalid case file: {exc}")
         return EXIT_INVALID

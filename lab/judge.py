@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.contracts import ReceiptStatus
+from agent.contracts import Channel, Receipt, ReceiptStatus
 from lab.cases import Expect, MessageExpect
 from storage import Store
 
@@ -47,15 +47,32 @@ def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[
     if want.matches is not None and not re.search(want.matches, text):
         problems.append(Check(f"{where}.matches", want.matches, text))
     if want.at_users is not None:
+        # Exactly these people, so [] means nobody: an extra @ is a message to someone else.
         at = got.get("at_user_ids") or []
-        missing = [user for user in want.at_users if user not in at]
-        if missing:
-            problems.append(Check(f"{where}.at_users", want.at_users, at))
+        if sorted(set(at)) != sorted(set(want.at_users)) or got.get("at_all"):
+            actual = [*at, "@all"] if got.get("at_all") else at
+            problems.append(Check(f"{where}.at_users", want.at_users, actual))
+    if want.channel is not None and got.get("channel") != want.channel:
+        problems.append(Check(f"{where}.channel", want.channel, got.get("channel")))
     return problems
 
 
 def _subset(want: dict[str, Any], got: dict[str, Any]) -> bool:
     return all(got.get(key) == value for key, value in want.items())
+
+
+def _receipt_facts(receipt: Receipt) -> dict[str, Any]:
+    """A receipt as ``receipts[]`` matches it; the channels come from its evidence, where the
+    broker lists every channel it tried in order, so the last one carried the message."""
+    tried = [channel.value for channel in receipt.evidence.channels_tried]
+    return {
+        "msg": receipt.event_id,
+        "kind": receipt.kind.value if receipt.kind else None,
+        "status": receipt.status.value,
+        "reason": receipt.reason,
+        "channel": tried[-1] if tried else Channel.NONE.value,
+        "channels": tried,
+    }
 
 
 def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[Check]:
@@ -72,7 +89,7 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
             problems.extend(_message_problems(i, want, received[i]))
 
     decisions = {d.event_id: d for d in store.decisions()}
-    for msg, want in expect.decisions.items():
+    for msg, want in (expect.decisions or {}).items():
         got = decisions.get(msg)
         if got is None:
             problems.append(Check(f"decisions.{msg}", want.model_dump(exclude_none=True), None))
@@ -82,31 +99,25 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
         if not _subset(wanted, actual):
             problems.append(Check(f"decisions.{msg}", wanted, actual))
 
-    receipts = [
-        {
-            "msg": r.event_id,
-            "kind": r.kind.value if r.kind else None,
-            "status": r.status.value,
-            "reason": r.reason,
-        }
-        for r in store.receipts()
-    ]
-    for i, want_receipt in enumerate(expect.receipts):
+    receipts = [_receipt_facts(r) for r in store.receipts()]
+    if expect.receipts == [] and receipts:
+        problems.append(Check("receipts", [], receipts))
+    for i, want_receipt in enumerate(expect.receipts or []):
         wanted = want_receipt.model_dump(mode="json", exclude_none=True)
         if not any(_subset(wanted, r) for r in receipts):
             problems.append(Check(f"receipts[{i}]", wanted, receipts))
 
-    refusals = [r for r in receipts if r["status"] == ReceiptStatus.REFUSED.value]
-    for i, want_refusal in enumerate(expect.refusals):
+    refusals = [
+        {"msg": r["msg"], "reason": r["reason"]}
+        for r in receipts
+        if r["status"] == ReceiptStatus.REFUSED.value
+    ]
+    if expect.refusals == [] and refusals:
+        problems.append(Check("refusals", [], refusals))
+    for i, want_refusal in enumerate(expect.refusals or []):
         wanted = want_refusal.model_dump(exclude_none=True)
         if not any(_subset(wanted, r) for r in refusals):
-            problems.append(
-                Check(
-                    f"refusals[{i}]",
-                    wanted,
-                    [{"msg": r["msg"], "reason": r["reason"]} for r in refusals],
-                )
-            )
+            problems.append(Check(f"refusals[{i}]", wanted, refusals))
 
     counts = store.counts()
     if expect.quarantined is not None and counts.quarantined != expect.quarantined:
@@ -115,7 +126,7 @@ def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[
         problems.append(Check("duplicates", expect.duplicates, counts.duplicates))
 
     runs = store.runs_per_event()
-    for msg in expect.processed:
+    for msg in expect.processed or []:
         if runs.get(msg, 0) != 1:
             problems.append(Check(f"processed.{msg}", "exactly one run", runs.get(msg, 0)))
 

@@ -96,6 +96,7 @@ async def replay_frames(frames: list[RecordedFrame], base: Settings, workdir: Pa
         {
             "store_path": workdir / "replay.db",
             "openapi_base_url": fake.base_url,
+            "webhook_origins": [fake.base_url],  # the recorded webhooks are re-pointed here
             "client_id": fake.app_key,
             "client_secret": fake.app_secret,
             "robot_code": fake.robot_code,

@@ -73,6 +73,7 @@ def lab_settings(
     base = Settings(
         store_path=workdir / "dta.db",
         openapi_base_url=fake.base_url,
+        webhook_origins=[fake.base_url],  # replies may go to the fake, and nowhere else
         client_id=fake.app_key,
         client_secret=fake.app_secret,
         robot_code=fake.robot_code,

@@ -52,7 +52,9 @@ class Transcript:
                     out.append(f"    attempt via {attempt['channel']}: {attempt['outcome']}")
             for receipt in trail.receipts:
                 reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
-                out.append(f"  receipt {receipt['kind']}: {receipt['status']}{reason}")
+                tried = receipt["evidence"].get("channels_tried") or []
+                via = f" via {' -> '.join(tried)}" if tried else ""
+                out.append(f"  receipt {receipt['kind']}: {receipt['status']}{reason}{via}")
             if trail.run_state:
                 out.append(f"  run: {trail.run_state}")
         for task in self.tasks:

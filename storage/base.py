@@ -25,19 +25,9 @@ from storage.integrity import (
     file_identity,
     healthy,
     probe_writes,
+    remedy,
 )
 from storage.schema import migrate
-
-
-def _open_failure(path: str, problem: StoreProblem, exc: BaseException) -> str:
-    """One line naming the file, what is wrong with it, and what to do."""
-    hint = {
-        StoreProblem.CORRUPT: "the file is damaged; restore it from a backup or move it aside",
-        StoreProblem.READONLY: "make the file and its directory writable for this user",
-        StoreProblem.LOCKED: "another process holds its write lock; try again when it is done",
-        StoreProblem.FULL: "the disk is full; free space and start again",
-    }.get(problem, "check the path, and that its directory exists and is writable")
-    return f"store {path} cannot be opened ({problem}: {exc}): {hint}"
 
 
 class StoreBase:
@@ -60,7 +50,8 @@ class StoreBase:
             raise
         except (sqlite3.Error, OSError) as exc:
             problem = classify(exc)
-            raise StoreError(problem, _open_failure(self.path, problem, exc)) from exc
+            message = f"store {self.path} cannot be opened ({problem}: {exc}): {remedy(problem)}"
+            raise StoreError(problem, message) from exc
         except RuntimeError as exc:  # storage.schema: written by a newer dta
             raise StoreError(StoreProblem.SCHEMA, f"store {self.path}: {exc}") from exc
 
@@ -86,6 +77,12 @@ class StoreBase:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
         self.close()
 
     @property

@@ -78,6 +78,17 @@ class StoreHealth:
         return {"ok": self.ok, "problem": self.problem, "detail": self.detail}
 
 
+def remedy(problem: StoreProblem) -> str:
+    """What an operator can do about ``problem`` (the end of a refusal's one line)."""
+    return {
+        StoreProblem.CORRUPT: "restore it from a backup, or move it aside and start with"
+        " --new-store",
+        StoreProblem.READONLY: "make the file and its directory writable for this user",
+        StoreProblem.LOCKED: "another process holds its write lock; try again when it is done",
+        StoreProblem.FULL: "the disk is full; free space and start again",
+    }.get(problem, "check the path, and that its directory exists and is writable")
+
+
 def healthy(detail: str = "") -> StoreHealth:
     return StoreHealth(True, None, detail, time.time())
 
@@ -209,7 +220,7 @@ def _failed(path: str | Path, opened: FileIdentity | None, exc: BaseException) -
     moved = check_identity(path, opened)
     if moved is not None:
         return moved
-    return unhealthy(classify(exc), f"{path}: {exc}")
+    return unhealthy(classify(exc), str(exc))
 
 
 def quick_check(conn: sqlite3.Connection) -> StoreHealth:

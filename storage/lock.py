@@ -42,6 +42,7 @@ from storage.integrity import (
     classify,
     quick_check,
     read_store_id,
+    remedy,
 )
 
 log = logging.getLogger("dta.store")
@@ -200,29 +201,39 @@ def _check_store(path: Path, synchronous: str, remembered: str | None, new_store
     with StoreBase(path, synchronous) as store:  # StoreError: corrupt header, schema, perms
         health = store.probe(timeout_s=2.0)
         if health.problem in (StoreProblem.READONLY, StoreProblem.CORRUPT):
-            raise StoreError(health.problem, f"store {path} cannot take writes: {health.detail}")
+            raise StoreError(
+                health.problem,
+                f"store {path} cannot take writes ({health.problem}: {health.detail}):"
+                f" {remedy(health.problem)}",
+            )
         started = time.monotonic()
         check = quick_check(store.conn)
         if not check.ok:
             raise StoreError(
                 StoreProblem.CORRUPT,
-                f"store {path} is corrupt ({check.detail}): restore it from a backup, or move"
-                " it aside and start with --new-store",
+                f"store {path} is corrupt ({check.detail}): {remedy(StoreProblem.CORRUPT)}",
             )
-        log.info("store checked", extra={"quick_check_s": round(time.monotonic() - started, 3)})
+        checked_s = round(time.monotonic() - started, 3)
         found = read_store_id(store.conn)
-        if remembered and found != remembered and not new_store:
+        if remembered and found != remembered and new_store:
+            log.warning(
+                "starting on a new store (--new-store): messages answered before may be"
+                " answered again if DingTalk redelivers them",
+                extra={"store": str(path), "previous_id": remembered, "store_id": found},
+            )
+        elif remembered and found != remembered:
             raise StoreError(
                 StoreProblem.REPLACED,
                 f"store {path} is not the store the last daemon here ran on (id"
                 f" {found or 'none'}, expected {remembered}); messages DingTalk redelivers"
                 " could be answered again. Restore it, or start with --new-store to accept it",
             )
+        log.info("store checked", extra={"store": str(path), "quick_check_s": checked_s})
         try:
             return found or assign_store_id(store.conn)
         except Exception as exc:
             problem = classify(exc)
-            detail = f"store {path} cannot take writes ({problem}: {exc})"
+            detail = f"store {path} cannot take writes ({problem}: {exc}): {remedy(problem)}"
             raise StoreError(problem, detail) from exc
 
 

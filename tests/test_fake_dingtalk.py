@@ -97,6 +97,58 @@ async def api(
     return await http.post(f"{fake.base_url}/v1.0/robot/{path}", json=body, headers=headers, **kw)
 
 
+# ---------------------------------------------------------------------------- lifecycle
+
+
+async def test_async_context_manager_serves_then_stops(clock) -> None:
+    async with FakeDingTalk(clock) as platform:
+        url = platform.base_url
+        async with httpx.AsyncClient(trust_env=False, timeout=5.0) as client:
+            answer = await client.post(
+                f"{url}/v1.0/oauth2/accessToken",
+                json={"appKey": platform.app_key, "appSecret": platform.app_secret},
+            )
+            assert answer.status_code == 200
+    async with httpx.AsyncClient(trust_env=False, timeout=5.0) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.post(f"{url}/v1.0/oauth2/accessToken", json={})
+    await platform.stop()  # idempotent after the block
+
+
+def test_the_fake_has_no_import_circle() -> None:
+    """Every ``lab.fake`` module imports only modules below it (type-only imports too)."""
+    import ast
+    from pathlib import Path
+
+    import lab.fake
+
+    folder = Path(lab.fake.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[path.stem] = {
+            node.module.removeprefix("lab.fake.")
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("lab.fake.")
+        }
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"import circle: {' -> '.join((*path, name))}"
+        if name in done:
+            return
+        for dep in graph.get(name, ()):
+            visit(dep, (*path, name))
+        done.add(name)
+
+    for name in graph:
+        visit(name, ())
+
+
 # ---------------------------------------------------------------------------- token
 
 
@@ -242,6 +294,37 @@ async def test_openapi_429_carries_retry_after(fake, http) -> None:
     assert len(fake.received) == 1
 
 
+async def test_openapi_qps_limit_is_dingtalks_403(fake, http) -> None:
+    """DingTalk throttles the OpenAPI with 403 and a QpsLimit code, keeping nothing."""
+    tok = await token(fake, http)
+    fake.arm_fault({"openapi": {"qps_limit": True, "times": 2}})
+    for _ in range(2):
+        answer = await api(fake, http, "oToMessages/batchSend", oto(fake), tok)
+        assert answer.status_code == 403
+        assert answer.json()["code"] == "Forbidden.AccessDenied.QpsLimitForApi"
+    assert fake.received == []
+    assert (await api(fake, http, "oToMessages/batchSend", oto(fake), tok)).status_code == 200
+    fake.arm_fault({"openapi": {"status": 403, "qps_limit": True, "retry_after": 1}})
+    answer = await api(fake, http, "oToMessages/batchSend", oto(fake), tok)
+    assert answer.status_code == 403 and answer.headers["Retry-After"] == "1"
+    assert len(fake.received) == 1
+
+
+async def test_transport_retries_a_qps_limit_until_it_passes(fake, clock) -> None:
+    config = TransportConfig(fake.base_url, fake.app_key, fake.app_secret, fake.robot_code)
+    transport = DingTalkTransport(config, clock)
+    try:
+        fake.arm_fault({"openapi": {"status": 403, "qps_limit": True, "times": 2}})
+        dm = build_callback(fake, {"msg": "m1", "from": "u1"}, START)
+        sent = await transport.deliver(transport.build_request(_intent(dm), Channel.OPENAPI_OTO))
+        assert sent.outcome is AttemptOutcome.ACCEPTED and sent.evidence.retries == 2
+        assert [m.channel for m in fake.received] == ["openapi_oto"]
+        statuses = [r["status"] for r in fake.request_log if "batchSend" in r["path"]]
+        assert statuses == [403, 403, 200]
+    finally:
+        await transport.aclose()
+
+
 async def test_openapi_delivered_500(fake, http) -> None:
     fake.arm_fault({"openapi": {"status": 503, "delivered": True}})
     answer = await api(fake, http, "oToMessages/batchSend", oto(fake))
@@ -282,6 +365,10 @@ def test_disconnect_is_recorded(fake) -> None:
         ({"webhook": {"times": 1}}, "status"),
         ({"webhook": {"expired": True, "status": 500}}, "expired"),
         ({"disconnect": "yes"}, "disconnect"),
+        ({"openapi": {"status": 429, "qps_limit": True}}, "qps_limit"),
+        ({"openapi": {"qps_limit": True, "delivered": True}}, "qps_limit"),
+        ({"openapi": {"qps_limit": "yes"}}, "qps_limit"),
+        ({"webhook": {"status": 403, "qps_limit": True}}, "qps_limit"),
     ],
 )
 def test_bad_fault_specs_are_named(fake, spec: dict[str, Any], named: str) -> None:
@@ -545,9 +632,14 @@ def _intent(data: dict[str, Any], text: str = "好的") -> ActionIntent:
 
 async def test_transport_round_trip(fake, clock) -> None:
     """The runtime's own transport is accepted as-is, on both channels, through a 429."""
-    transport = DingTalkTransport(
-        TransportConfig(fake.base_url, fake.app_key, fake.app_secret, fake.robot_code), clock
+    config = TransportConfig(
+        fake.base_url,
+        fake.app_key,
+        fake.app_secret,
+        fake.robot_code,
+        webhook_origins=(fake.base_url,),  # the lab allows exactly the fake's origin
     )
+    transport = DingTalkTransport(config, clock)
     try:
         data = build_callback(
             fake, {"msg": "m1", "from": "u1", "group": "cid-g1", "at_bot": True}, START

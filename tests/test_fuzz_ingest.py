@@ -11,7 +11,11 @@ fields, huge and non-ASCII strings, and valid callbacks with random mutations:
   store moved by exactly that (one event row, one duplicate delivery, one quarantine row,
   or nothing);
 - a quarantined frame is in the quarantine table with its ``QuarantineReason``, its
-  (non-empty) error text and its raw text;
+  (non-empty) error text and its raw text (bytes that are not UTF-8 in base64, and only the
+  head of a frame over the size limit);
+- bytes are read as UTF-8 or quarantined as ``not_utf8``; with a size limit, a frame is
+  ``frame_too_large`` exactly when its UTF-8 size is over it, and its messageId is still
+  found for the ack;
 - a valid callback is stored once however often it is delivered, with the raw frame of its
   first delivery exactly as received.
 
@@ -22,6 +26,7 @@ expected failures at the end of the file, so fixing them turns those into passes
 
 from __future__ import annotations
 
+import base64
 import json
 import tempfile
 from collections.abc import Iterator
@@ -34,7 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.contracts import QuarantineReason
-from agent.ingest import FrameKind, Ingestor, IngestResult, parse_frame
+from agent.ingest import KEPT_HEAD_CHARS, FrameKind, Ingestor, IngestResult, parse_frame
 from storage import Store
 from tests.factories import T0, callback, frame
 
@@ -85,10 +90,12 @@ def stored_raw(store: Store, event_id: str) -> str:
     return row[0]
 
 
-def ingest_and_check(store: Store, raw: str | bytes) -> IngestResult:
+def ingest_and_check(
+    store: Store, raw: str | bytes, max_frame_bytes: int | None = None
+) -> IngestResult:
     """Ingest one frame and check the store moved by exactly what the result claims."""
     before = store.counts()
-    result = Ingestor(store).ingest(raw, T0)
+    result = Ingestor(store, max_frame_bytes=max_frame_bytes).ingest(raw, T0)
     after = store.counts()
     moved = tuple(getattr(after, k) - getattr(before, k) for k in ("events", "duplicates"))
     moved += (after.quarantined - before.quarantined,)
@@ -99,13 +106,27 @@ def ingest_and_check(store: Store, raw: str | bytes) -> IngestResult:
         assert result.reason is not None and row["reason"] == result.reason.value
         assert row["reason"] in REASONS
         assert result.error and row["error"] == result.error
-        assert row["raw"] == text
+        assert row["frame_message_id"] == result.frame_message_id
+        if result.reason is QuarantineReason.NOT_UTF8:
+            assert isinstance(raw, bytes) and base64.b64decode(row["raw"]) == raw
+        elif result.reason is QuarantineReason.FRAME_TOO_LARGE:
+            assert len(row["raw"]) <= KEPT_HEAD_CHARS and text.startswith(row["raw"][:-1])
+        else:
+            assert row["raw"] == text
     else:
         assert result.reason is None and result.error is None
     if result.kind is FrameKind.EVENT:
         assert result.event is not None
         assert stored_raw(store, result.event.event_id) == text
     return result
+
+
+def is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def check_parse(raw: str | bytes) -> None:
@@ -168,7 +189,42 @@ mutations = st.lists(
 def test_arbitrary_text_and_bytes(raw: str | bytes) -> None:
     check_parse(raw)
     with fresh_store() as store:
-        ingest_and_check(store, raw)
+        result = ingest_and_check(store, raw)
+    if isinstance(raw, bytes) and not is_utf8(raw):
+        assert result.reason is QuarantineReason.NOT_UTF8
+
+
+@FUZZ
+@given(
+    valid_callbacks(),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=3000),
+    st.integers(min_value=200, max_value=6000),
+    st.booleans(),
+)
+def test_size_limit_is_exact_and_keeps_the_ack(
+    data: dict[str, Any], padding: str, limit: int, as_bytes: bool
+) -> None:
+    data["senderNick"] = padding
+    text = frame(data, message_id="f-size")
+    raw: str | bytes = text.encode() if as_bytes else text
+    size = len(text.encode())
+    with fresh_store() as store:
+        result = ingest_and_check(store, raw, max_frame_bytes=limit)
+    if size > limit:
+        assert result.reason is QuarantineReason.FRAME_TOO_LARGE and str(size) in result.error
+        assert result.frame_message_id == "f-size"  # so the connector can ack it
+    else:
+        assert result.kind is FrameKind.EVENT
+
+
+@FUZZ
+@given(st.binary(min_size=1, max_size=200), st.text(min_size=1, max_size=30))
+def test_bytes_that_are_not_utf8_keep_their_id(junk: bytes, message_id: str) -> None:
+    raw = frame("{}", message_id).encode()[:-1] + b"\xff" + junk + b"}"
+    with fresh_store() as store:
+        result = ingest_and_check(store, raw)
+    assert result.reason is QuarantineReason.NOT_UTF8
+    assert result.frame_message_id == message_id
 
 
 @FUZZ

@@ -1,9 +1,17 @@
+import base64
 import json
 
 import pytest
 
 from agent.contracts import ConversationType, QuarantineReason
-from agent.ingest import FrameKind, Ingestor, parse_frame
+from agent.ingest import (
+    KEPT_HEAD_CHARS,
+    FrameKind,
+    Ingestor,
+    frame_text,
+    parse_frame,
+    peek_frame_message_id,
+)
 from storage import Store
 from tests.factories import T0, callback, frame
 
@@ -149,3 +157,93 @@ def test_addressed_messages_bump_the_thread_generation(store):
     # an un-mentioned group message does not supersede anything
     ingestor.ingest(frame(callback("g1", group="cid-g")), T0)
     assert store.thread_generation("cid-g|u1") == 0
+
+
+# --------------------------------------------------------------------------- size and bytes
+
+LIMIT = 64 * 1024
+
+
+def big_frame(size: int, message_id: str = "f-big") -> str:
+    """A well-formed callback frame of exactly ``size`` bytes (padded in the text)."""
+    base = frame(callback("m-big", text=""), message_id)
+    padded = frame(callback("m-big", text="x" * (size - len(base))), message_id)
+    assert len(padded.encode()) == size
+    return padded
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_frame_at_the_limit_is_read_and_one_byte_more_is_quarantined(as_bytes):
+    def parse(raw: str):
+        return parse_frame(raw.encode() if as_bytes else raw, T0, LIMIT)
+
+    assert parse(big_frame(LIMIT)).kind is FrameKind.EVENT
+    over = parse(big_frame(LIMIT + 1))
+    assert over.kind is FrameKind.QUARANTINED
+    assert over.reason is QuarantineReason.FRAME_TOO_LARGE
+    assert over.frame_message_id == "f-big"
+    assert f"{LIMIT + 1} bytes, over the {LIMIT}-byte limit" in over.error
+
+
+def test_the_limit_counts_utf8_bytes_not_characters():
+    document = json.loads(frame(callback()))
+    document["data"] = json.dumps(callback(text="好" * 30_000), ensure_ascii=False)
+    text = json.dumps(document, ensure_ascii=False)  # ~90 kB of UTF-8 in 30 k characters
+    assert len(text) < LIMIT < len(text.encode())
+    parsed = parse_frame(text, T0, LIMIT)
+    assert parsed.reason is QuarantineReason.FRAME_TOO_LARGE
+
+
+def test_an_oversize_frame_is_stored_as_a_bounded_head(store):
+    raw = big_frame(5 * 1024 * 1024, "f-5mb")
+    result = Ingestor(store, max_frame_bytes=4 * 1024 * 1024).ingest(raw, T0)
+    assert result.kind is FrameKind.QUARANTINED and result.frame_message_id == "f-5mb"
+    (row,) = store.quarantined()
+    assert row["reason"] == "frame_too_large" and row["frame_message_id"] == "f-5mb"
+    assert row["raw"] == raw[:KEPT_HEAD_CHARS]
+    assert store.counts().events == 0
+
+
+def test_the_id_of_an_oversize_frame_is_found_at_its_tail_too():
+    tail_headers = json.dumps(
+        {
+            "type": "CALLBACK",
+            "data": json.dumps(callback(text="x" * 300_000)),
+            "headers": {"topic": "/v1.0/im/bot/messages/get", "messageId": "f-tail"},
+        }
+    )
+    assert parse_frame(tail_headers, T0, LIMIT).frame_message_id == "f-tail"
+    no_id = json.dumps({"type": "CALLBACK", "data": "x" * 300_000})
+    parsed = parse_frame(no_id, T0, LIMIT)
+    assert parsed.reason is QuarantineReason.FRAME_TOO_LARGE and parsed.frame_message_id is None
+
+
+def test_a_messageid_inside_the_data_is_not_taken_for_the_frames():
+    data = callback(text='"headers": {"messageId": "forged"}')
+    raw = json.dumps({"type": "CALLBACK", "data": json.dumps(data), "pad": "x" * 300_000})
+    assert peek_frame_message_id(raw) is None
+
+
+def test_binary_frames_are_read_when_utf8_and_quarantined_when_not(store):
+    text = frame(callback(text="你好"), "f-bin")
+    assert frame_text(text.encode()) == text
+    assert parse_frame(text.encode(), T0).kind is FrameKind.EVENT
+    junk = text.encode()[:-1] + b"\xff\xfe}"
+    assert frame_text(junk) == junk
+    result = Ingestor(store).ingest(junk, T0)
+    assert result.reason is QuarantineReason.NOT_UTF8 and result.frame_message_id == "f-bin"
+    assert "invalid start byte" in result.error
+    (row,) = store.quarantined()
+    assert row["reason"] == "not_utf8" and base64.b64decode(row["raw"]) == junk
+
+
+def test_frame_text_leaves_an_oversize_frame_as_bytes():
+    data = big_frame(LIMIT + 1).encode()
+    assert frame_text(data, LIMIT) is data
+    assert isinstance(frame_text(data, LIMIT + 1), str)
+
+
+def test_a_truncated_frame_still_gives_its_id_for_the_ack():
+    truncated = frame(callback(), "f-cut")[:-40]
+    parsed = parse_frame(truncated, T0)
+    assert parsed.reason is QuarantineReason.NOT_JSON and parsed.frame_message_id == "f-cut"

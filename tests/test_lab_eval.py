@@ -1,14 +1,24 @@
-"""The lab judges behaviour from evidence: good code passes, a broken gate fails named cases."""
+"""The lab judges behaviour from evidence: good code passes, a broken gate fails named cases,
+and a case that checks nothing (or the wrong thing) is refused before it can pass."""
 
 import io
 import json
+import os
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import gates.response
+from agent.contracts import (
+    EngageReason,
+    RefusalReason,
+    SessionWebhook,
+    SilentReason,
+)
 from gates.action import ActionGate, ActionPolicy
-from lab.cases import CaseError, discover, load_case
+from lab.cases import Case, CaseError, CasePathError, discover, load_case
 from lab.evaluate import EXIT_FAILED, EXIT_INVALID, EXIT_OK, evaluate
 from lab.runner import run_case
 
@@ -17,8 +27,52 @@ PROJECT_CASES = ROOT / "lab" / "cases"
 SHARED_CASES = ROOT.parent / "shared" / "cases"
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def shared_cases() -> list[Path]:
+    """The shared example cases. Their absence is never silent: under CI it fails the test
+    that asked for them, elsewhere it warns, so a green run cannot hide that they were skipped.
+    """
+    if SHARED_CASES.is_dir():
+        return [SHARED_CASES]
+    message = f"the shared lab cases are missing: {SHARED_CASES} was not run"
+    if in_ci():
+        pytest.fail(message)
+    warnings.warn(message, stacklevel=2)
+    return []
+
+
 def case_paths() -> list[Path]:
-    return [PROJECT_CASES, *([SHARED_CASES] if SHARED_CASES.exists() else [])]
+    return [PROJECT_CASES, *shared_cases()]
+
+
+def test_shared_cases_are_present():
+    """The one place the shared cases' absence shows as its own line: a skip with the reason
+    outside CI, a failure under CI (README's test command runs them and must find them)."""
+    if not SHARED_CASES.is_dir():
+        if in_ci():
+            pytest.fail(f"the shared lab cases are missing under CI: {SHARED_CASES}")
+        pytest.skip(f"the shared lab cases are missing: {SHARED_CASES} (CI fails here)")
+    assert sorted(SHARED_CASES.glob("*.json"))
+
+
+def test_a_missing_path_is_an_error_naming_it(tmp_path):
+    missing = tmp_path / "shared" / "cases"
+    out = io.StringIO()
+    assert evaluate([PROJECT_CASES / "task-lifecycle", missing], out=out) == EXIT_INVALID
+    assert str(missing) in out.getvalue() and "no such file or folder" in out.getvalue()
+    with pytest.raises(CasePathError):
+        discover([missing])
+
+
+def test_a_folder_without_cases_is_an_error_naming_it(tmp_path):
+    empty = tmp_path / "cases"
+    empty.mkdir()
+    out = io.StringIO()
+    assert evaluate([PROJECT_CASES / "task-lifecycle", empty], out=out) == EXIT_INVALID
+    assert str(empty) in out.getvalue()
 
 
 def test_every_case_passes_and_reports_are_written(tmp_path):
@@ -40,34 +94,38 @@ def test_every_case_passes_and_reports_are_written(tmp_path):
     assert "redelivery-in-flight" in html and "platform received" in html
 
 
+def expected_reasons(case: Case) -> set[str]:
+    """The reason codes a case demands of the evidence: its titles, tags and steps don't count,
+    only what ``expect`` checks (a code the case merely mentions proves nothing)."""
+    expect = case.expect
+    reasons = {want.reason for want in (expect.decisions or {}).values()}
+    reasons |= {want.reason for want in expect.receipts or []}
+    reasons |= {want.reason for want in expect.refusals or []}
+    if expect.duplicates:  # duplicates are acked and counted, never decided
+        reasons.add(SilentReason.DUPLICATE.value)
+    return {reason for reason in reasons if reason is not None}
+
+
 def test_project_cases_cover_every_reason_code():
-    texts = "\n".join(p.read_text() for p in PROJECT_CASES.rglob("*.json"))
-    codes = [
-        "self_message",
-        "paused",
-        "denied",
-        "not_allowed",
-        "stale_event",
-        "unsupported_msgtype",
-        "empty_message",
-        "group_not_mentioned",
-        '"dm"',
-        '"mentioned"',
-        "schema_invalid",
-        "action_not_allowed",
-        "run_silent",
-        "run_terminal",
-        "stale_generation",
-        "run_budget",
-        "duplicate_intent",
-        "identity_mismatch",
-        "write_budget",
-        "target_unavailable",
-        "content_too_large",
-        '"duplicates"',
-    ]
-    missing = [code for code in codes if code not in texts]
-    assert not missing
+    covered = set().union(*(expected_reasons(case) for case in discover([PROJECT_CASES])))
+    gate_silences = list(SilentReason)[: list(SilentReason).index(SilentReason.PROVIDER_SILENCE)]
+    codes = {code.value for code in [*gate_silences, *EngageReason, *RefusalReason]}
+    assert not codes - covered
+
+
+def test_coverage_counts_only_the_expect_block(tmp_path):
+    """A reason code in a title, a tag or a step's text is not a check on the evidence."""
+    path = _write(
+        tmp_path,
+        {
+            **BASE,
+            "title": "run_budget and content_too_large, mentioned only here",
+            "tags": ["write_budget"],
+            "steps": [{"at": 0, "send": {"msg": "m1", "from": "u1", "text": "stale_generation"}}],
+            "expect": {"decisions": {"m1": {"reason": "dm"}}, "refusals": []},
+        },
+    )
+    assert expected_reasons(load_case(path)) == {"dm"}
 
 
 async def _failing_ids(paths: list[Path]) -> set[str]:
@@ -77,10 +135,20 @@ async def _failing_ids(paths: list[Path]) -> set[str]:
 async def test_gate_answering_unmentioned_group_messages_fails_named_cases(monkeypatch):
     broken = [rule for rule in gates.response._SILENT_RULES if rule[0] != "group_not_mentioned"]
     monkeypatch.setattr(gates.response, "_SILENT_RULES", broken)
-    failing = await _failing_ids(case_paths())
+    shared = shared_cases()
+    failing = await _failing_ids([PROJECT_CASES, *shared])
     assert "group-at-someone-else-is-silent" in failing
-    if SHARED_CASES.exists():
+    if shared:
         assert "group-without-mention-is-silent" in failing
+
+
+async def test_webhook_used_after_expiry_fails_the_expired_webhook_cases(monkeypatch):
+    """Trying an expired webhook and falling back still reaches the person, so only the
+    receipt's channels tell "chosen only while valid" from "tried it anyway"."""
+    monkeypatch.setattr(SessionWebhook, "valid_at", lambda self, now, margin_s=0.0: True)
+    failing = await _failing_ids([PROJECT_CASES / "platform-reliability"])
+    assert {"expired-webhook-uses-openapi-dm", "expired-webhook-uses-openapi-group"} <= failing
+    assert "session-gone-falls-back-to-openapi" not in failing
 
 
 async def test_gate_without_generation_check_fails_the_burst_case(monkeypatch):
@@ -151,6 +219,98 @@ def test_invalid_case_files_name_file_and_field(tmp_path, change, field):
     out = io.StringIO()
     assert evaluate([path], out=out) == EXIT_INVALID
     assert str(path) in out.getvalue()
+
+
+HOLLOW: list[tuple[dict[str, Any], str]] = [
+    ({}, "expect"),
+    ({"platform": {}}, "expect.platform"),
+    ({"platform": {"count": None}}, "expect.platform"),
+    ({"platform": {"messages": []}}, "expect.platform"),
+    ({"platform": {"messages": [{}]}}, "expect.platform.messages.0"),
+    ({"platform": {"messages": [{"contains": []}]}}, "expect.platform.messages.0"),
+    ({"receipts": [{}]}, "expect.receipts.0"),
+    ({"receipts": [{"msg": "m1", "chanel": "openapi_oto"}]}, "expect.receipts.0.chanel"),
+    ({"receipts": [{"msg": "m1", "channel": "webhook"}]}, "expect.receipts.0.channel"),
+    ({"decisions": {}}, "expect.decisions"),
+    ({"decisions": {"m1": {}}}, "expect.decisions.m1"),
+    ({"decisions": {"m1": {"verdit": "engage"}}}, "expect.decisions.m1.verdit"),
+    ({"refusals": [{}]}, "expect.refusals.0.reason"),
+    ({"processed": []}, "expect.processed"),
+    ({"tasks": [{}]}, "expect.tasks.0"),
+    ({"tasks": [{"stauts": "completed"}]}, "expect.tasks.0"),
+    ({"tasks": [{"status": "complete"}]}, "expect.tasks.0"),
+    ({"memory_candidates": [{"scope": "dm:u1"}]}, "expect.memory_candidates.0"),
+    (
+        {"memory_candidates": [{"status": "proposed", "confidense": 1}]},
+        "expect.memory_candidates.0",
+    ),
+]
+
+
+@pytest.mark.parametrize(("expect", "field"), HOLLOW)
+def test_hollow_expectations_are_invalid_case_files(tmp_path, expect, field):
+    """Each of these would once have passed whatever the robot did; now the file is refused."""
+    path = _write(tmp_path, {**BASE, "expect": expect})
+    with pytest.raises(CaseError) as info:
+        load_case(path)
+    assert f"field '{field}'" in str(info.value) or f"field '{field}." in str(info.value)
+    out = io.StringIO()
+    assert evaluate([path], out=out) == EXIT_INVALID
+    assert str(path) in out.getvalue() and field in out.getvalue()
+
+
+def test_misspelt_record_keys_are_named(tmp_path):
+    path = _write(tmp_path, {**BASE, "expect": {"tasks": [{"stauts": "completed"}]}})
+    with pytest.raises(CaseError, match=r"'stauts' is not a field of TaskCheckpoint"):
+        load_case(path)
+
+
+GROUP_QUESTION = {
+    **BASE,
+    "steps": [
+        {
+            "at": 0,
+            "send": {
+                "msg": "m1",
+                "from": "u1",
+                "group": "g1",
+                "at_bot": True,
+                "text": "9 + 1 等于几",
+            },
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("expect", "code", "complaint"),
+    [
+        # the reply in a group @-s the asker: "nobody" and "someone else" are both wrong
+        ({"platform": {"messages": [{"at_users": []}]}}, EXIT_FAILED, "at_users: expected []"),
+        ({"platform": {"messages": [{"at_users": ["u2"]}]}}, EXIT_FAILED, "at_users"),
+        ({"platform": {"messages": [{"at_users": ["u1", "u2"]}]}}, EXIT_FAILED, "at_users"),
+        ({"platform": {"messages": [{"at_users": ["u1"]}]}}, EXIT_OK, ""),
+        # the webhook was valid, so it carried the reply and nothing else was tried
+        ({"receipts": [{"msg": "m1", "channel": "openapi_group"}]}, EXIT_FAILED, "receipts[0]"),
+        ({"receipts": [{"msg": "m1", "channels": ["session_webhook"]}]}, EXIT_OK, ""),
+        ({"platform": {"messages": [{"channel": "openapi_group"}]}}, EXIT_FAILED, "channel"),
+        ({"platform": {"messages": [{"channel": "session_webhook"}]}}, EXIT_OK, ""),
+        # an explicit [] demands none at all
+        ({"receipts": []}, EXIT_FAILED, "receipts: expected []"),
+        ({"refusals": []}, EXIT_OK, ""),
+    ],
+)
+def test_the_judge_checks_what_it_is_given(tmp_path, expect, code, complaint):
+    path = _write(tmp_path, {**GROUP_QUESTION, "expect": expect})
+    out = io.StringIO()
+    assert evaluate([path], out=out) == code, out.getvalue()
+    assert complaint in out.getvalue()
+
+
+def test_at_users_empty_passes_when_nobody_is_at_ed(tmp_path):
+    path = _write(tmp_path, {**BASE, "expect": {"platform": {"messages": [{"at_users": []}]}}})
+    out = io.StringIO()
+    assert evaluate([path], out=out) == EXIT_OK, out.getvalue()
 
 
 def test_a_failing_case_exits_1_with_expected_and_actual(tmp_path):

@@ -4,6 +4,8 @@ import io
 import json
 import logging
 
+import pytest
+
 from agent.logs import JsonFormatter, RedactingFilter, redact
 from agent.recorder import FrameRecorder
 
@@ -63,3 +65,50 @@ def test_recorder_masks_sessions_and_keeps_frames_parseable(tmp_path):
     assert item["received_at"] == 1.5
     assert "zzz999" not in line and SECRET not in line
     assert data["sessionWebhook"].endswith("session=***")
+
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"x-acs-dingtalk-access-token: {TOKEN}",
+        f"X-Acs-Dingtalk-Access-Token={TOKEN}",
+        f"GET https://oapi.dingtalk.com/topapi/v2/user/get?access_token={TOKEN}&lang=zh",
+        f'{{"accessToken": "{TOKEN}", "expireIn": 7200}}',
+        f'{{"accessToken":"{TOKEN}"}}',
+        f'{{"access_token": "{TOKEN}"}}',
+        f"{{'accessToken': '{TOKEN}'}}",
+        json.dumps({"data": json.dumps({"accessToken": TOKEN})}),  # JSON inside a JSON string
+        f"headers=[(b'x-acs-dingtalk-access-token', b'{TOKEN}')]",
+        f"AccessToken={TOKEN}",
+        f"params=access_token%3D{TOKEN}",
+    ],
+)
+def test_access_token_masked_in_every_shape(line):
+    masked = redact(line, [])
+    assert TOKEN not in masked and "***" in masked
+
+
+def test_token_names_without_a_value_are_left_alone():
+    text = "refreshing accessTokenExpiry; access_token missing; accessToken: null"
+    assert redact(text, []) == text
+
+
+def test_camel_case_token_masked_through_the_log_filter():
+    """Under a token's name in a dict, and when only the rendered message shows it."""
+    logger, stream = capture()
+    logger.info(
+        "token answer",
+        extra={
+            "body": {"accessToken": TOKEN, "expireIn": 7200},
+            "headers": {"X-Acs-Dingtalk-Access-Token": "short"},
+            "raw": f'"accessToken":"{TOKEN}"',
+        },
+    )
+    logger.info('got {"accessToken": "%s"}', TOKEN)
+    text = stream.getvalue()
+    assert TOKEN not in text and "short" not in text
+    first = json.loads(text.splitlines()[0])
+    assert first["body"] == {"accessToken": "***", "expireIn": 7200}

@@ -1,5 +1,6 @@
 """Transport behaviour against DingTalk's answers, with respx standing in for the network."""
 
+import asyncio
 import json
 
 import httpx
@@ -17,16 +18,20 @@ from agent.contracts import (
     Origin,
     SessionWebhook,
 )
-from agent.openapi import TransportConfig
-from agent.transport import DingTalkTransport
+from agent.openapi import TokenError, TransportConfig
+from agent.transport import DingTalkTransport, webhook_origin
 from tests.factories import T0
 
 API = "https://api.test"
 HOOK = "https://oapi.test/robot/sendBySession?session=abc"
+ORIGIN = "https://oapi.test"
 
 
 def intent(
-    group: bool = False, webhook_expires: float = T0 + 3600, text: str = "12"
+    group: bool = False,
+    webhook_expires: float = T0 + 3600,
+    text: str = "12",
+    hook: str = HOOK,
 ) -> ActionIntent:
     return ActionIntent(
         intent_id="int_1",
@@ -39,7 +44,7 @@ def intent(
             conversation_type=ConversationType.GROUP if group else ConversationType.DM,
             user_id="u1",
             robot_code="robot-1",
-            session_webhook=SessionWebhook(url=HOOK, expires_at=webhook_expires),
+            session_webhook=SessionWebhook(url=hook, expires_at=webhook_expires),
         ),
         content=MessageContent(msgtype="text", text=text),
         gate_checks=[],
@@ -65,6 +70,7 @@ def transport(clock):
         robot_code="robot-1",
         send_retries=3,
         read_timeout_s=1,
+        webhook_origins=(ORIGIN,),
     )
     t = DingTalkTransport(cfg, clock)
     yield t
@@ -307,3 +313,232 @@ async def test_openapi_yes_needs_a_process_query_key(transport):
     )
     d = await deliver(transport, intent(), Channel.OPENAPI_OTO)
     assert d.outcome is AttemptOutcome.UNCERTAIN
+
+
+# ---------------------------------------------------------------------------- webhook origins
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("https://oapi.dingtalk.com/robot/sendBySession?session=x", "https://oapi.dingtalk.com"),
+        ("HTTPS://OAPI.DingTalk.COM:443/robot/sendBySession", "https://oapi.dingtalk.com"),
+        ("http://127.0.0.1:80/x", "http://127.0.0.1"),
+        ("http://127.0.0.1:8080/x", "http://127.0.0.1:8080"),
+        ("http://[::1]:9/x", "http://[::1]:9"),
+        ("file:///etc/passwd", None),
+        ("ftp://oapi.dingtalk.com/x", None),
+        ("//oapi.dingtalk.com/x", None),
+        ("not a url", None),
+        ("https://oapi.dingtalk.com@evil.test/x", None),  # user info: never DingTalk's
+        ("https://oapi.dingtalk.com\\@evil.test/x", None),
+        ("https://oapi.dingtalk.com.evil.test/x", "https://oapi.dingtalk.com.evil.test"),
+    ],
+)
+def test_webhook_origin_is_what_httpx_would_contact(url, origin):
+    assert webhook_origin(url) == origin
+
+
+def test_default_config_allows_only_dingtalk(clock):
+    transport = DingTalkTransport(TransportConfig(openapi_base_url=API), clock)
+    dingtalk = "https://oapi.dingtalk.com/robot/sendBySession?session=abc"
+    assert transport.channel_for(intent(hook=dingtalk).target) is Channel.SESSION_WEBHOOK
+    assert transport.channel_for(intent().target) is Channel.NONE  # oapi.test: not allowed
+
+
+FOREIGN = [
+    ("http://127.0.0.1:1/steal?session=abc", "http://127.0.0.1:1"),
+    ("file:///etc/passwd", "file://"),
+    ("http://oapi.test/robot/sendBySession?session=abc", "http://oapi.test"),  # wrong scheme
+    ("https://oapi.test:8443/robot/sendBySession?session=abc", "https://oapi.test:8443"),
+    ("https://oapi.test.evil.test/robot/sendBySession?session=abc", "https://oapi.test.evil.test"),
+    ("https://oapi.test@evil.test/robot/sendBySession?session=abc", "https://evil.test"),
+]
+
+
+@respx.mock
+@pytest.mark.parametrize(("url", "shown"), FOREIGN)
+async def test_foreign_webhook_is_never_contacted_reply_goes_by_openapi(transport, url, shown):
+    elsewhere = respx.route(host__regex=r"^(?!api\.test$)")  # anything but the OpenAPI
+    token_route()
+    oto = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(200, json={"processQueryKey": "pqk-1"})
+    )
+    item = intent(hook=url)
+    channel = transport.channel_for(item.target)
+    assert channel is Channel.OPENAPI_OTO
+    delivery = await deliver(transport, item, channel)
+    assert delivery.outcome is AttemptOutcome.ACCEPTED
+    assert oto.call_count == 1 and elsewhere.call_count == 0
+    assert delivery.evidence.detail == f"session webhook host not allowed: {shown}"
+    said = delivery.evidence.model_dump_json()
+    assert "session=abc" not in said and "steal" not in said and "passwd" not in said
+
+
+async def test_allowed_origin_matches_with_explicit_default_port(transport):
+    hook = "https://OAPI.test:443/robot/sendBySession?session=abc"
+    assert transport.channel_for(intent(hook=hook).target) is Channel.SESSION_WEBHOOK
+    assert transport.webhook_problem(intent(hook=hook).target) is None
+
+
+async def test_foreign_group_webhook_goes_by_group_openapi(transport):
+    item = intent(group=True, hook="http://127.0.0.1:1/steal")
+    assert transport.channel_for(item.target) is Channel.OPENAPI_GROUP
+    request = transport.build_request(item, Channel.OPENAPI_GROUP)
+    assert request.note == "session webhook host not allowed: http://127.0.0.1:1"
+    assert request.url.startswith(API)
+
+
+async def test_foreign_webhook_without_openapi_credentials_has_no_channel(clock):
+    cfg = TransportConfig(openapi_base_url=API, webhook_origins=(ORIGIN,))
+    transport = DingTalkTransport(cfg, clock)
+    item = intent(hook="file:///etc/passwd")
+    assert transport.channel_for(item.target) is Channel.NONE
+    assert transport.webhook_problem(item.target) == "session webhook host not allowed: file://"
+    assert transport.webhook_problem(intent(webhook_expires=T0).target) == (
+        "session webhook expired"
+    )
+
+
+@respx.mock
+async def test_a_foreign_webhook_request_built_anyway_is_not_sent(transport):
+    foreign = respx.route(host="127.0.0.1")
+    item = intent(hook="http://127.0.0.1:1/steal")
+    delivery = await deliver(transport, item, Channel.SESSION_WEBHOOK)
+    assert delivery.outcome is AttemptOutcome.FAILED and foreign.call_count == 0
+    assert delivery.evidence.detail == "session webhook host not allowed: http://127.0.0.1:1"
+
+
+# ---------------------------------------------------------------------------- throttling
+
+QPS_LIMITED = {"code": "Forbidden.AccessDenied.QpsLimitForApi", "message": "qps limit"}
+
+
+@respx.mock
+async def test_openapi_qps_limit_403_is_retried_with_backoff(transport, clock):
+    token_route()
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        side_effect=[
+            httpx.Response(403, json=QPS_LIMITED),
+            httpx.Response(403, json=QPS_LIMITED),
+            httpx.Response(200, json={"processQueryKey": "pqk-1"}),
+        ]
+    )
+    request = transport.build_request(intent(), Channel.OPENAPI_OTO)
+    delivery = await transport.deliver(request)
+    assert delivery.outcome is AttemptOutcome.ACCEPTED
+    assert send.call_count == 3 and delivery.evidence.retries == 2
+    assert clock.now() >= T0 + 2  # a QPS window is a second: never retried sooner
+    assert request.may_have_arrived
+
+
+@respx.mock
+async def test_qps_limit_403_honours_retry_after(transport, clock):
+    token_route()
+    respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        side_effect=[
+            httpx.Response(403, json=QPS_LIMITED, headers={"Retry-After": "4"}),
+            httpx.Response(200, json={"processQueryKey": "pqk-1"}),
+        ]
+    )
+    delivery = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert delivery.outcome is AttemptOutcome.ACCEPTED
+    assert clock.now() == pytest.approx(T0 + 4)
+
+
+@respx.mock
+async def test_qps_limit_forever_is_a_definite_failure_never_sent(transport):
+    token_route()
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(403, json=QPS_LIMITED)
+    )
+    request = transport.build_request(intent(), Channel.OPENAPI_OTO)
+    delivery = await transport.deliver(request)
+    assert delivery.outcome is AttemptOutcome.FAILED
+    assert send.call_count == 4 and delivery.evidence.retries == 3
+    assert delivery.evidence.http_status == 403
+    assert delivery.evidence.errmsg == "qps limit"
+    assert delivery.evidence.detail == (
+        "throttled (Forbidden.AccessDenied.QpsLimitForApi); retries exhausted"
+    )
+    assert not request.may_have_arrived  # a throttle is a no: nothing reached anyone
+
+
+@respx.mock
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"code": "Forbidden.AccessDenied.ApiCountLimitForOrg", "message": "monthly quota"},
+        {"code": "Forbidden.AccessDenied.AccessTokenPermissionDenied", "message": "no scope"},
+        {"message": "QpsLimit in the message only is not DingTalk's throttle code"},
+    ],
+)
+async def test_other_403s_are_not_retried(transport, body):
+    token_route()
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(403, json=body)
+    )
+    delivery = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert delivery.outcome is AttemptOutcome.FAILED and send.call_count == 1
+
+
+@respx.mock
+async def test_webhook_send_too_fast_is_retried(transport, clock):
+    route = respx.post(HOOK).mock(
+        side_effect=[
+            httpx.Response(200, json={"errcode": 130101, "errmsg": "send too fast"}),
+            httpx.Response(200, json={"errcode": 0, "errmsg": "ok"}),
+        ]
+    )
+    delivery = await deliver(transport, intent(), Channel.SESSION_WEBHOOK)
+    assert delivery.outcome is AttemptOutcome.ACCEPTED
+    assert route.call_count == 2 and delivery.evidence.retries == 1
+
+
+# ---------------------------------------------------------------------------- one token fetch
+
+
+@respx.mock
+async def test_concurrent_sends_share_one_token_fetch(transport, clock):
+    release = asyncio.Event()
+
+    async def slow_token(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return httpx.Response(200, json={"accessToken": "tok-1", "expireIn": 7200})
+
+    tokens = respx.post(f"{API}/v1.0/oauth2/accessToken").mock(side_effect=slow_token)
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(200, json={"processQueryKey": "k"})
+    )
+    sends = [
+        asyncio.create_task(deliver(transport, intent(), Channel.OPENAPI_OTO)) for _ in "x" * 10
+    ]
+    await asyncio.sleep(0.01)
+    sends[0].cancel()  # a caller that gives up does not take the fetch down for the others
+    release.set()
+    done = await asyncio.gather(*sends, return_exceptions=True)
+    assert isinstance(done[0], asyncio.CancelledError)
+    assert all(d.outcome is AttemptOutcome.ACCEPTED for d in done[1:])
+    assert tokens.call_count == 1 and send.call_count == 9
+    # expired: again exactly one fetch for everyone
+    clock.advance_to(T0 + 7200)
+    await asyncio.gather(*(deliver(transport, intent(), Channel.OPENAPI_OTO) for _ in "x" * 5))
+    assert tokens.call_count == 2
+
+
+@respx.mock
+async def test_a_failed_token_fetch_fails_every_waiter_and_the_next_call_retries(transport):
+    tokens = respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
+        side_effect=[
+            httpx.Response(500, json={"code": "ServiceUnavailable"}),
+            httpx.Response(200, json={"accessToken": "tok-2", "expireIn": 7200}),
+        ]
+    )
+    results = await asyncio.gather(
+        *(transport.access_token() for _ in range(5)), return_exceptions=True
+    )
+    assert all(isinstance(r, TokenError) for r in results)
+    assert tokens.call_count == 1
+    assert await transport.access_token() == "tok-2"
+    assert await transport.access_token() == "tok-2"
+    assert tokens.call_count == 2

@@ -4,6 +4,11 @@
 endpoints on 127.0.0.1 and records what a user would have seen; its ``stream`` gateway is
 what the real ``dingtalk-stream`` client connects to, and ``inject`` pushes a chatbot
 callback down it. ``build_callback`` and ``callback_frame`` make the callbacks by hand.
+``async with FakeDingTalk(clock) as fake:`` serves it for the block.
+
+Imports run one way, bottom to top: ``faults`` and ``ledger`` (pure data), ``state`` (the
+platform's memory and rules), then ``http``, ``stream``, ``callbacks`` and ``control`` (each
+knows only the state), and ``platform`` (``FakeDingTalk``, which puts them together).
 """
 
 from lab.fake.callbacks import (
@@ -13,15 +18,11 @@ from lab.fake.callbacks import (
     dingtalk_id,
     dm_conversation_id,
 )
-from lab.fake.control import Fault, LabControl, parse_fault_spec
+from lab.fake.control import LabControl
+from lab.fake.faults import Fault, parse_fault_spec
 from lab.fake.ledger import FrameRecord
-from lab.fake.platform import (
-    SESSION_TTL_S,
-    TOKEN_TTL_S,
-    FakeDingTalk,
-    ReceivedMessage,
-    Session,
-)
+from lab.fake.platform import FakeDingTalk
+from lab.fake.state import SESSION_TTL_S, TOKEN_TTL_S, PlatformState, ReceivedMessage, Session
 from lab.fake.stream import StreamGateway
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Fault",
     "FrameRecord",
     "LabControl",
+    "PlatformState",
     "ReceivedMessage",
     "Session",
     "StreamGateway",

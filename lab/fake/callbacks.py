@@ -14,7 +14,7 @@ import secrets
 import time
 from typing import Any
 
-from lab.fake.platform import SESSION_TTL_S, FakeDingTalk
+from lab.fake.state import SESSION_TTL_S, PlatformState
 
 CALLBACK_TOPIC = "/v1.0/im/bot/messages/get"
 LAB_APP_ID = "dta-lab-app-id"
@@ -88,7 +88,7 @@ def _content(msgtype: str, msg_id: str, text: str) -> dict[str, Any]:
     return {}
 
 
-def _robot_message(platform: FakeDingTalk, number: Any) -> tuple[dict[str, Any], str | None]:
+def _robot_message(platform: PlatformState, number: Any) -> tuple[dict[str, Any], str | None]:
     """A quote of the N-th message the platform received from the robot (1-based).
 
     As DingTalk does, the quoted robot message arrives without content; a message that went
@@ -109,7 +109,7 @@ def _robot_message(platform: FakeDingTalk, number: Any) -> tuple[dict[str, Any],
     return replied, sent.process_query_key
 
 
-def _replied_msg(platform: FakeDingTalk, quote: dict[str, Any]) -> dict[str, Any]:
+def _replied_msg(platform: PlatformState, quote: dict[str, Any]) -> dict[str, Any]:
     """The ``repliedMsg`` for a quote: of an earlier inbound message, or of a robot message."""
     if "platform_message" in quote:
         return _robot_message(platform, quote["platform_message"])[0]
@@ -142,7 +142,7 @@ def _replied_msg(platform: FakeDingTalk, quote: dict[str, Any]) -> dict[str, Any
     return replied
 
 
-def build_callback(platform: FakeDingTalk, send: dict[str, Any], now: float) -> dict[str, Any]:
+def build_callback(platform: PlatformState, send: dict[str, Any], now: float) -> dict[str, Any]:
     """Turn a lab ``send`` step into a chatbot callback ``data`` dict, registered as inbound.
 
     ``now`` is the case's (virtual) time; the message was created ``age`` seconds before.

@@ -13,21 +13,18 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from aiohttp import web
 
-from lab.fake.control import LabControl
-
-if TYPE_CHECKING:
-    from lab.fake.control import Fault
-    from lab.fake.platform import FakeDingTalk
+from lab.fake.faults import QPS_LIMIT_CODE, Fault
+from lab.fake.state import PlatformState
 
 log = logging.getLogger(__name__)
 
-PLATFORM: web.AppKey[FakeDingTalk] = web.AppKey("dta_fake_platform")
+PLATFORM: web.AppKey[PlatformState] = web.AppKey("dta_fake_platform")
 MAX_BODY_BYTES = 20000
 MAX_OTO_USERS = 20
 SESSION_GONE = (300001, "session 不存在")
@@ -90,32 +87,32 @@ def _nonempty_str(value: Any) -> bool:
 
 
 async def _faulted(
-    platform: FakeDingTalk,
+    platform: PlatformState,
     fault: Fault,
     keep: Callable[[], object] | None,
-    body: Callable[[int], dict[str, Any]],
+    body: Callable[[Fault], dict[str, Any]],
 ) -> web.Response:
     """Answer as the fault says; keep the message first when it was 'delivered' anyway."""
     if fault.delivered and keep is not None:
         keep()
     if fault.timeout:
         await asyncio.sleep(platform.timeout_fault_s)
-    status = fault.answer_status
     headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
-    return web.json_response(body(status), status=status, headers=headers)
+    return web.json_response(body(fault), status=fault.answer_status, headers=headers)
 
 
-def _oapi_fault_body(status: int) -> dict[str, Any]:
-    return {"errcode": -1, "errmsg": f"系统繁忙 (HTTP {status})"}
+def _oapi_fault_body(fault: Fault) -> dict[str, Any]:
+    return {"errcode": -1, "errmsg": f"系统繁忙 (HTTP {fault.answer_status})"}
 
 
-def _api_fault_body(status: int) -> dict[str, Any]:
-    code = {429: "Throttling", 504: "GatewayTimeout"}.get(status, "ServiceUnavailable")
-    return {
-        "code": code,
-        "message": f"injected fault: HTTP {status}",
-        "requestid": secrets.token_hex(8),
-    }
+def _api_fault_body(fault: Fault) -> dict[str, Any]:
+    status = fault.answer_status
+    if fault.qps_limit:  # DingTalk's own throttle: a 403 whose code names the QPS limit
+        code, message = QPS_LIMIT_CODE, "请求的API超过了QPS限制 (injected fault)"
+    else:
+        code = {429: "Throttling", 504: "GatewayTimeout"}.get(status, "ServiceUnavailable")
+        message = f"injected fault: HTTP {status}"
+    return {"code": code, "message": message, "requestid": secrets.token_hex(8)}
 
 
 # ---------------------------------------------------------------------------- token
@@ -202,14 +199,14 @@ async def send_by_session(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------- openapi
 
 
-def _authenticate(request: web.Request) -> FakeDingTalk:
+def _authenticate(request: web.Request) -> PlatformState:
     platform = request.app[PLATFORM]
     if not platform.token_valid(request.headers.get("x-acs-dingtalk-access-token")):
         _reject_api(401, "InvalidAuthentication", "不合法的access_token")
     return platform
 
 
-def _require(platform: FakeDingTalk, body: Any, names: tuple[str, ...]) -> dict[str, Any]:
+def _require(platform: PlatformState, body: Any, names: tuple[str, ...]) -> dict[str, Any]:
     """DingTalk's own wording for a missing parameter, then the robotCode check."""
     if not isinstance(body, dict):
         _reject_api(400, "InvalidParameter", "the request body must be a JSON object")
@@ -366,16 +363,13 @@ async def _guard(
     return response
 
 
-async def _close_stream(app: web.Application) -> None:
-    """Runs after the listening socket and idle connections are closed, so a client's
-    instant reconnect cannot slip in and hold the shutdown up."""
-    await app[PLATFORM].stream.close()
-
-
-def build_app(platform: FakeDingTalk) -> web.Application:
+def build_app(
+    platform: PlatformState, extra_routes: Iterable[web.RouteDef] = ()
+) -> web.Application:
+    """DingTalk's HTTP routes on ``platform``, plus ``extra_routes`` (the Stream Mode
+    gateway's and the ``/_lab`` controls, which the caller owns)."""
     app = web.Application(middlewares=[_guard])
     app[PLATFORM] = platform
-    app.on_shutdown.append(_close_stream)
     app.router.add_post("/v1.0/oauth2/accessToken", access_token)
     app.router.add_post("/robot/sendBySession", send_by_session)
     app.router.add_post("/v1.0/robot/oToMessages/batchSend", oto_batch_send)
@@ -383,17 +377,27 @@ def build_app(platform: FakeDingTalk) -> web.Application:
     app.router.add_get("/v1.0/robot/oToMessages/readStatus", oto_read_status)
     app.router.add_post("/v1.0/robot/groupMessages/query", group_query)
     app.router.add_post("/topapi/v2/user/get", user_get)
-    app.add_routes(platform.stream.routes())  # Stream Mode: connections/open, /connect
-    app.add_routes(LabControl(platform).routes())  # /_lab/*: the harness, not DingTalk
+    app.add_routes(list(extra_routes))
     return app
 
 
-async def serve(platform: FakeDingTalk, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Start serving; returns the runner (``cleanup()`` stops it) and the base URL."""
+async def serve(
+    platform: PlatformState,
+    host: str,
+    port: int,
+    extra_routes: Iterable[web.RouteDef] = (),
+    on_shutdown: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[web.AppRunner, str]:
+    """Start serving; returns the runner (``cleanup()`` stops it) and the base URL.
+
+    ``on_shutdown`` runs after the listening socket and idle connections are closed, so a
+    client's instant reconnect cannot slip in and hold the shutdown up (the stream uses it).
+    """
+    app = build_app(platform, extra_routes)
+    if on_shutdown is not None:
+        app.on_shutdown.append(lambda _app: on_shutdown())
     # A timeout fault keeps a handler asleep; shutdown waits for it a little, no longer.
-    runner = web.AppRunner(
-        build_app(platform), access_log=None, shutdown_timeout=platform.timeout_fault_s + 1.0
-    )
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=platform.timeout_fault_s + 1.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

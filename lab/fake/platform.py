@@ -1,68 +1,57 @@
-"""The fake DingTalk's memory and rules, with no HTTP in it.
+"""The fake DingTalk a harness drives: its rules served over HTTP and Stream Mode.
 
-Everything a lab case is judged on lives here: what the platform accepted (``received``),
-which sessions and tokens it issued, and which faults are armed. Keeping it free of HTTP
-means the harness can read the evidence directly, and the routes in ``lab.fake.http`` stay
-a thin translation of DingTalk's wire shapes onto these rules. The Stream Mode side (frames,
-acks, redelivery) belongs to ``lab.fake.stream``; ``FakeDingTalk`` fronts it so a harness
-drives the whole platform through one object.
+``FakeDingTalk`` is the top of the ``lab.fake`` package. It is the platform's state
+(``lab.fake.state``) plus what serves it: the HTTP routes (``lab.fake.http``), the Stream
+Mode gateway (``lab.fake.stream``), the callbacks a user's message becomes
+(``lab.fake.callbacks``) and the ``/_lab`` routes (``lab.fake.control``). Those modules know
+only the state, never this class, so imports run one way and a harness still drives the
+whole platform through one object::
+
+    async with FakeDingTalk(clock) as fake:
+        fake.inject({"msg": "m1", "from": "u1", "text": "hi"})
 """
 
 from __future__ import annotations
 
-import copy
-import secrets
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Self
 
 from agent.clock import Clock
-from lab.fake.control import Fault, FaultTarget, ParsedFaults, parse_fault_spec
+from lab.fake.callbacks import build_callback, callback_frame
+from lab.fake.control import LabControl
+from lab.fake.faults import Fault, ParsedFaults
+from lab.fake.http import serve
+from lab.fake.state import (
+    SESSION_TTL_S,
+    TOKEN_TTL_S,
+    Channel,
+    ConversationKind,
+    PlatformState,
+    ReceivedMessage,
+    Session,
+)
 from lab.fake.stream import StreamGateway
 
-__all__ = ["FakeDingTalk", "Fault", "ParsedFaults", "ReceivedMessage", "Session"]
-
-TOKEN_TTL_S = 7200.0
-SESSION_TTL_S = 90 * 60.0
-
-Channel = Literal["session_webhook", "openapi_oto", "openapi_group"]
-ConversationKind = Literal["dm", "group"]
-
-
-@dataclass
-class ReceivedMessage:
-    """One message the platform accepted: what a user would see in their chat."""
-
-    seq: int
-    channel: Channel
-    conversation_id: str | None  # group openConversationId, or the DM id for webhooks
-    conversation_type: ConversationKind
-    user_ids: list[str]  # one-to-one targets
-    msgtype: str
-    text: str
-    title: str | None
-    at_user_ids: list[str]
-    at_all: bool
-    time: float
-    process_query_key: str | None
-    robot_code: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = [
+    "SESSION_TTL_S",
+    "TOKEN_TTL_S",
+    "Channel",
+    "ConversationKind",
+    "FakeDingTalk",
+    "Fault",
+    "ParsedFaults",
+    "ReceivedMessage",
+    "Session",
+]
 
 
-@dataclass
-class Session:
-    """A registered session webhook: where a reply to one inbound message lands."""
+class FakeDingTalk(PlatformState):
+    """A DingTalk platform small enough to reason about and strict enough to catch bugs.
 
-    conversation_id: str
-    conversation_type: ConversationKind
-    user_id: str | None
-    expires_at: float
-
-
-class FakeDingTalk:
-    """A DingTalk platform small enough to reason about and strict enough to catch bugs."""
+    ``start()``/``stop()`` serve it on 127.0.0.1; ``async with`` does both, so a harness
+    that fails half-way still frees the port and closes the stream's sockets.
+    """
 
     def __init__(
         self,
@@ -81,19 +70,17 @@ class FakeDingTalk:
         ticket_ttl_s: float = 90.0,
         send_latency_s: float = 0.0,
     ) -> None:
-        self.clock = clock
-        self.app_key = app_key
-        self.app_secret = app_secret
-        self.robot_code = robot_code
-        self.chatbot_user_id = chatbot_user_id
-        self.corp_id = corp_id
-        self.timeout_fault_s = timeout_fault_s
-        # How long DingTalk takes to answer a send (real seconds). Loopback answers in well
-        # under a millisecond; the real platform, seen from a server, in tens of them.
-        self.send_latency_s = send_latency_s
-        self.users: dict[str, dict[str, Any]] = dict(users or {})
-        self.tokens: dict[str, float] = {}  # token -> expires_at
-        self._base_url: str | None = None
+        super().__init__(
+            clock,
+            app_key,
+            app_secret,
+            robot_code,
+            chatbot_user_id,
+            corp_id,
+            timeout_fault_s,
+            users,
+            send_latency_s=send_latency_s,
+        )
         self._server: Any = None  # the aiohttp runner, owned by lab.fake.http
         self.stream = StreamGateway(
             self,
@@ -102,17 +89,17 @@ class FakeDingTalk:
             ping_interval_s=ping_interval_s,
             ticket_ttl_s=ticket_ttl_s,
         )
-        self.reset()
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve the platform over HTTP; returns the base URL (the real port, if 0 was asked)."""
-        from lab.fake.http import serve  # http.py depends on this module, not the reverse
-
         if self._server is not None:
             raise RuntimeError("the fake DingTalk is already running")
-        self._server, self._base_url = await serve(self, host, port)
+        routes = [*self.stream.routes(), *LabControl(self).routes()]
+        self._server, self._base_url = await serve(
+            self, host, port, routes, on_shutdown=self.stream.close
+        )
         await self.stream.start()
         return self._base_url
 
@@ -123,48 +110,36 @@ class FakeDingTalk:
             await server.cleanup()
         await self.stream.close()  # idempotent; stops timers even if it never served
 
-    @property
-    def base_url(self) -> str:
-        if self._base_url is None:
-            raise RuntimeError("start() the fake DingTalk first: it has no address yet")
-        return self._base_url
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
 
     def reset(self) -> None:
-        """Forget one case's state. Issued tokens survive: real tokens are not revoked."""
-        self.sessions: dict[str, Session] = {}
-        self.inbound: dict[str, dict[str, Any]] = {}
-        self.received: list[ReceivedMessage] = []
-        self.faults: list[Fault] = []
-        self.faults_seen: list[dict[str, Any]] = []
-        self.webhook_expired = False
-        self.request_log: list[dict[str, Any]] = []
+        """Forget one case's state and frames. Issued tokens survive: real tokens are not
+        revoked; open stream connections survive too."""
+        self._forget()
         self.stream.reset()
 
     # ------------------------------------------------------------------ faults
 
-    def arm_fault(self, spec: dict[str, Any]) -> None:
+    def arm_fault(self, spec: dict[str, Any]) -> ParsedFaults:
         """Arm a lab-case fault spec; ``ValueError`` says what is wrong with a bad one."""
-        parsed = parse_fault_spec(spec)
-        self.faults.extend(parsed.faults)
-        if parsed.webhook_expired is not None:
-            self.webhook_expired = parsed.webhook_expired
+        parsed = super().arm_fault(spec)
         self.stream.apply_faults(
             drop=parsed.drop,
             zombie=parsed.zombie,
             refuse_s=parsed.refuse_s,
             disconnect=parsed.disconnect,
         )
-        self.faults_seen.append(copy.deepcopy(spec))
-
-    def take_fault(self, target: FaultTarget) -> Fault | None:
-        """Consume one use of the oldest armed fault for ``target``, if any."""
-        for fault in self.faults:
-            if fault.target == target:
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self.faults.remove(fault)
-                return fault
-        return None
+        return parsed
 
     # ------------------------------------------------------------------ stream
 
@@ -174,8 +149,6 @@ class FakeDingTalk:
 
         Returns ``{"msg": msgId, "frame_message_id": ...}``; ``ValueError`` for a bad step.
         """
-        from lab.fake.callbacks import build_callback  # callbacks.py imports this module
-
         return self._deliver(build_callback(self, send, self.clock.now()))
 
     def redeliver(self, msg_id: str) -> dict[str, Any]:
@@ -186,8 +159,6 @@ class FakeDingTalk:
         return self._deliver(data)
 
     def _deliver(self, data: dict[str, Any]) -> dict[str, Any]:
-        from lab.fake.callbacks import callback_frame
-
         def render(frame_id: str, connection_id: str) -> str:
             return callback_frame(data, frame_id, now=self.clock.now(), connection_id=connection_id)
 
@@ -223,107 +194,3 @@ class FakeDingTalk:
     async def wait_idle(self, timeout: float) -> bool:
         """True once nothing is queued and no callback is waiting for its ack."""
         return await self.stream.wait_until(self.stream.idle, timeout)
-
-    # ------------------------------------------------------------------ tokens
-
-    def credentials_match(self, app_key: Any, app_secret: Any) -> bool:
-        return app_key == self.app_key and app_secret == self.app_secret
-
-    def issue_token(self) -> str:
-        """A new access token, valid for two hours of the platform's clock."""
-        token = secrets.token_hex(16)
-        self.tokens[token] = self.clock.now() + TOKEN_TTL_S
-        return token
-
-    def token_valid(self, token: str | None) -> bool:
-        expires_at = self.tokens.get(token or "")
-        return expires_at is not None and self.clock.now() < expires_at
-
-    # ------------------------------------------------------------------ sessions, inbound
-
-    def register_session(
-        self,
-        conversation_id: str,
-        conversation_type: ConversationKind,
-        user_id: str | None,
-        expires_at: float,
-    ) -> str:
-        """Register a session webhook and return its URL, as a callback would carry it."""
-        session_id = secrets.token_hex(16)
-        self.sessions[session_id] = Session(conversation_id, conversation_type, user_id, expires_at)
-        return f"{self.base_url}/robot/sendBySession?session={session_id}"
-
-    def live_session(self, session_id: str | None) -> Session | None:
-        """The session if it still works: unknown, expired or fault-expired ones do not."""
-        session = self.sessions.get(session_id or "")
-        if session is None or self.webhook_expired or session.expires_at <= self.clock.now():
-            return None
-        return session
-
-    def record_inbound(self, data: dict[str, Any]) -> None:
-        self.inbound[str(data.get("msgId"))] = data
-
-    # ------------------------------------------------------------------ outbound
-
-    def accept(
-        self,
-        *,
-        channel: Channel,
-        conversation_id: str | None,
-        conversation_type: ConversationKind,
-        user_ids: list[str],
-        msgtype: str,
-        text: str,
-        title: str | None = None,
-        at_user_ids: list[str] | None = None,
-        at_all: bool = False,
-        process_query_key: str | None = None,
-        robot_code: str | None = None,
-    ) -> ReceivedMessage:
-        """Keep a message as delivered: from here on a user can see it."""
-        message = ReceivedMessage(
-            seq=len(self.received) + 1,
-            channel=channel,
-            conversation_id=conversation_id,
-            conversation_type=conversation_type,
-            user_ids=list(user_ids),
-            msgtype=msgtype,
-            text=text,
-            title=title,
-            at_user_ids=list(at_user_ids or []),
-            at_all=at_all,
-            time=self.clock.now(),
-            process_query_key=process_query_key,
-            robot_code=robot_code,
-        )
-        self.received.append(message)
-        return message
-
-    def by_query_key(self, key: str | None, channel: Channel) -> ReceivedMessage | None:
-        for message in self.received:
-            if key and message.process_query_key == key and message.channel == channel:
-                return message
-        return None
-
-    def log_request(self, method: str, path: str, status: int) -> None:
-        """Record a request by path only: queries and headers may carry secrets."""
-        self.request_log.append(
-            {"method": method, "path": path, "status": status, "time": self.clock.now()}
-        )
-
-    def user_detail(self, userid: str) -> dict[str, Any] | None:
-        """The staff directory entry in the shape of ``/topapi/v2/user/get``'s result."""
-        entry = self.users.get(userid)
-        if entry is None:
-            return None
-        dept_names = [str(name) for name in entry.get("dept_names", entry.get("depts", []))]
-        dept_ids = entry.get("dept_id_list") or [
-            100 + index for index in range(1, len(dept_names) + 1)
-        ]
-        return {
-            "userid": userid,
-            "name": entry.get("name", userid),
-            "title": entry.get("title", ""),
-            "dept_id_list": list(dept_ids),
-            "dept_names": dept_names,
-        }

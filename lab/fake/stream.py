@@ -20,15 +20,13 @@ import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from aiohttp import WSMsgType, web
 
 from lab.fake.http import api_error
 from lab.fake.ledger import DeliveryLedger, Outgoing, json_or_none
-
-if TYPE_CHECKING:
-    from lab.fake.platform import FakeDingTalk
+from lab.fake.state import PlatformState
 
 _DONE = (WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 
@@ -85,7 +83,7 @@ class StreamGateway(DeliveryLedger):
 
     def __init__(
         self,
-        platform: FakeDingTalk,
+        platform: PlatformState,
         *,
         redelivery_delay_s: float = 60.0,
         max_redeliveries: int = 5,

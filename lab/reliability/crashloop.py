@@ -11,6 +11,13 @@ Pass, once quiet: every injected message has exactly one decision and a finished
 message was answered twice; every message without an ``accepted`` reply receipt has an
 ``uncertain`` one (an attempt cut by a crash is never resent blindly); no attempt is left
 ``started``.
+
+``lost`` counts messages without a run in the bot's own store, which a bot that forgot a
+message would not see; ``unanswered`` is counted on the platform alone: messages it pushed to
+the robot whose sender never received a reply. The only unanswered messages allowed are those
+whose attempt a kill cut before the request reached the platform: the bot must own up to each
+with an ``uncertain`` receipt (``unanswered_not_uncertain`` is 0), since resending it could
+answer twice.
 """
 
 from __future__ import annotations
@@ -54,6 +61,21 @@ async def _load(fake: FakeDingTalk, sent: list[str], stop: asyncio.Event) -> Non
         sent.append(send_dm(fake, PREFIX, i, BASE))
 
 
+def _unanswered_on_platform(fake: FakeDingTalk) -> list[str]:
+    """The msgIds the platform pushed to the robot whose sender has no reply in its record.
+
+    Read from the fake's own inbound log, not from ``sent`` or the store, so a message the
+    bot never stored (or stored and forgot) still counts.
+    """
+    per_user = replies_per_user(fake)
+    return sorted(
+        msg_id
+        for msg_id, callback in fake.inbound.items()
+        if msg_id.startswith(f"{PREFIX}-")
+        and per_user.get(str(callback.get("senderStaffId")), 0) == 0
+    )
+
+
 def _judge(store: Store, fake: FakeDingTalk, sent: list[str]) -> dict[str, Any]:
     """Everything read back from the platform's record and the store, per message."""
     per_user = replies_per_user(fake)
@@ -75,6 +97,7 @@ def _judge(store: Store, fake: FakeDingTalk, sent: list[str]) -> dict[str, Any]:
             unproven += seen != 1  # an accepted receipt must match what the user saw
         elif "uncertain" not in kinds:
             unproven += 1
+    unanswered = _unanswered_on_platform(fake)
     return {
         "injected": len(sent),
         "replied": sum(per_user.values()),
@@ -84,6 +107,8 @@ def _judge(store: Store, fake: FakeDingTalk, sent: list[str]) -> dict[str, Any]:
         "without_accepted_or_uncertain": unproven,
         "duplicate_deliveries": store.counts().duplicates,  # redelivered after a lost ack
         "lost": sum(runs.get(m, 0) == 0 for m in sent),
+        "unanswered": len(unanswered),
+        "unanswered_not_uncertain": sum("uncertain" not in statuses.get(m, ()) for m in unanswered),
         "runs_not_once": sum(runs.get(m, 0) != 1 for m in sent),
         "decisions_not_once": sum(decisions.get(m, 0) != 1 for m in sent),
         "unfinished_runs": unfinished_runs(store, sent),
@@ -146,6 +171,7 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
                 "answered_twice",
                 "without_accepted_or_uncertain",
                 "lost",
+                "unanswered_not_uncertain",
                 "runs_not_once",
                 "decisions_not_once",
                 "unfinished_runs",

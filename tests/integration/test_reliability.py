@@ -45,6 +45,11 @@ async def test_crash_loop(tmp_path: Path) -> None:
     assert report["decisions_not_once"] == 0 and report["attempts_left_started"] == 0
     assert report["without_accepted_or_uncertain"] == 0
     assert report["replied"] + report["uncertain"] >= report["injected"]
+    # Counted on the platform: a message nobody answered is one whose attempt a kill cut
+    # before it reached DingTalk, owned up to as uncertain (resending it could answer twice).
+    assert report["unanswered_not_uncertain"] == 0
+    assert report["unanswered"] == report["uncertain"] - report["uncertain_but_delivered"]
+    assert report["replied"] + report["unanswered"] == report["injected"]
     _no_secret(report)
 
 

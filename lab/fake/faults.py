@@ -1,0 +1,155 @@
+"""The fake DingTalk's fault-spec language: what a lab case may break, checked before arming.
+
+A case file arms faults with a small JSON language (``{"webhook": {"status": 500}}``,
+``{"openapi": {"status": 403, "qps_limit": true}}``, ``{"stream": {"zombie": true}}``); it
+is parsed here, whole, before anything is armed, so a typo is named instead of silently
+testing nothing. This module is pure data and imports nothing from the fake, so every other
+part of it (the platform's rules, its HTTP face, the ``/_lab`` routes) can depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+FaultTarget = Literal["webhook", "openapi", "token", "identity"]
+
+# Which inner keys each fault target understands; anything else is a typo in a case file.
+_FAULT_KEYS: dict[str, frozenset[str]] = {
+    "webhook": frozenset({"status", "times", "delivered", "timeout", "retry_after", "expired"}),
+    "openapi": frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit"}),
+    "token": frozenset({"status", "times", "timeout", "retry_after"}),
+    "identity": frozenset({"status", "times", "timeout"}),
+}
+_STREAM_KEYS = frozenset({"drop", "zombie", "refuse_s"})
+# DingTalk's OpenAPI throttles with HTTP 403 and this code (see dingtalk-platform.md).
+QPS_LIMIT_STATUS = 403
+QPS_LIMIT_CODE = "Forbidden.AccessDenied.QpsLimitForApi"
+
+
+@dataclass
+class Fault:
+    """An armed failure for the next ``remaining`` requests that would otherwise succeed."""
+
+    target: FaultTarget
+    remaining: int = 1
+    status: int | None = None
+    timeout: bool = False
+    delivered: bool = False
+    retry_after: float | None = None
+    qps_limit: bool = False  # answer as DingTalk's throttle: 403 with a QpsLimit code
+
+    @property
+    def answer_status(self) -> int:
+        """A timeout that is finally answered looks like a gateway giving up."""
+        return self.status if self.status is not None else 504
+
+
+@dataclass
+class ParsedFaults:
+    faults: list[Fault] = field(default_factory=list)
+    webhook_expired: bool | None = None
+    disconnect: bool = False
+    drop: bool = False  # stream: cut the current connection without a close handshake
+    zombie: bool = False  # stream: the current connection goes silent
+    refuse_s: float | None = None  # stream: refuse new connections for this many real seconds
+
+
+def _bool(target: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"fault {target}.{key} must be true or false, got {value!r}")
+    return value
+
+
+def _seconds(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
+
+
+def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
+    if not isinstance(inner, dict):
+        raise ValueError(f"fault {target!r} must be an object, got {inner!r}")
+    unknown = sorted(set(inner) - _FAULT_KEYS[target])
+    if unknown:
+        raise ValueError(f"fault {target!r}: unknown key(s) {', '.join(map(repr, unknown))}")
+    if "expired" in inner:
+        others = sorted(set(inner) - {"expired"})
+        if others:
+            raise ValueError(f"fault webhook.expired cannot be combined with {others}")
+        parsed.webhook_expired = _bool(target, "expired", inner["expired"])
+        return
+    status = inner.get("status")
+    if status is not None and (
+        isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599
+    ):
+        raise ValueError(f"fault {target}.status must be an HTTP error status, got {status!r}")
+    times = inner.get("times", 1)
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise ValueError(f"fault {target}.times must be a positive integer, got {times!r}")
+    retry_after = inner.get("retry_after")
+    if retry_after is not None and not _seconds(retry_after):
+        raise ValueError(f"fault {target}.retry_after must be seconds >= 0, got {retry_after!r}")
+    timeout = _bool(target, "timeout", inner.get("timeout", False))
+    delivered = _bool(target, "delivered", inner.get("delivered", False))
+    qps_limit = _bool(target, "qps_limit", inner.get("qps_limit", False))
+    if qps_limit:
+        # A throttle is a refusal: it has one status, and nothing was taken or delayed.
+        if status not in (None, QPS_LIMIT_STATUS) or timeout or delivered:
+            raise ValueError(
+                f"fault {target}.qps_limit answers {QPS_LIMIT_STATUS} at once and keeps nothing;"
+                " it cannot be combined with another status, timeout or delivered"
+            )
+        status = QPS_LIMIT_STATUS
+    if status is None and not timeout:
+        raise ValueError(f"fault {target!r} needs 'status' or 'timeout': true")
+    parsed.faults.append(
+        Fault(
+            cast(FaultTarget, target),
+            times,
+            status,
+            timeout,
+            delivered,
+            None if retry_after is None else float(retry_after),
+            qps_limit,
+        )
+    )
+
+
+def _parse_stream(inner: Any, parsed: ParsedFaults) -> None:
+    """``drop`` and ``zombie`` are one-shot actions on the current connection, so only
+    ``true`` means anything; together they contradict each other (a cut socket is not silent).
+    """
+    if not isinstance(inner, dict) or not inner:
+        raise ValueError(f"fault 'stream' must be a non-empty object, got {inner!r}")
+    unknown = sorted(set(inner) - _STREAM_KEYS)
+    if unknown:
+        raise ValueError(f"fault 'stream': unknown key(s) {', '.join(map(repr, unknown))}")
+    for key in ("drop", "zombie"):
+        if key in inner and inner[key] is not True:
+            raise ValueError(f"fault stream.{key} must be true, got {inner[key]!r}")
+    if "drop" in inner and "zombie" in inner:
+        raise ValueError("fault stream.drop and stream.zombie exclude each other")
+    refuse = inner.get("refuse_s")
+    if "refuse_s" in inner and (not _seconds(refuse) or refuse == 0):
+        raise ValueError(f"fault stream.refuse_s must be seconds > 0, got {refuse!r}")
+    parsed.drop, parsed.zombie = "drop" in inner, "zombie" in inner
+    parsed.refuse_s = None if refuse is None else float(refuse)
+
+
+def parse_fault_spec(spec: Any) -> ParsedFaults:
+    """Check a whole spec before arming any of it, so a bad spec changes nothing."""
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError(f"a fault spec must be a non-empty object, got {spec!r}")
+    parsed = ParsedFaults()
+    for target, inner in spec.items():
+        if target == "disconnect":
+            if inner is not True:
+                raise ValueError(f"fault 'disconnect' must be true, got {inner!r}")
+            parsed.disconnect = True
+        elif target == "stream":
+            _parse_stream(inner, parsed)
+        elif target in _FAULT_KEYS:
+            _parse_target(target, inner, parsed)
+        else:
+            known = ", ".join([*_FAULT_KEYS, "stream", "disconnect"])
+            raise ValueError(f"unknown fault {target!r} (known: {known})")
+    return parsed

@@ -1,0 +1,247 @@
+"""The fake DingTalk's memory and rules, with no HTTP and no Stream Mode in it.
+
+Everything a lab case is judged on lives here: what the platform accepted (``received``),
+which sessions and tokens it issued, and which faults are armed. Keeping it free of HTTP
+means the harness can read the evidence directly, and the routes in ``lab.fake.http`` stay
+a thin translation of DingTalk's wire shapes onto these rules.
+
+This is the bottom of the fake: ``lab.fake.http``, ``lab.fake.stream``,
+``lab.fake.callbacks`` and ``lab.fake.control`` read and change this state, and
+``lab.fake.platform.FakeDingTalk`` puts them together on top of it. Nothing here imports
+them, so the package has no import circle.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from agent.clock import Clock
+from lab.fake.faults import Fault, FaultTarget, ParsedFaults, parse_fault_spec
+
+__all__ = [
+    "SESSION_TTL_S",
+    "TOKEN_TTL_S",
+    "Channel",
+    "ConversationKind",
+    "PlatformState",
+    "ReceivedMessage",
+    "Session",
+]
+
+TOKEN_TTL_S = 7200.0
+SESSION_TTL_S = 90 * 60.0
+
+Channel = Literal["session_webhook", "openapi_oto", "openapi_group"]
+ConversationKind = Literal["dm", "group"]
+
+
+@dataclass
+class ReceivedMessage:
+    """One message the platform accepted: what a user would see in their chat."""
+
+    seq: int
+    channel: Channel
+    conversation_id: str | None  # group openConversationId, or the DM id for webhooks
+    conversation_type: ConversationKind
+    user_ids: list[str]  # one-to-one targets
+    msgtype: str
+    text: str
+    title: str | None
+    at_user_ids: list[str]
+    at_all: bool
+    time: float
+    process_query_key: str | None
+    robot_code: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Session:
+    """A registered session webhook: where a reply to one inbound message lands."""
+
+    conversation_id: str
+    conversation_type: ConversationKind
+    user_id: str | None
+    expires_at: float
+
+
+class PlatformState:
+    """A DingTalk platform's bookkeeping, small enough to reason about and strict enough to
+    catch bugs. ``FakeDingTalk`` serves it; a harness reads it."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        app_key: str = "dta-lab-app",
+        app_secret: str = "dta-lab-secret",
+        robot_code: str = "dta-lab-robot",
+        chatbot_user_id: str = "$:LWCP_v1:$dta-lab-bot",
+        corp_id: str = "dinglabcorp",
+        timeout_fault_s: float = 2.0,
+        users: dict[str, dict[str, Any]] | None = None,
+        *,
+        send_latency_s: float = 0.0,
+    ) -> None:
+        self.clock = clock
+        self.app_key = app_key
+        self.app_secret = app_secret
+        self.robot_code = robot_code
+        self.chatbot_user_id = chatbot_user_id
+        self.corp_id = corp_id
+        self.timeout_fault_s = timeout_fault_s
+        # How long DingTalk takes to answer a send (real seconds). Loopback answers in well
+        # under a millisecond; the real platform, seen from a server, in tens of them.
+        self.send_latency_s = send_latency_s
+        self.users: dict[str, dict[str, Any]] = dict(users or {})
+        self.tokens: dict[str, float] = {}  # token -> expires_at
+        self._base_url: str | None = None  # set by whoever serves this state
+        self._forget()
+
+    @property
+    def base_url(self) -> str:
+        if self._base_url is None:
+            raise RuntimeError("start() the fake DingTalk first: it has no address yet")
+        return self._base_url
+
+    def _forget(self) -> None:
+        """Forget one case's state. Issued tokens survive: real tokens are not revoked."""
+        self.sessions: dict[str, Session] = {}
+        self.inbound: dict[str, dict[str, Any]] = {}
+        self.received: list[ReceivedMessage] = []
+        self.faults: list[Fault] = []
+        self.faults_seen: list[dict[str, Any]] = []
+        self.webhook_expired = False
+        self.request_log: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ faults
+
+    def arm_fault(self, spec: dict[str, Any]) -> ParsedFaults:
+        """Arm a lab-case fault spec; ``ValueError`` says what is wrong with a bad one.
+
+        Returns the parsed spec, whose stream faults are for the server to apply.
+        """
+        parsed = parse_fault_spec(spec)
+        self.faults.extend(parsed.faults)
+        if parsed.webhook_expired is not None:
+            self.webhook_expired = parsed.webhook_expired
+        self.faults_seen.append(copy.deepcopy(spec))
+        return parsed
+
+    def take_fault(self, target: FaultTarget) -> Fault | None:
+        """Consume one use of the oldest armed fault for ``target``, if any."""
+        for fault in self.faults:
+            if fault.target == target:
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    # ------------------------------------------------------------------ tokens
+
+    def credentials_match(self, app_key: Any, app_secret: Any) -> bool:
+        return app_key == self.app_key and app_secret == self.app_secret
+
+    def issue_token(self) -> str:
+        """A new access token, valid for two hours of the platform's clock."""
+        token = secrets.token_hex(16)
+        self.tokens[token] = self.clock.now() + TOKEN_TTL_S
+        return token
+
+    def token_valid(self, token: str | None) -> bool:
+        expires_at = self.tokens.get(token or "")
+        return expires_at is not None and self.clock.now() < expires_at
+
+    # ------------------------------------------------------------------ sessions, inbound
+
+    def register_session(
+        self,
+        conversation_id: str,
+        conversation_type: ConversationKind,
+        user_id: str | None,
+        expires_at: float,
+    ) -> str:
+        """Register a session webhook and return its URL, as a callback would carry it."""
+        session_id = secrets.token_hex(16)
+        self.sessions[session_id] = Session(conversation_id, conversation_type, user_id, expires_at)
+        return f"{self.base_url}/robot/sendBySession?session={session_id}"
+
+    def live_session(self, session_id: str | None) -> Session | None:
+        """The session if it still works: unknown, expired or fault-expired ones do not."""
+        session = self.sessions.get(session_id or "")
+        if session is None or self.webhook_expired or session.expires_at <= self.clock.now():
+            return None
+        return session
+
+    def record_inbound(self, data: dict[str, Any]) -> None:
+        self.inbound[str(data.get("msgId"))] = data
+
+    # ------------------------------------------------------------------ outbound
+
+    def accept(
+        self,
+        *,
+        channel: Channel,
+        conversation_id: str | None,
+        conversation_type: ConversationKind,
+        user_ids: list[str],
+        msgtype: str,
+        text: str,
+        title: str | None = None,
+        at_user_ids: list[str] | None = None,
+        at_all: bool = False,
+        process_query_key: str | None = None,
+        robot_code: str | None = None,
+    ) -> ReceivedMessage:
+        """Keep a message as delivered: from here on a user can see it."""
+        message = ReceivedMessage(
+            seq=len(self.received) + 1,
+            channel=channel,
+            conversation_id=conversation_id,
+            conversation_type=conversation_type,
+            user_ids=list(user_ids),
+            msgtype=msgtype,
+            text=text,
+            title=title,
+            at_user_ids=list(at_user_ids or []),
+            at_all=at_all,
+            time=self.clock.now(),
+            process_query_key=process_query_key,
+            robot_code=robot_code,
+        )
+        self.received.append(message)
+        return message
+
+    def by_query_key(self, key: str | None, channel: Channel) -> ReceivedMessage | None:
+        for message in self.received:
+            if key and message.process_query_key == key and message.channel == channel:
+                return message
+        return None
+
+    def log_request(self, method: str, path: str, status: int) -> None:
+        """Record a request by path only: queries and headers may carry secrets."""
+        self.request_log.append(
+            {"method": method, "path": path, "status": status, "time": self.clock.now()}
+        )
+
+    def user_detail(self, userid: str) -> dict[str, Any] | None:
+        """The staff directory entry in the shape of ``/topapi/v2/user/get``'s result."""
+        entry = self.users.get(userid)
+        if entry is None:
+            return None
+        dept_names = [str(name) for name in entry.get("dept_names", entry.get("depts", []))]
+        dept_ids = entry.get("dept_id_list") or [
+            100 + index for index in range(1, len(dept_names) + 1)
+        ]
+        return {
+            "userid": userid,
+            "name": entry.get("name", userid),
+            "title": entry.get("title", ""),
+            "dept_id_list": list(dept_ids),
+            "dept_names": dept_names,
+        }
