@@ -13,9 +13,12 @@ from gates.action import DAY_S, MINUTE_S, ActionFacts, slot_keys
 from storage import Store
 
 
-def load_facts(store: Store, run: Run, now: float) -> ActionFacts:
+def load_facts(
+    store: Store, run: Run, now: float, webhook_problem: str | None = None
+) -> ActionFacts:
     """The run's thread generation, the write-budget counts and its taken idempotency
-    slots, as of ``now`` (one store statement)."""
+    slots, as of ``now`` (one store statement); ``webhook_problem`` is the transport's
+    word on the origin's session webhook."""
     generation, last_minute, last_day, taken = store.gate_facts(
         run.thread_key,
         run.origin.conversation_id,
@@ -29,4 +32,5 @@ def load_facts(store: Store, run: Run, now: float) -> ActionFacts:
         writes_last_minute=last_minute,
         writes_last_day=last_day,
         taken_keys=taken,
+        webhook_problem=webhook_problem,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -91,6 +92,15 @@ class StoreCollector(Collector):
         for kind, status, reason, n in self.store.receipt_counts():
             receipts.add_metric([kind or "", status, reason or ""], n)
         yield receipts
+        # The store is the queue: how long its oldest acked, unanswered event has waited.
+        # Growing while the process is up means work is stuck; 0 means nothing waits.
+        oldest = self.store.oldest_unfinished_received_at()
+        waiting = GaugeMetricFamily(
+            "dta_oldest_unfinished_event_age_seconds",
+            "Age of the oldest acked event without a finished run (0: none)",
+        )
+        waiting.add_metric([], max(0.0, time.time() - oldest) if oldest is not None else 0.0)
+        yield waiting
 
     @staticmethod
     def _stream_families(

@@ -305,7 +305,15 @@ class Pipeline:
         tally = outcome.tally
         for index, raw in enumerate(requests):
             verdict = self.action_gate.decide(
-                raw, run, tally, load_facts(self.store, run, self.clock.now())
+                raw,
+                run,
+                tally,
+                load_facts(
+                    self.store,
+                    run,
+                    self.clock.now(),
+                    self.broker.transport.webhook_problem(run.origin),
+                ),
             )
             if isinstance(verdict, Refusal):
                 receipt = self._refuse(run, verdict)

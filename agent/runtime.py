@@ -99,7 +99,9 @@ class Runtime:
             busy_timeout_s=settings.store_busy_timeout_s,
         )
         self.response_gate = ResponseGate(response_policy(settings))
-        self.ingestor = Ingestor(self.store, self.response_gate.engages)
+        self.ingestor = Ingestor(
+            self.store, self.response_gate.engages, settings.max_frame_bytes
+        )
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
         self.broker = Broker(
             self.store, self.transport, self.clock, self.crash, settings.verify_by_readback

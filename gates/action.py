@@ -81,6 +81,9 @@ class ActionFacts:
     writes_last_day: int
     # idempotency key -> the first receipt of the intent holding it (None: taken, no receipt yet)
     taken_keys: dict[str, Receipt | None] = field(default_factory=dict)
+    # Why the origin's session webhook cannot carry a reply (expired, or its URL off the
+    # allowed webhook origins), as the transport decides; None when it can.
+    webhook_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,15 +278,16 @@ def _write_budget(c: _Case) -> _Refused | None:
 
 
 def _target(c: _Case) -> _Refused | None:
-    """The origin must still be reachable: a live session webhook or OpenAPI credentials."""
+    """The origin must still be reachable: a usable session webhook or OpenAPI credentials."""
     webhook = c.run.origin.session_webhook
-    if webhook is not None and webhook.valid_at(c.facts.now, c.policy.webhook_expiry_margin_s):
+    live = webhook is not None and webhook.valid_at(c.facts.now, c.policy.webhook_expiry_margin_s)
+    if live and c.facts.webhook_problem is None:
         return None
     if c.policy.has_openapi_credentials:
         return None
+    problem = c.facts.webhook_problem or "session webhook expired"
     return _Refused(
-        RefusalReason.TARGET_UNAVAILABLE,
-        "session webhook expired and no OpenAPI credentials configured",
+        RefusalReason.TARGET_UNAVAILABLE, f"{problem} and no OpenAPI credentials configured"
     )
 
 

@@ -70,6 +70,7 @@ async def test_dm_and_group_replies_over_the_stream(fake, daemon):
     metrics = httpx.get(daemon.url("/metrics"), trust_env=False).text
     assert 'dta_decisions{reason="group_not_mentioned",verdict="silent"} 1.0' in metrics
     assert "dta_stream_connected 1.0" in metrics
+    assert "dta_oldest_unfinished_event_age_seconds 0.0" in metrics  # nothing waits
 
 
 async def test_redelivery_is_acked_and_not_answered_again(fake, daemon):
