@@ -98,6 +98,7 @@ class Broker:
         if intent.kind.is_message:
             channel = self.transport.channel_for(intent.target)
             if channel is not Channel.NONE:
+                await self.transport.prepare(channel)
                 attempt, request = self._attempt(intent, channel)
         if not self.store.add_intent(intent, attempt):
             # Another execution claimed the key between the gate and here.

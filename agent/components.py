@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from agent.config import Settings
+from agent.config import ConfigError, Settings
+from agent.connector import ConnectorConfig
 from agent.invocation import InvocationLimits
 from agent.openapi import TransportConfig
 from gates.action import ActionPolicy
@@ -97,3 +98,25 @@ def build_provider(settings: Settings) -> Provider:
             )
         )
     return RulesProvider(settings.agent, settings.knowledge_dir)
+
+
+def connector_config(settings: Settings) -> ConnectorConfig:
+    if not (settings.client_id and settings.client_secret):
+        raise ConfigError(
+            "client_id / client_secret: required to connect (set DINGTALK_CLIENT_ID and"
+            " DINGTALK_CLIENT_SECRET, or client_id/client_secret in dta.toml)"
+        )
+    return ConnectorConfig(
+        endpoint=settings.openapi_base_url,
+        client_id=settings.client_id,
+        client_secret=settings.client_secret.get_secret_value(),
+        store_path=settings.store_path,
+        store_synchronous=settings.store_synchronous,
+        store_busy_timeout_s=settings.store_busy_timeout_s,
+        ping_interval_s=settings.stream_ping_interval_s,
+        ping_timeout_s=settings.stream_ping_timeout_s,
+        open_timeout_s=settings.open_connection_timeout_s,
+        backoff_base_s=settings.reconnect_backoff_base_s,
+        backoff_max_s=settings.reconnect_backoff_max_s,
+        max_frame_bytes=settings.max_frame_bytes,
+    )

@@ -92,6 +92,7 @@ class ConnectorConfig:
     client_secret: str
     store_path: Path
     store_synchronous: str = "normal"
+    store_busy_timeout_s: float = 10.0
     ping_interval_s: float = 10.0
     ping_timeout_s: float = 10.0
     open_timeout_s: float = 10.0
@@ -222,7 +223,11 @@ class Connector:
     async def _main(self, started: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        store = Store(self.config.store_path, self.config.store_synchronous)
+        store = Store(
+            self.config.store_path,
+            self.config.store_synchronous,
+            busy_timeout_s=self.config.store_busy_timeout_s,
+        )
         self._ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
         client = self._make_client()
         started.set()

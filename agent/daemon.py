@@ -29,13 +29,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agent.config import ConfigError, Settings
-from agent.connector import Connector, ConnectorConfig
+from agent.components import build_provider, connector_config
+from agent.config import Settings
+from agent.connector import Connector
 from agent.contracts import Event
 from agent.health import HealthServer
 from agent.metrics import Metrics
 from agent.recorder import FrameRecorder
-from agent.runtime import Runtime, build_provider
+from agent.runtime import Runtime
 from skills.loader import SkillLibrary
 from storage.base import StoreBase
 from storage.integrity import (
@@ -59,27 +60,6 @@ PROBE_INTERVAL_S = 1.0  # how often the write probe runs
 # it cannot name (an I/O error, say) brings the next check forward.
 QUICK_CHECK_MIN_INTERVAL_S = 10.0
 QUICK_CHECK_BUDGET = 0.02
-
-
-def connector_config(settings: Settings) -> ConnectorConfig:
-    if not (settings.client_id and settings.client_secret):
-        raise ConfigError(
-            "client_id / client_secret: required to connect (set DINGTALK_CLIENT_ID and"
-            " DINGTALK_CLIENT_SECRET, or client_id/client_secret in dta.toml)"
-        )
-    return ConnectorConfig(
-        endpoint=settings.openapi_base_url,
-        client_id=settings.client_id,
-        client_secret=settings.client_secret.get_secret_value(),
-        store_path=settings.store_path,
-        store_synchronous=settings.store_synchronous,
-        ping_interval_s=settings.stream_ping_interval_s,
-        ping_timeout_s=settings.stream_ping_timeout_s,
-        open_timeout_s=settings.open_connection_timeout_s,
-        backoff_base_s=settings.reconnect_backoff_base_s,
-        backoff_max_s=settings.reconnect_backoff_max_s,
-        max_frame_bytes=settings.max_frame_bytes,
-    )
 
 
 class StoreMonitor:

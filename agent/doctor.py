@@ -16,9 +16,9 @@ from typing import TextIO
 import httpx
 
 from agent.clock import SystemClock
+from agent.components import build_provider, transport_config
 from agent.config import ConfigError, Settings, load_settings
 from agent.probe import probe
-from agent.runtime import build_provider, transport_config
 from agent.transport import DingTalkTransport
 from skills.loader import SkillError, SkillLibrary
 from storage import Store

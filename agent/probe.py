@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.components import build_provider
 from agent.config import Settings
 from agent.contracts import (
     Actor,
@@ -25,7 +26,6 @@ from agent.contracts import (
     Identity,
     Robot,
 )
-from agent.runtime import build_provider
 from skills.loader import SkillLibrary
 from skills.providers.base import ProviderFailed
 

@@ -59,8 +59,6 @@ from storage.patience import is_transient
 
 log = logging.getLogger("dta.runtime")
 
-__all__ = ["Runtime", "build_provider", "transport_config"]
-
 RETRY_BASE_S = 0.5  # first wait before a run the store interrupted is driven again
 RETRY_MAX_S = 30.0
 

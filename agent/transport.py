@@ -15,6 +15,7 @@ never contacted; the reply goes by the OpenAPI and the receipt's evidence says w
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -203,6 +204,15 @@ class DingTalkTransport(DingTalkAPI):
         if webhook_origin(url) in self.webhook_origins:
             return None
         return f"session webhook host not allowed: {_shown_origin(url)}"
+
+    async def prepare(self, channel: Channel) -> None:
+        """Fetch what a send on ``channel`` needs before its attempt is recorded (the
+        OpenAPI token), so a stop or a crash in that wait never leaves an attempt that
+        may or may not have left: a failure here is met again, and classified, by the send.
+        """
+        if channel in (Channel.OPENAPI_OTO, Channel.OPENAPI_GROUP):
+            with contextlib.suppress(TokenError, httpx.HTTPError):
+                await self.access_token()
 
     def openapi_channel(self, target: Origin) -> Channel:
         if not self.config.has_openapi_credentials:

@@ -20,8 +20,9 @@ from typing import TextIO
 import httpx
 
 from agent.clock import SystemClock
+from agent.components import transport_config
 from agent.config import Settings
-from agent.runtime import Runtime, transport_config
+from agent.runtime import Runtime
 from agent.transport import DingTalkTransport, OutboundRequest
 from lab.bench_stream import bench_stream
 from lab.fake.callbacks import callback_frame

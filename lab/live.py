@@ -18,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from agent.clock import SystemClock
-from agent.connector import Connector, ConnectorConfig
+from agent.components import connector_config
+from agent.connector import Connector
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step
 from lab.fake import FakeDingTalk
@@ -28,6 +29,13 @@ from lab.runner import CaseResult, case_provider, lab_settings, uses_model
 from lab.transcript import collect_transcript
 
 SETTLE_TIMEOUT_S = 10.0
+# A short keepalive and back-off: a lab case notices a dropped socket in about a second.
+LIVE_STREAM = {
+    "stream_ping_interval_s": 1.0,
+    "stream_ping_timeout_s": 1.0,
+    "reconnect_backoff_base_s": 0.05,
+    "reconnect_backoff_max_s": 0.5,
+}
 
 
 def live_skip_reason(case: Case) -> str | None:
@@ -73,15 +81,16 @@ class LiveCaseRun:
             await runtime.start()
             live = runtime
             connector = Connector(
-                ConnectorConfig(
-                    endpoint=self.fake.base_url,
-                    client_id=self.fake.app_key,
-                    client_secret=self.fake.app_secret,
-                    store_path=settings.store_path,
-                    ping_interval_s=1.0,
-                    ping_timeout_s=1.0,
-                    backoff_base_s=0.05,
-                    backoff_max_s=0.5,
+                # The stream always connects with the fake's app credentials, even in a
+                # case that leaves the OpenAPI ones out (that is about sending, not this).
+                connector_config(
+                    settings.with_overrides(
+                        {
+                            **LIVE_STREAM,
+                            "client_id": self.fake.app_key,
+                            "client_secret": self.fake.app_secret,
+                        }
+                    )
                 ),
                 on_event=lambda event, gen: loop.call_soon_threadsafe(live.submit, event, gen),
                 supersedes=runtime.response_gate.engages,

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.clock import VirtualClock
+from agent.components import build_provider
 from agent.config import Settings
 from agent.crashpoints import Crash, CrashPoints
-from agent.runtime import Runtime, build_provider
+from agent.runtime import Runtime
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake_model import FakeModel

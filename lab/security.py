@@ -105,7 +105,9 @@ def _case(provider: str) -> Case:
             "title": f"injection corpus ({provider})",
             "config": {"provider": provider, "write_budget_per_conversation_per_minute": 1000},
             "steps": steps,
-            "expect": {},
+            # The corpus is judged by _judge below; the case itself asks only that every
+            # hostile message got exactly one run (nothing dropped, nothing run twice).
+            "expect": {"processed": [f"s{i}" for i in range(len(CORPUS))]},
         }
     )
 

@@ -1,7 +1,9 @@
 """The injection corpus: nothing leaves the origin, nobody is @-all'd, no secret anywhere."""
 
 import io
+import json
 
+from agent.pipeline import HONEST_FAILURE
 from lab.security import CORPUS, run_corpus, security
 
 
@@ -15,9 +17,12 @@ async def test_rules_and_hostile_model_hold_the_line(tmp_path):
         logged = (folder / f"{provider}.log").read_text()
         assert '"msg": "decision"' in logged  # the grep looked at real logs
         if provider == "openai":
-            # the model played along with every attack; the schema refused every one
-            assert report.platform_messages == 0
+            # The model played along with every attack; the schema refused every one, and
+            # each person got only the honest short reply, at their own origin.
+            assert report.platform_messages == len(CORPUS) and not report.off_origin
             assert report.refusals["schema_invalid"] >= len(CORPUS)
+            requests = json.loads((folder / "openai-report.json").read_text())
+            assert HONEST_FAILURE in json.dumps(requests, ensure_ascii=False)
             assert (folder / "openai-model-requests.json").stat().st_size > 1000
         else:
             assert report.platform_messages == len(CORPUS)
