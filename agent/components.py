@@ -10,6 +10,7 @@ from __future__ import annotations
 from agent.config import ConfigError, Settings
 from agent.connector import ConnectorConfig
 from agent.invocation import InvocationLimits
+from agent.media import MediaLimits
 from agent.openapi import TransportConfig
 from gates.action import ActionPolicy
 from gates.response import ResponsePolicy
@@ -17,6 +18,8 @@ from skills.providers.base import Provider
 from skills.providers.command import CommandConfig, CommandProvider
 from skills.providers.openai import OpenAIConfig, OpenAIProvider
 from skills.providers.rules import RulesProvider
+from storage import Store
+from storage.postgres import schema_for
 
 
 def response_policy(settings: Settings) -> ResponsePolicy:
@@ -74,6 +77,14 @@ def invocation_limits(settings: Settings) -> InvocationLimits:
     )
 
 
+def media_limits(settings: Settings) -> MediaLimits:
+    return MediaLimits(
+        media_dir=settings.media_dir,
+        max_download_bytes=settings.max_download_bytes,
+        download_timeout_s=settings.download_timeout_s,
+    )
+
+
 def build_provider(settings: Settings) -> Provider:
     if settings.provider == "openai":
         assert settings.openai_base_url and settings.openai_model  # checked by Settings
@@ -85,6 +96,8 @@ def build_provider(settings: Settings) -> Provider:
             timeout_s=settings.openai_timeout_s,
             max_retries=settings.openai_max_retries,
             response_format=settings.openai_response_format,
+            vision=settings.openai_vision,
+            max_file_chars=settings.max_file_chars,
         )
         return OpenAIProvider(config, settings.agent)
     if settings.provider == "command":
@@ -110,7 +123,8 @@ def connector_config(settings: Settings) -> ConnectorConfig:
         endpoint=settings.openapi_base_url,
         client_id=settings.client_id,
         client_secret=settings.client_secret.get_secret_value(),
-        store_path=settings.store_path,
+        store_path=settings.store_target,
+        store_schema=store_schema(settings),
         store_synchronous=settings.store_synchronous,
         store_busy_timeout_s=settings.store_busy_timeout_s,
         ping_interval_s=settings.stream_ping_interval_s,
@@ -119,4 +133,21 @@ def connector_config(settings: Settings) -> ConnectorConfig:
         backoff_base_s=settings.reconnect_backoff_base_s,
         backoff_max_s=settings.reconnect_backoff_max_s,
         max_frame_bytes=settings.max_frame_bytes,
+    )
+
+
+def store_schema(settings: Settings) -> str | None:
+    """The PostgreSQL schema of this robot's records (None for SQLite)."""
+    if not settings.store_url:
+        return None
+    return settings.store_schema or schema_for(settings.robot_code)
+
+
+def open_store(settings: Settings) -> Store:
+    """The configured store: SQLite at ``store_path``, or PostgreSQL at ``store_url``."""
+    return Store(
+        settings.store_target,
+        settings.store_synchronous,
+        busy_timeout_s=settings.store_busy_timeout_s,
+        schema=store_schema(settings),
     )

@@ -34,6 +34,7 @@ ENV_KEYS: dict[str, str] = {
     "DINGTALK_OPENAPI_ENDPOINT": "openapi_base_url",
     "DINGTALK_OAPI_ENDPOINT": "oapi_base_url",
     "DTA_STORE_PATH": "store_path",
+    "DTA_STORE_URL": "store_url",
     "DTA_PROVIDER": "provider",
     "DTA_KNOWLEDGE_DIR": "knowledge_dir",
     "DTA_OPENAI_API_KEY": "openai_api_key",
@@ -58,7 +59,8 @@ class Settings(BaseModel):
     deny_users: list[str] = Field(default_factory=list)
     allow_conversations: list[str] = Field(default_factory=list)
     max_event_age_s: float = Field(default=900, gt=0)
-    supported_msgtypes: list[str] = Field(default_factory=lambda: ["text", "richText", "audio"])
+    # "*": every type DingTalk sends; list types to exclude the rest (unsupported_msgtype)
+    supported_msgtypes: list[str] = Field(default_factory=lambda: ["*"])
     write_budget_per_conversation_per_minute: int = Field(default=20, ge=0)
     write_budget_per_day: int = Field(default=10000, ge=0)
     max_reply_chars: int = Field(default=3800, ge=100, le=6000)
@@ -80,6 +82,13 @@ class Settings(BaseModel):
     run_dir: Path | None = None
     knowledge_dir: Path | None = None
     skill_paths: list[Path] = Field(default_factory=list)
+
+    # media (agent/media.py): fetched only for runs the response gate engaged
+    media_dir: Path = Path(".dta/media")  # one folder per run, beside the store by default
+    max_download_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    download_timeout_s: float = Field(default=30, gt=0)
+    media_keep_days: float = Field(default=7, gt=0)  # `dta store prune` removes older media
+    max_file_chars: int = Field(default=8000, ge=100)  # of a text file shown to a model
 
     # the robot and its app
     client_id: str | None = None
@@ -104,6 +113,11 @@ class Settings(BaseModel):
 
     # runtime
     store_path: Path = Path(".dta/dta.db")
+    # PostgreSQL instead of the SQLite file, for several replicas of one robot
+    # (postgresql://user@host/db); each robot's records live in their own schema,
+    # ``dta_<robot code>`` unless ``store_schema`` names one.
+    store_url: str | None = None
+    store_schema: str | None = None
     store_synchronous: Literal["normal", "full"] = "normal"
     # How long one statement waits for another process's write lock before the store
     # counts as unavailable (the run then waits and is driven again; nothing is dropped).
@@ -149,6 +163,7 @@ class Settings(BaseModel):
     openai_timeout_s: float = Field(default=60, gt=0)
     openai_max_retries: int = Field(default=2, ge=0, le=10)
     openai_response_format: bool = True  # {"type": "json_object"}; some servers reject it
+    openai_vision: bool = False  # the model reads images: pictures go as image parts
 
     # command provider: an external agent run in a prepared run directory
     command: list[str] = Field(default_factory=list)  # argv, never a shell line
@@ -183,6 +198,27 @@ class Settings(BaseModel):
             data = {**data, "robot_code": data["client_id"]}
         return data
 
+    @field_validator("store_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL (postgresql://user@host:5432/db)")
+        return value or None
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Settings:
+        if self.store_url and "store_path" in self.model_fields_set:
+            raise ValueError(
+                "store_url and store_path: set one (store_path is the SQLite file,"
+                " store_url the PostgreSQL database)"
+            )
+        return self
+
+    @property
+    def store_target(self) -> str:
+        """Where the store is: the PostgreSQL URL, else the SQLite file's path."""
+        return self.store_url or str(self.store_path)
+
     @model_validator(mode="after")
     def _provider_is_configured(self) -> Settings:
         if self.provider == "openai" and not (self.openai_base_url and self.openai_model):
@@ -212,9 +248,15 @@ class Settings(BaseModel):
         return bool(self.client_id and self.client_secret and self.robot_code)
 
     def with_overrides(self, overrides: dict[str, Any]) -> Settings:
-        """A copy with ``overrides`` applied and validated (used by lab cases)."""
-        merged = self.model_dump()
+        """A copy with ``overrides`` applied and validated (used by lab cases).
+
+        Only what was set is carried over, so defaults stay defaults; a store URL given
+        here replaces the SQLite path the copy came with.
+        """
+        merged = self.model_dump(exclude_unset=True)
         merged.update(overrides)
+        if overrides.get("store_url") and "store_path" not in overrides:
+            merged.pop("store_path", None)
         return validate_settings(merged, source="config overrides")
 
 

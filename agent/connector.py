@@ -90,7 +90,8 @@ class ConnectorConfig:
     endpoint: str
     client_id: str
     client_secret: str
-    store_path: Path
+    store_path: str | Path  # the SQLite file, or a PostgreSQL URL
+    store_schema: str | None = None  # PostgreSQL only
     store_synchronous: str = "normal"
     store_busy_timeout_s: float = 10.0
     ping_interval_s: float = 10.0
@@ -227,6 +228,7 @@ class Connector:
             self.config.store_path,
             self.config.store_synchronous,
             busy_timeout_s=self.config.store_busy_timeout_s,
+            schema=self.config.store_schema,
         )
         self._ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
         client = self._make_client()

@@ -209,6 +209,8 @@ class Daemon:
 
     def claim(self) -> None:
         """Take the store (``StoreError`` with the line to print if it cannot be taken)."""
+        if self.settings.store_url:
+            return  # PostgreSQL: replicas share it; run leases take the lock's place
         if self.lock is None and str(self.settings.store_path) != ":memory:":
             self.lock = claim_store(
                 self.settings.store_path,
@@ -271,7 +273,7 @@ class Daemon:
             log.info(
                 "daemon started",
                 extra={
-                    "store": str(self.settings.store_path),
+                    "store": runtime.store.where,
                     "recovered": recovered,
                     "provider": self.settings.provider,
                 },

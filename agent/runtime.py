@@ -38,6 +38,8 @@ from agent.components import (
     action_policy,
     build_provider,
     invocation_limits,
+    media_limits,
+    open_store,
     response_policy,
     transport_config,
 )
@@ -47,6 +49,7 @@ from agent.crashpoints import CrashPoints
 from agent.dispatcher import Dispatcher
 from agent.ingest import FrameKind, Ingestor, IngestResult
 from agent.invocation import InvocationBuilder
+from agent.media import MediaFetcher
 from agent.pipeline import Pipeline
 from agent.tasks import TaskKeeper
 from agent.transport import DingTalkTransport
@@ -54,13 +57,14 @@ from gates.action import ActionGate
 from gates.response import ResponseGate
 from skills.loader import SkillLibrary
 from skills.providers.base import Provider
-from storage import Store
+from storage import Lease, Store
 from storage.patience import is_transient
 
 log = logging.getLogger("dta.runtime")
 
 RETRY_BASE_S = 0.5  # first wait before a run the store interrupted is driven again
 RETRY_MAX_S = 30.0
+THREAD_BUSY_WAIT_S = 0.2  # first wait when another replica is running the same thread
 
 
 def owner_id() -> str:
@@ -91,10 +95,10 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.crash = crash or CrashPoints()
         self.owner = owner_id()
-        self.store = Store(
-            store_path or settings.store_path,
-            settings.store_synchronous,
-            busy_timeout_s=settings.store_busy_timeout_s,
+        self.store = (
+            open_store(settings)
+            if store_path is None
+            else Store(store_path, settings.store_synchronous)
         )
         self.response_gate = ResponseGate(response_policy(settings))
         self.ingestor = Ingestor(
@@ -114,7 +118,11 @@ class Runtime:
             provider=provider or build_provider(settings),
             broker=self.broker,
             invocations=InvocationBuilder(
-                self.store, self.clock, self.transport, invocation_limits(settings)
+                self.store,
+                self.clock,
+                self.transport,
+                invocation_limits(settings),
+                MediaFetcher(self.transport, media_limits(settings)),
             ),
             tasks=TaskKeeper(self.store, self.clock),
             run_dir=settings.run_dir,
@@ -126,6 +134,7 @@ class Runtime:
         # Told how long each event took from receipt to finished run (metrics).
         self.on_run_finished: Callable[[float], None] | None = None
         self._inflight: set[str] = set()  # queued or running, by event id
+        self._threads: set[str] = set()  # thread leases held in a shared store
         self._retries: dict[str, _Retry] = {}  # interrupted by the store, waiting to go again
         self._spilling = False  # memory is full: new events wait in the store, in order
         self._watermark = 0  # every stored event at or below this rowid has a finished run
@@ -155,11 +164,16 @@ class Runtime:
 
         One daemon per SQLite store (its instance lock proves any earlier owner is dead),
         so every other owner's lease is void: its unfinished runs are taken over now, its
-        open attempts become ``uncertain`` and its unsent intents are forgotten.
+        open attempts become ``uncertain`` and its unsent intents are forgotten. On a store
+        replicas share (PostgreSQL) nothing of another owner is touched here: a run is taken
+        over only once its lease has expired, and its leftovers are reconciled then, run by
+        run (``Pipeline``).
         """
-        expired = self.store.expire_leases(except_owner=self.owner)
-        uncertain = self.broker.reconcile_interrupted()
-        dropped = self.store.drop_unsent_intents()
+        expired, uncertain, dropped = 0, [], 0
+        if self.store.exclusive:
+            expired = self.store.expire_leases(except_owner=self.owner)
+            uncertain = self.broker.reconcile_interrupted()
+            dropped = self.store.drop_unsent_intents()
         resumed = self.tick(force=True)
         if uncertain or dropped or expired or resumed:
             log.warning(
@@ -201,7 +215,12 @@ class Runtime:
         self._inflight.add(event.event_id)
 
         async def job() -> None:
+            held = False
             try:
+                held = self._claim_thread(event)
+                if not held:
+                    self._retry_later(event, None)
+                    return
                 run = await self.pipeline.process(event, generation)
             except Exception as exc:
                 if not is_transient(exc):
@@ -210,18 +229,42 @@ class Runtime:
                 return
             finally:
                 self._inflight.discard(event.event_id)
+                if held and not self.store.exclusive:
+                    self._release_thread(event.thread_key)
                 self._wake.set()
             if run is not None and run.state.is_finished and self.on_run_finished is not None:
                 self.on_run_finished(max(0.0, self.clock.now() - event.received_at))
 
         self.dispatcher.submit(event.thread_key, job)
 
-    def _retry_later(self, event: Event, exc: Exception) -> None:
-        """The store failed under a run: it stays ``working`` and goes again after a wait."""
+    def _claim_thread(self, event: Event) -> bool:
+        """With replicas, take the thread in the store first: its runs stay serial across
+        processes (in one process the dispatcher already keeps them serial)."""
+        if self.store.exclusive:
+            return True
+        now = self.clock.now()
+        lease = Lease(self.owner, now + self.settings.run_lease_s, now)
+        if not self.store.claim_thread(event.thread_key, lease):
+            return False
+        self._threads.add(event.thread_key)
+        return True
+
+    def _release_thread(self, thread_key: str) -> None:
+        self._threads.discard(thread_key)
+        with contextlib.suppress(Exception):  # an unreleased lease simply expires
+            self.store.release_thread(thread_key, self.owner)
+
+    def _retry_later(self, event: Event, exc: Exception | None) -> None:
+        """The store failed under a run (``exc``), or another replica is working on the
+        thread (None): the run stays ``working`` and goes again after a wait."""
         previous = self._retries.get(event.event_id)
         tries = previous.tries + 1 if previous else 1
-        wait = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (tries - 1))
+        base = RETRY_BASE_S if exc is not None else THREAD_BUSY_WAIT_S
+        wait = min(RETRY_MAX_S, base * 2 ** (tries - 1))
         self._retries[event.event_id] = _Retry(event, self.clock.now() + wait, tries)
+        if exc is None:
+            log.info("thread busy on another replica", extra={"event_id": event.event_id})
+            return
         log.warning(
             "store unavailable; run will be driven again",
             extra={"event_id": event.event_id, "in_s": wait, "error": str(exc)[:200]},
@@ -238,9 +281,9 @@ class Runtime:
         """
         now = self.clock.now()
         if now - self._renewed_at >= self.settings.run_lease_s / 3:
-            self.store.renew_leases(
-                self.owner, sorted(self._inflight), now + self.settings.run_lease_s
-            )
+            until = now + self.settings.run_lease_s
+            self.store.renew_leases(self.owner, sorted(self._inflight), until)
+            self.store.renew_threads(self.owner, sorted(self._threads), until)
             self._renewed_at = now
         queued = 0
         for event_id, retry in list(self._retries.items()):
@@ -318,7 +361,13 @@ class Runtime:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        held = sorted(self._inflight | self._retries.keys())
         await self.dispatcher.cancel(timeout=5)
+        # What was left unfinished is let go at once rather than when the leases run out:
+        # the next start, or another replica, takes it over without waiting.
+        with contextlib.suppress(Exception):
+            self.store.renew_leases(self.owner, held, 0.0)
+            self.store.renew_threads(self.owner, sorted(self._threads), 0.0)
         await self.transport.aclose()
         close = getattr(self.pipeline.provider, "aclose", None)
         if close is not None:

@@ -19,7 +19,7 @@ class ActionRecords(StoreBase):
 
     def receipt_for_idempotency_key(self, key: str) -> Receipt | None:
         """The first receipt of the intent holding ``key`` (None if it has none yet)."""
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT r.receipt_json FROM intents i JOIN receipts r ON r.intent_id = i.intent_id"
             " WHERE i.idempotency_key = ? ORDER BY r.rowid LIMIT 1",
             (key,),
@@ -38,16 +38,19 @@ class ActionRecords(StoreBase):
         the thread's generation, writes in the conversation since ``minute_ago`` and in
         total since ``day_ago``, and which of ``keys`` are already held."""
         marks = ",".join("?" * len(keys))
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT (SELECT generation FROM threads WHERE thread_key = ?),"
             " (SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?),"
             " (SELECT COUNT(*) FROM budget_ledger WHERE at > ?),"
-            f" (SELECT group_concat(idempotency_key, char(10)) FROM intents"
-            f"  WHERE idempotency_key IN ({marks}))",
+            f" (SELECT COUNT(*) FROM intents WHERE idempotency_key IN ({marks}))",
             (thread_key, conversation_id, minute_ago, day_ago, *keys),
         ).fetchone()
-        held = row[3].split("\n") if row[3] else []
-        taken = {key: self.receipt_for_idempotency_key(key) for key in held}
+        taken: dict[str, Receipt | None] = {}
+        if row[3]:  # rarely: a repeat, or an ack before the answer
+            held = self.conn.execute(
+                f"SELECT idempotency_key FROM intents WHERE idempotency_key IN ({marks})", keys
+            ).fetchall()
+            taken = {key: self.receipt_for_idempotency_key(key) for (key,) in held}
         return int(row[0] or 0), int(row[1]), int(row[2]), taken
 
     # ------------------------------------------------------------------ intents, attempts
@@ -57,9 +60,9 @@ class ActionRecords(StoreBase):
         attempt, together. False if another execution already holds the idempotency key."""
         with self._tx() as conn:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO intents (intent_id, run_id, event_id, kind,"
+                "INSERT INTO intents (intent_id, run_id, event_id, kind,"
                 " idempotency_key, conversation_id, created_at, intent_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     intent.intent_id,
                     intent.run_id,
@@ -105,8 +108,12 @@ class ActionRecords(StoreBase):
                 self._update_run(conn, run)
             if outbound is not None:
                 conn.execute(
-                    "INSERT OR REPLACE INTO outbound (intent_id, process_query_key,"
-                    " conversation_id, channel, text, sent_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO outbound (intent_id, process_query_key,"
+                    " conversation_id, channel, text, sent_at) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (intent_id) DO UPDATE SET"
+                    " process_query_key = excluded.process_query_key,"
+                    " conversation_id = excluded.conversation_id, channel = excluded.channel,"
+                    " text = excluded.text, sent_at = excluded.sent_at",
                     (
                         outbound["intent_id"],
                         outbound.get("process_query_key"),
@@ -130,7 +137,7 @@ class ActionRecords(StoreBase):
         failed mid-run): we cannot know whether they reached DingTalk. All of them, or
         those of one event's run."""
         only = " AND i.event_id = ?" if event_id is not None else ""
-        rows = self.db.conn.execute(
+        rows = self.conn.execute(
             "SELECT a.attempt_json, i.intent_json FROM attempts a"
             " JOIN intents i ON i.intent_id = a.intent_id WHERE a.outcome = ?"
             f"{only} ORDER BY a.rowid",

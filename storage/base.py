@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import urlsplit
 
+import psycopg
 import sqlite_utils
 
 from agent.contracts import (
@@ -27,6 +29,7 @@ from storage.integrity import (
     probe_writes,
     remedy,
 )
+from storage.postgres import PgConnection, is_postgres_url, probe_pg, schema_for
 from storage.schema import migrate
 
 
@@ -40,20 +43,51 @@ class StoreBase:
     """
 
     def __init__(
-        self, path: str | Path, synchronous: str = "normal", busy_timeout_s: float = 10.0
+        self,
+        path: str | Path,
+        synchronous: str = "normal",
+        busy_timeout_s: float = 10.0,
+        *,
+        schema: str | None = None,
     ) -> None:
         self.path = str(path)
         self.identity: FileIdentity | None = None
+        self.db: sqlite_utils.Database | None = None
+        self._conn: Any
         try:
-            self.db = self._open(synchronous, busy_timeout_s)
+            if is_postgres_url(self.path):
+                self.backend = "postgresql"
+                self._conn = PgConnection(self.path, schema or schema_for(None), busy_timeout_s)
+            else:
+                self.backend = "sqlite"
+                self.db = self._open(synchronous, busy_timeout_s)
+                self._conn = self.db.conn
         except StoreError:
             raise
         except (sqlite3.Error, OSError) as exc:
             problem = classify(exc)
             message = f"store {self.path} cannot be opened ({problem}: {exc}): {remedy(problem)}"
             raise StoreError(problem, message) from exc
-        except RuntimeError as exc:  # storage.schema: written by a newer dta
-            raise StoreError(StoreProblem.SCHEMA, f"store {self.path}: {exc}") from exc
+        except psycopg.Error as exc:
+            message = f"store {self.where} cannot be opened ({type(exc).__name__}: {exc})"
+            raise StoreError(StoreProblem.ERROR, message) from exc
+        except RuntimeError as exc:  # a schema written by a newer dta
+            raise StoreError(StoreProblem.SCHEMA, f"store {self.where}: {exc}") from exc
+
+    @property
+    def where(self) -> str:
+        """The store's location for messages: a path, or the PostgreSQL URL without secrets."""
+        if self.backend != "postgresql":
+            return self.path
+        parts = urlsplit(self.path)
+        host = parts.hostname or "localhost"
+        return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+
+    @property
+    def exclusive(self) -> bool:
+        """One daemon per store (SQLite, under its instance lock): whatever another owner
+        left unfinished is a dead process's, and runs of a thread are serial in memory."""
+        return self.backend == "sqlite"
 
     def _open(self, synchronous: str, busy_timeout_s: float) -> sqlite_utils.Database:
         if self.path != ":memory:":
@@ -86,16 +120,19 @@ class StoreBase:
         self.close()
 
     @property
-    def conn(self) -> sqlite3.Connection:
-        return self.db.conn
+    def conn(self) -> Any:
+        """The connection: ``sqlite3.Connection``, or a ``PgConnection`` speaking the same
+        SQL (``storage/postgres.py``)."""
+        return self._conn
 
     def close(self) -> None:
-        self.db.conn.close()
+        self._conn.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; IMMEDIATE so concurrent writers queue instead of failing."""
-        conn = self.db.conn
+    def _tx(self) -> Iterator[Any]:
+        """One write transaction; IMMEDIATE so concurrent SQLite writers queue instead of
+        failing (PostgreSQL locks rows as they are written)."""
+        conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
@@ -106,11 +143,18 @@ class StoreBase:
             raise
 
     def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        row = self.db.conn.execute(sql, params).fetchone()
+        row = self._conn.execute(sql, params).fetchone()
         return row[0] if row else None
 
-    def page_limit(self) -> int:
+    def _dicts(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        cursor = self._conn.execute(sql, params)
+        names = [column[0] for column in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def page_limit(self) -> int | None:
         """This connection's ``max_page_count`` (the probe applies the same limit)."""
+        if self.backend != "sqlite":
+            return None
         return int(self._scalar("PRAGMA max_page_count"))
 
     def probe(self, timeout_s: float = 0.5, page_limit: int | None = None) -> StoreHealth:
@@ -121,6 +165,8 @@ class StoreBase:
         """
         if self.path == ":memory:":
             return healthy("in memory")
+        if isinstance(self._conn, PgConnection):
+            return probe_pg(self.path, self._conn.schema, timeout_s)
         return probe_writes(self.path, self.identity, timeout_s, page_limit)
 
     def writable(self, timeout_s: float = 0.5) -> bool:
@@ -128,17 +174,17 @@ class StoreBase:
         return self.probe(timeout_s).ok
 
     @staticmethod
-    def _update_run(conn: sqlite3.Connection, run: Run) -> None:
+    def _update_run(conn: Any, run: Run) -> None:
         conn.execute(
             "UPDATE runs SET state = ?, updated_at = ?, run_json = ? WHERE run_id = ?",
             (run.state.value, run.updated_at, run.to_json(), run.run_id),
         )
 
     @staticmethod
-    def _insert_decision(conn: sqlite3.Connection, run_id: str, decision: ResponseDecision) -> None:
+    def _insert_decision(conn: Any, run_id: str, decision: ResponseDecision) -> None:
         conn.execute(
-            "INSERT OR IGNORE INTO decisions (event_id, run_id, verdict, reason, gate_version,"
-            " decided_at, decision_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO decisions (event_id, run_id, verdict, reason, gate_version,"
+            " decided_at, decision_json) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (
                 decision.event_id,
                 run_id,
@@ -151,7 +197,7 @@ class StoreBase:
         )
 
     @staticmethod
-    def _insert_attempt(conn: sqlite3.Connection, attempt: Attempt) -> None:
+    def _insert_attempt(conn: Any, attempt: Attempt) -> None:
         conn.execute(
             "INSERT INTO attempts (attempt_id, intent_id, channel, outcome, started_at,"
             " finished_at, attempt_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -167,7 +213,7 @@ class StoreBase:
         )
 
     @staticmethod
-    def _update_attempt(conn: sqlite3.Connection, attempt: Attempt) -> None:
+    def _update_attempt(conn: Any, attempt: Attempt) -> None:
         conn.execute(
             "UPDATE attempts SET outcome = ?, finished_at = ?, attempt_json = ?"
             " WHERE attempt_id = ?",
@@ -180,7 +226,7 @@ class StoreBase:
         )
 
     @staticmethod
-    def _insert_receipt(conn: sqlite3.Connection, receipt: Receipt) -> None:
+    def _insert_receipt(conn: Any, receipt: Receipt) -> None:
         conn.execute(
             "INSERT INTO receipts (receipt_id, run_id, event_id, intent_id, kind, status, reason,"
             " created_at, receipt_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -20,7 +20,7 @@ class ContextRecords(StoreBase):
         self, conversation_id: str, actor_id: str, since: float, before: float
     ) -> list[Event]:
         """The actor's messages in a conversation created in [since, before), oldest first."""
-        rows = self.db.conn.execute(
+        rows = self.conn.execute(
             "SELECT event_json FROM events WHERE conversation_id = ? AND actor_id = ?"
             " AND created_at >= ? AND created_at < ? ORDER BY created_at, rowid",
             (conversation_id, actor_id, since, before),
@@ -31,17 +31,16 @@ class ContextRecords(StoreBase):
         """One of our own sent messages, found by DingTalk's processQueryKey."""
         if not process_query_key:
             return None
-        rows = list(
-            self.db.query(
-                "SELECT o.*, i.event_id FROM outbound o JOIN intents i"
-                " ON i.intent_id = o.intent_id WHERE o.process_query_key = ?",
-                (process_query_key,),
-            )
+        rows = self._dicts(
+            "SELECT o.intent_id, o.process_query_key, o.conversation_id, o.channel, o.text,"
+            " o.sent_at, i.event_id FROM outbound o JOIN intents i"
+            " ON i.intent_id = o.intent_id WHERE o.process_query_key = ?",
+            (process_query_key,),
         )
         return rows[0] if rows else None
 
     def cached_identity(self, user_id: str, fresh_after: float) -> dict[str, Any] | None:
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT identity_json FROM identity_cache WHERE user_id = ? AND fetched_at > ?",
             (user_id, fresh_after),
         ).fetchone()
@@ -50,15 +49,16 @@ class ContextRecords(StoreBase):
     def cache_identity(self, user_id: str, identity: dict[str, Any], fetched_at: float) -> None:
         with self._tx() as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO identity_cache (user_id, fetched_at, identity_json)"
-                " VALUES (?, ?, ?)",
+                "INSERT INTO identity_cache (user_id, fetched_at, identity_json)"
+                " VALUES (?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET"
+                " fetched_at = excluded.fetched_at, identity_json = excluded.identity_json",
                 (user_id, fetched_at, json.dumps(identity, ensure_ascii=False)),
             )
 
     # ------------------------------------------------------------------ tasks
 
     def active_task(self, scope_id: str) -> TaskCheckpoint | None:
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT task_json FROM tasks WHERE scope_id = ? AND status IN ('working', 'waiting')"
             " ORDER BY updated_at DESC, rowid DESC LIMIT 1",
             (scope_id,),
@@ -71,8 +71,8 @@ class ContextRecords(StoreBase):
         with self._tx() as conn:
             if task.revision == 1:
                 cursor = conn.execute(
-                    "INSERT OR IGNORE INTO tasks (task_id, scope_id, status, revision,"
-                    " updated_at, task_json) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO tasks (task_id, scope_id, status, revision,"
+                    " updated_at, task_json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (
                         task.task_id,
                         task.scope_id,
@@ -98,7 +98,7 @@ class ContextRecords(StoreBase):
         return cursor.rowcount == 1
 
     def tasks(self) -> list[TaskCheckpoint]:
-        rows = self.db.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
+        rows = self.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
         return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
 
     # ------------------------------------------------------------------ memory candidates
@@ -109,8 +109,9 @@ class ContextRecords(StoreBase):
         with self._tx() as conn:
             for c in candidates:
                 cursor = conn.execute(
-                    "INSERT OR IGNORE INTO memory_candidates (candidate_id, scope_id, status,"
-                    " revision, created_at, candidate_json) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO memory_candidates (candidate_id, scope_id, status,"
+                    " revision, created_at, candidate_json) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
                     (
                         c.candidate_id,
                         c.scope_id,
@@ -125,11 +126,11 @@ class ContextRecords(StoreBase):
 
     def memory_candidates(self, status: str | None = None) -> list[MemoryCandidate]:
         if status is None:
-            rows = self.db.conn.execute(
+            rows = self.conn.execute(
                 "SELECT candidate_json FROM memory_candidates ORDER BY created_at, rowid"
             )
         else:
-            rows = self.db.conn.execute(
+            rows = self.conn.execute(
                 "SELECT candidate_json FROM memory_candidates WHERE status = ?"
                 " ORDER BY created_at, rowid",
                 (status,),

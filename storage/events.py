@@ -21,6 +21,10 @@ class EventInsert:
     generation: int
 
 
+class _LostRace(Exception):
+    """Another writer stored the same msgId between our look and our insert."""
+
+
 class EventRecords(StoreBase):
     # ------------------------------------------------------------------ ingest
 
@@ -31,6 +35,13 @@ class EventRecords(StoreBase):
         bumps its thread's generation, which makes older runs of the same thread stale for
         the action gate.
         """
+        while True:
+            try:
+                return self._add_event_once(event, raw, supersedes)
+            except _LostRace:
+                continue  # another replica stored it first: now it is a duplicate
+
+    def _add_event_once(self, event: Event, raw: str, supersedes: bool | None) -> EventInsert:
         with self._tx() as conn:
             known = conn.execute(
                 "SELECT generation FROM events WHERE event_id = ?", (event.event_id,)
@@ -46,7 +57,7 @@ class EventRecords(StoreBase):
             if event.addressed if supersedes is None else supersedes:
                 generation = conn.execute(
                     "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
-                    " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1"
+                    " ON CONFLICT (thread_key) DO UPDATE SET generation = threads.generation + 1"
                     " RETURNING generation",
                     (event.thread_key,),
                 ).fetchone()[0]
@@ -55,9 +66,10 @@ class EventRecords(StoreBase):
                     "SELECT generation FROM threads WHERE thread_key = ?", (event.thread_key,)
                 ).fetchone()
                 generation = row[0] if row else 0
-            conn.execute(
+            stored = conn.execute(
                 "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
-                " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING RETURNING event_id",
                 (
                     event.event_id,
                     event.thread_key,
@@ -69,7 +81,11 @@ class EventRecords(StoreBase):
                     event.to_json(),
                     raw,
                 ),
-            )
+            ).fetchone()
+            if stored is None:
+                # Only with replicas (SQLite's write lock serialises this whole block): the
+                # generation bump is undone with the rest, and the frame counted again.
+                raise _LostRace
             conn.execute(
                 "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
                 " VALUES (?, ?, ?, 0)",
@@ -81,15 +97,15 @@ class EventRecords(StoreBase):
         self, raw: str, reason: str, error: str, received_at: float, frame_message_id: str | None
     ) -> int:
         with self._tx() as conn:
-            cursor = conn.execute(
+            row = conn.execute(
                 "INSERT INTO quarantine (received_at, frame_message_id, reason, error, raw)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (received_at, frame_message_id, reason, error, raw),
-            )
-        return int(cursor.lastrowid or 0)
+            ).fetchone()
+        return int(row[0])
 
     def get_event(self, event_id: str) -> Event | None:
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT event_json FROM events WHERE event_id = ?", (event_id,)
         ).fetchone()
         return Event.model_validate_json(row[0]) if row else None
@@ -108,13 +124,13 @@ class EventRecords(StoreBase):
             self._update_run(conn, run)
 
     def get_run(self, event_id: str) -> Run | None:
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT run_json FROM runs WHERE event_id = ?", (event_id,)
         ).fetchone()
         return Run.model_validate_json(row[0]) if row else None
 
     def get_decision(self, event_id: str) -> ResponseDecision | None:
-        row = self.db.conn.execute(
+        row = self.conn.execute(
             "SELECT decision_json FROM decisions WHERE event_id = ?", (event_id,)
         ).fetchone()
         return ResponseDecision.model_validate_json(row[0]) if row else None

@@ -47,7 +47,8 @@ class StoreProblem(StrEnum):
     SCHEMA = "store_schema"  # written by a newer dta
     MISSING = "store_missing"  # at start-up: a store lived here and is gone
     IN_USE = "store_in_use"  # at start-up: another daemon holds the store's lock
-    ERROR = "store_error"  # anything else SQLite or the OS said
+    UNREACHABLE = "store_unreachable"  # PostgreSQL: the server cannot be reached
+    ERROR = "store_error"  # anything else SQLite, PostgreSQL or the OS said
 
     @property
     def fatal(self) -> bool:

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
+import psycopg
 from tenacity import (
     AsyncRetrying,
     before_sleep_log,
@@ -26,11 +27,12 @@ from tenacity import (
 log = logging.getLogger("dta.store")
 
 T = TypeVar("T")
-# What the store raises while it cannot take writes for a while: the lock outlasted its
-# timeout, the disk (or max_page_count) is full, an I/O error. The data is intact; waiting
-# helps. (A corrupt file raises the parent class, sqlite3.DatabaseError: waiting does not.)
-StoreUnavailable = sqlite3.OperationalError
-StoreBusy = StoreUnavailable
+# What the store raises while it cannot take writes for a while: SQLite's lock outlasted
+# its timeout, the disk (or max_page_count) is full, an I/O error; PostgreSQL's server went
+# away, a lock or statement timed out, a serialization failure or deadlock. The data is
+# intact; waiting helps. (A corrupt SQLite file raises the parent class,
+# sqlite3.DatabaseError: waiting does not.)
+StoreUnavailable: tuple[type[Exception], ...] = (sqlite3.OperationalError, psycopg.OperationalError)
 
 
 def is_transient(exc: BaseException) -> bool:

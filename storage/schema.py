@@ -166,6 +166,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN owner TEXT;
     ALTER TABLE runs ADD COLUMN lease_until REAL NOT NULL DEFAULT 0;
     """,
+    # 5: runs of one thread stay serial across replicas (PostgreSQL; kept alike here)
+    """
+    CREATE TABLE thread_leases (
+        thread_key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        lease_until REAL NOT NULL
+    );
+    """,
 ]
 
 

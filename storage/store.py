@@ -88,50 +88,53 @@ class Store(EventRecords, WorkRecords, ActionRecords, ContextRecords):
 
     def vacuum(self) -> None:
         """Give the freed pages back to the file system (rewrites the file; needs space)."""
-        self.db.conn.execute("VACUUM")
+        self.conn.execute("VACUUM")
 
     # ------------------------------------------------------------------ reading back
 
     def decisions(self) -> list[ResponseDecision]:
-        rows = self.db.conn.execute("SELECT decision_json FROM decisions ORDER BY rowid").fetchall()
+        rows = self.conn.execute("SELECT decision_json FROM decisions ORDER BY rowid").fetchall()
         return [ResponseDecision.model_validate_json(row[0]) for row in rows]
 
     def receipts(self, event_id: str | None = None) -> list[Receipt]:
         if event_id is None:
-            rows = self.db.conn.execute("SELECT receipt_json FROM receipts ORDER BY rowid")
+            rows = self.conn.execute("SELECT receipt_json FROM receipts ORDER BY rowid")
         else:
-            rows = self.db.conn.execute(
+            rows = self.conn.execute(
                 "SELECT receipt_json FROM receipts WHERE event_id = ? ORDER BY rowid", (event_id,)
             )
         return [Receipt.model_validate_json(row[0]) for row in rows.fetchall()]
 
     def intents(self, event_id: str | None = None) -> list[ActionIntent]:
         if event_id is None:
-            rows = self.db.conn.execute("SELECT intent_json FROM intents ORDER BY rowid")
+            rows = self.conn.execute("SELECT intent_json FROM intents ORDER BY rowid")
         else:
-            rows = self.db.conn.execute(
+            rows = self.conn.execute(
                 "SELECT intent_json FROM intents WHERE event_id = ? ORDER BY rowid", (event_id,)
             )
         return [ActionIntent.model_validate_json(row[0]) for row in rows.fetchall()]
 
     def attempts(self, intent_id: str) -> list[Attempt]:
-        rows = self.db.conn.execute(
+        rows = self.conn.execute(
             "SELECT attempt_json FROM attempts WHERE intent_id = ? ORDER BY rowid", (intent_id,)
         ).fetchall()
         return [Attempt.model_validate_json(row[0]) for row in rows]
 
     def events(self) -> list[Event]:
-        rows = self.db.conn.execute("SELECT event_json FROM events ORDER BY rowid").fetchall()
+        rows = self.conn.execute("SELECT event_json FROM events ORDER BY rowid").fetchall()
         return [Event.model_validate_json(row[0]) for row in rows]
 
     def runs_per_event(self) -> dict[str, int]:
-        rows = self.db.conn.execute(
+        rows = self.conn.execute(
             "SELECT event_id, COUNT(*) FROM runs GROUP BY event_id"
         ).fetchall()
         return {event_id: count for event_id, count in rows}
 
     def quarantined(self) -> list[dict[str, Any]]:
-        return list(self.db.query("SELECT * FROM quarantine ORDER BY id"))
+        return self._dicts(
+            "SELECT id, received_at, frame_message_id, reason, error, raw FROM quarantine"
+            " ORDER BY id"
+        )
 
     def deliveries(self, event_id: str) -> int:
         return int(self._scalar("SELECT COUNT(*) FROM deliveries WHERE event_id = ?", (event_id,)))
@@ -150,13 +153,13 @@ class Store(EventRecords, WorkRecords, ActionRecords, ContextRecords):
 
     def decision_counts(self) -> list[tuple[str, str, int]]:
         """(verdict, reason, count) over every decision ever made: the metrics' source."""
-        return self.db.conn.execute(
+        return self.conn.execute(
             "SELECT verdict, reason, COUNT(*) FROM decisions GROUP BY verdict, reason"
         ).fetchall()
 
     def receipt_counts(self) -> list[tuple[str | None, str, str | None, int]]:
         """(kind, status, reason, count) over every receipt."""
-        return self.db.conn.execute(
+        return self.conn.execute(
             "SELECT kind, status, reason, COUNT(*) FROM receipts GROUP BY kind, status, reason"
         ).fetchall()
 

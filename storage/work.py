@@ -53,9 +53,9 @@ class WorkRecords(StoreBase):
         owner, until = (lease.owner, lease.until) if lease else (None, 0.0)
         with self._tx() as conn:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO runs (run_id, event_id, thread_key, generation, state,"
+                "INSERT INTO runs (run_id, event_id, thread_key, generation, state,"
                 " provider, created_at, updated_at, run_json, owner, lease_until)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     run.run_id,
                     run.event_id,
@@ -102,12 +102,45 @@ class WorkRecords(StoreBase):
             )
         return cursor.rowcount
 
+    def claim_thread(self, thread_key: str, lease: Lease) -> bool:
+        """Take the thread (conversation + actor) for one run: with replicas, runs of a
+        thread stay serial across processes. True when ``lease.owner`` holds it now."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "INSERT INTO thread_leases (thread_key, owner, lease_until) VALUES (?, ?, ?)"
+                " ON CONFLICT (thread_key) DO UPDATE SET owner = excluded.owner,"
+                " lease_until = excluded.lease_until"
+                " WHERE thread_leases.owner = excluded.owner OR thread_leases.lease_until <= ?"
+                " RETURNING owner",
+                (thread_key, lease.owner, lease.until, lease.now),
+            ).fetchone()
+        return row is not None
+
+    def release_thread(self, thread_key: str, owner: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE thread_leases SET lease_until = 0 WHERE thread_key = ? AND owner = ?",
+                (thread_key, owner),
+            )
+
+    def renew_threads(self, owner: str, thread_keys: list[str], until: float) -> int:
+        if not thread_keys:
+            return 0
+        marks = ",".join("?" * len(thread_keys))
+        with self._tx() as conn:
+            cursor = conn.execute(
+                f"UPDATE thread_leases SET lease_until = ? WHERE owner = ?"
+                f" AND thread_key IN ({marks})",
+                (until, owner, *thread_keys),
+            )
+        return cursor.rowcount
+
     def expire_leases(self, except_owner: str) -> int:
         """Declare every other owner gone (a store only one daemon may open: its lock proves
         the previous holder is dead), so its unfinished runs are taken over now."""
         with self._tx() as conn:
             cursor = conn.execute(
-                "UPDATE runs SET lease_until = 0 WHERE state = ? AND owner IS NOT ?"
+                "UPDATE runs SET lease_until = 0 WHERE state = ? AND (owner IS NULL OR owner != ?)"
                 " AND lease_until > 0",
                 (RunState.WORKING.value, except_owner),
             )
@@ -115,7 +148,7 @@ class WorkRecords(StoreBase):
 
     def unfinished_work(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingWork]:
         """Stored events without a finished run, oldest first, from ``after_rowid`` on."""
-        rows = self.db.conn.execute(
+        rows = self.conn.execute(
             "SELECT e.rowid, e.event_json, r.owner, r.lease_until FROM events e"
             " LEFT JOIN runs r ON r.event_id = e.event_id"
             " WHERE e.rowid > ? AND (r.run_id IS NULL OR r.state = ?)"

@@ -3,19 +3,9 @@ to Markdown only with the expected hash, atomically."""
 
 import io
 
-import pytest
-
 from agent.contracts import MemoryCandidate, MemoryStatus
 from agent.memory import file_hash, list_candidates, publish, review
-from storage import Store
 from tests.factories import T0
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "dta.db")
-    yield s
-    s.close()
 
 
 def candidate(content="周五例会在 301", scope="cid-1", run="run_1") -> MemoryCandidate:

@@ -78,26 +78,48 @@ async def test_a_full_store_delays_answers_and_never_drops_them(settings):
     await runtime.aclose()
 
 
+class HeldLock:
+    """Another process takes the store's write lock (SQLite) or locks the tables a run
+    writes (PostgreSQL), and keeps it until ``release``."""
+
+    def __init__(self, settings: Settings) -> None:
+        if settings.store_url:
+            import psycopg
+
+            self.conn = psycopg.connect(settings.store_url, autocommit=True)
+            self.conn.execute(f'SET search_path TO "{settings.store_schema}"')
+            self.conn.execute("BEGIN")
+            self.conn.execute("LOCK TABLE runs, receipts, intents IN EXCLUSIVE MODE")
+        else:
+            self.conn = sqlite3.connect(settings.store_path, isolation_level=None)
+            self.conn.execute("BEGIN IMMEDIATE")
+
+    def release(self) -> None:
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+
+
 @respx.mock
-async def test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery_loop(settings):
-    """Another process holds the write lock far longer than SQLite waits; the running
+async def test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery_loop(
+    settings, store_settings
+):
+    """Another process holds the lock far longer than the store waits; the running
     daemon's recovery loop drives the interrupted runs again once the lock is gone."""
     route = webhook_ok()
-    settings = settings.with_overrides({"recovery_interval_s": 0.1})
+    settings = settings.with_overrides(
+        {"recovery_interval_s": 0.1, "store_busy_timeout_s": 0.05, **store_settings}
+    )
     runtime = Runtime(settings, clock=SystemClock())
     await runtime.start(recovery_loop=True)
     now = SystemClock().now()
     for n in range(1, 6):
         data = callback(msg_id=f"m{n}", user=f"u{n}", text=f"{n}+1", created_at=now)
         runtime.ingest(frame(data))
-    runtime.store.conn.execute("PRAGMA busy_timeout = 20")
-    other = sqlite3.connect(settings.store_path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # e.g. a backup holding the lock for a second
+    lock = HeldLock(settings)  # e.g. a backup holding the lock for a second
     await runtime.drain()
     held = route.call_count
     await asyncio.sleep(1.0)
-    other.execute("ROLLBACK")
-    other.close()
+    lock.release()
     for _ in range(200):
         if not runtime.store.unfinished_work() and runtime.queued == 0:
             break
@@ -109,9 +131,11 @@ async def test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery_l
 
 
 @respx.mock
-async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(settings):
+async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(
+    settings, store_settings
+):
     route = webhook_ok()
-    settings = settings.with_overrides({"max_queued_runs": 3})
+    settings = settings.with_overrides({"max_queued_runs": 3, **store_settings})
     runtime = Runtime(settings, clock=VirtualClock(T0))
     await runtime.start()
     peak = 0
@@ -150,8 +174,7 @@ def make_run(run_id: str = "run_1"):
     return run_for(event()).model_copy(update={"run_id": run_id})
 
 
-def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(tmp_path):
-    store = Store(tmp_path / "dta.db")
+def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(store):
     store.add_event(event(), "{}")
     run = make_run()
     assert store.open_run(run, lease=Lease("a", T0 + 60, T0)) == run
@@ -165,17 +188,40 @@ def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(tmp_path
     (pending,) = store.unfinished_work()
     assert pending.owner == "b" and not pending.free_for("a", T0 + 150)
     assert pending.free_for("a", T0 + 201)
-    store.close()
 
 
-def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(tmp_path):
-    store = Store(tmp_path / "dta.db")
+def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(store):
     store.add_event(event(), "{}")
     store.open_run(make_run(), lease=Lease("old", T0 + 3600, T0))
     assert store.expire_leases(except_owner="new") == 1
     (pending,) = store.unfinished_work()
     assert pending.free_for("new", T0)
-    store.close()
+
+
+def test_a_thread_is_held_by_one_owner_at_a_time(store):
+    assert store.claim_thread("t1", Lease("a", T0 + 60, T0))
+    assert store.claim_thread("t1", Lease("a", T0 + 90, T0 + 30))  # its own, renewed
+    assert not store.claim_thread("t1", Lease("b", T0 + 90, T0 + 30))
+    assert store.claim_thread("t2", Lease("b", T0 + 90, T0 + 30))  # another thread
+    assert store.renew_threads("a", ["t1"], T0 + 200) == 1
+    assert not store.claim_thread("t1", Lease("b", T0 + 260, T0 + 150))
+    store.release_thread("t1", "a")
+    assert store.claim_thread("t1", Lease("b", T0 + 260, T0 + 150))
+
+
+def test_one_msgid_stored_by_two_writers_at_once_is_one_event(store_target):
+    """Two replicas ingest the same redelivered msgId: one event, one duplicate, and the
+    thread's generation moved once."""
+    where, schema = store_target
+    first, second = Store(where, schema=schema), Store(where, schema=schema)
+    try:
+        results = [first.add_event(event(), "{}"), second.add_event(event(), "{}")]
+        assert sorted(r.new for r in results) == [False, True]
+        assert first.counts().events == 1 and first.counts().duplicates == 1
+        assert first.thread_generation(event().thread_key) == 1
+    finally:
+        first.close()
+        second.close()
 
 
 class TargetingProvider:
@@ -191,8 +237,9 @@ class TargetingProvider:
 
 
 @respx.mock
-async def test_a_refused_answer_gets_the_honest_short_reply(settings):
+async def test_a_refused_answer_gets_the_honest_short_reply(settings, store_settings):
     route = webhook_ok()
+    settings = settings.with_overrides(store_settings)
     runtime = Runtime(settings, clock=VirtualClock(T0), provider=TargetingProvider())
     await runtime.start()
     runtime.ingest(frame(callback(text="hi")))

@@ -11,15 +11,7 @@ from agent.contracts import (
     TaskStatus,
 )
 from agent.tasks import TaskKeeper, is_stop
-from storage import Store
 from tests.factories import T0, event, run_for
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "dta.db")
-    yield s
-    s.close()
 
 
 def receipt(status=ReceiptStatus.ACCEPTED, kind=ActionKind.REPLY, rid="rcp_1"):

@@ -1,0 +1,126 @@
+"""PostgreSQL behind the same storage API: one connection that speaks the store's SQL.
+
+The record families write one SQL dialect: the subset SQLite and PostgreSQL share
+(``INSERT … ON CONFLICT``, ``RETURNING``, ``?`` placeholders, ``rowid`` ordering). This
+module makes a psycopg 3 connection accept it: placeholders become psycopg's, a ``rowid``
+column exists on every table (an identity column, so "oldest first" means the same on
+both), and the schema lives in ``storage/schema_pg.py``.
+
+Each robot's records live in their own PostgreSQL schema (``dta_<robot code>`` unless
+``store_schema`` says otherwise): several robots @-ed in one message receive the same
+msgId, and with one schema each, a msgId is unique per robot even in a shared database.
+
+    conn = PgConnection("postgresql://127.0.0.1/test", schema="dta_robot1", lock_timeout_s=10)
+    conn.execute("SELECT event_json FROM events WHERE event_id = ?", ("m1",)).fetchone()
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from storage.integrity import StoreHealth, StoreProblem, healthy, unhealthy
+from storage.schema_pg import migrate_pg
+
+Params = tuple[Any, ...] | list[Any] | dict[str, Any]
+
+_SCHEMA_NAME = re.compile(r"[^a-z0-9_]+")
+_TOKENS = re.compile(r"'[^']*'|\?|:([A-Za-z_][A-Za-z0-9_]*)|%")
+
+
+def is_postgres_url(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def schema_for(robot_code: str | None) -> str:
+    """A PostgreSQL schema name for a robot's records: lowercase letters, digits and ``_``."""
+    name = _SCHEMA_NAME.sub("_", (robot_code or "default").lower()).strip("_") or "default"
+    return f"dta_{name}"[:63]
+
+
+@lru_cache(maxsize=512)
+def translate(sql: str, named: bool) -> str:
+    """The store's SQL for psycopg: ``?`` → ``%s``, ``:name`` → ``%(name)s`` (when the
+    parameters are a mapping), a literal ``%`` doubled. Quoted strings are left alone."""
+
+    def swap(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token.startswith("'"):
+            return token.replace("%", "%%")
+        if token == "?":
+            return "%s"
+        if token == "%":
+            return "%%"
+        return f"%({match.group(1)})s" if named else token
+
+    return _TOKENS.sub(swap, sql)
+
+
+class PgConnection:
+    """A psycopg connection in autocommit mode (transactions are opened explicitly, as on
+    SQLite), reopened when the server dropped it between transactions."""
+
+    def __init__(self, url: str, schema: str, lock_timeout_s: float) -> None:
+        self.url, self.schema = url, schema
+        self.lock_timeout_ms = max(1, int(lock_timeout_s * 1000))
+        self._conn = self._connect()
+        migrate_pg(self._conn, schema)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        # A lock held longer than the busy timeout fails the statement, as SQLite's does:
+        # the run then waits and is driven again (it is an OperationalError, transient).
+        options = f"-c lock_timeout={self.lock_timeout_ms}"
+        conn = psycopg.connect(self.url, autocommit=True, options=options, connect_timeout=10)
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+        conn.execute(f'SET search_path TO "{self.schema}"')
+        return conn
+
+    def execute(self, sql: str, params: Params = ()) -> psycopg.Cursor[Any]:
+        if self._conn.closed and not self.in_transaction:
+            self._conn = self._connect()
+        if sql == "BEGIN IMMEDIATE":
+            sql = "BEGIN"
+        query = translate(sql, isinstance(params, dict))
+        return self._conn.execute(query, params or None)  # type: ignore[arg-type]
+
+    @property
+    def in_transaction(self) -> bool:
+        if self._conn.closed:
+            return False
+        return self._conn.info.transaction_status != TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def probe_pg(url: str, schema: str, timeout_s: float) -> StoreHealth:
+    """Can the database take this robot's writes now? A real write on a new connection,
+    given ``timeout_s`` to connect and as long again to commit."""
+    wait = max(1, int(timeout_s * 1000))
+    options = f"-c statement_timeout={wait} -c lock_timeout={wait}"
+    try:
+        with psycopg.connect(
+            url, autocommit=True, options=options, connect_timeout=max(1, round(timeout_s))
+        ) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            conn.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('probe', now()::text)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            )
+    except psycopg.errors.LockNotAvailable as exc:
+        return unhealthy(StoreProblem.LOCKED, str(exc).strip())
+    except psycopg.errors.QueryCanceled as exc:
+        return unhealthy(StoreProblem.LOCKED, f"no commit within {timeout_s:g} s: {exc}".strip())
+    except (psycopg.errors.DiskFull, psycopg.errors.OutOfMemory) as exc:
+        return unhealthy(StoreProblem.FULL, str(exc).strip())
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        return unhealthy(StoreProblem.READONLY, str(exc).strip())
+    except psycopg.OperationalError as exc:
+        return unhealthy(StoreProblem.UNREACHABLE, str(exc).strip()[:300])
+    except psycopg.Error as exc:
+        return unhealthy(StoreProblem.ERROR, f"{type(exc).__name__}: {exc}".strip()[:300])
+    return healthy("postgresql")

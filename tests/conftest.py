@@ -1,0 +1,66 @@
+"""Shared fixtures: the storage suite runs against both backends.
+
+``store`` (and ``store_target``, ``store_settings``) are parametrized over SQLite (a file in
+``tmp_path``) and PostgreSQL (a fresh schema on the machine's server, dropped afterwards).
+A PostgreSQL that cannot be reached skips those tests locally, with the reason; under CI
+(``CI=true``) it fails them: a backend that was never exercised is not a green run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from storage import Store
+
+PG_URL = os.environ.get("DTA_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
+
+
+def require_postgres() -> None:
+    try:
+        psycopg.connect(PG_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        reason = f"PostgreSQL at {PG_URL} unreachable: {str(exc).strip()[:200]}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test, dropped afterwards."""
+    require_postgres()
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    yield schema
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Any) -> tuple[str, str | None]:
+    """(where, schema): a SQLite file, or the PostgreSQL URL and a fresh schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "dta.db"), None
+    return PG_URL, request.getfixturevalue("pg_schema")
+
+
+@pytest.fixture
+def store_settings(store_target: tuple[str, str | None]) -> dict[str, Any]:
+    """Settings overrides that put a runtime on the parametrized store."""
+    where, schema = store_target
+    if schema is None:
+        return {"store_path": where}
+    return {"store_url": where, "store_schema": schema}
+
+
+@pytest.fixture
+def store(store_target: tuple[str, str | None]) -> Iterator[Store]:
+    where, schema = store_target
+    opened = Store(where, schema=schema)
+    yield opened
+    opened.close()
