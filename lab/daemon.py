@@ -85,12 +85,16 @@ class DaemonProcess:
         workdir: Path,
         config: dict[str, Any] | None = None,
         record: bool = False,
+        store_url: str | None = None,
     ) -> None:
         self.fake = fake
         workdir = workdir.resolve()  # the daemon runs from the project root
         self.workdir = workdir
         self.record = workdir / "frames.jsonl" if record else None
         self.store_path = workdir / "dta.db"
+        # PostgreSQL shared by replicas (the schema comes from the config's store_schema)
+        self.store_url = store_url
+        self.store_schema = (config or {}).get("store_schema")
         self.config_path = workdir / "dta.toml"
         self.health_port = free_port()
         self.proc: asyncio.subprocess.Process | None = None
@@ -118,7 +122,11 @@ class DaemonProcess:
             DINGTALK_CLIENT_SECRET=self.fake.app_secret,
             DINGTALK_ROBOT_CODE=self.fake.robot_code,
             DINGTALK_OPENAPI_ENDPOINT=self.fake.base_url,
-            DTA_STORE_PATH=str(self.store_path),
+            **(
+                {"DTA_STORE_URL": self.store_url}
+                if self.store_url
+                else {"DTA_STORE_PATH": str(self.store_path)}
+            ),
             DTA_HEALTH_PORT=str(self.health_port),
             NO_PROXY="127.0.0.1,localhost",
         )
@@ -201,6 +209,8 @@ class DaemonProcess:
 
     def store(self) -> Store:
         """A read-side connection on the daemon's store (WAL: safe while it runs)."""
+        if self.store_url:
+            return Store(self.store_url, schema=self.store_schema)
         return Store(self.store_path)
 
     def log_tail(self, chars: int = 3000) -> str:

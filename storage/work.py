@@ -160,6 +160,13 @@ class WorkRecords(StoreBase):
             for rowid, event, owner, lease in rows
         ]
 
+    def runs_per_owner(self) -> dict[str, int]:
+        """How many runs each owner (daemon process) holds or last held: who did the work."""
+        rows = self.conn.execute(
+            "SELECT owner, COUNT(*) FROM runs WHERE owner IS NOT NULL GROUP BY owner"
+        ).fetchall()
+        return {owner: count for owner, count in rows}
+
     def max_event_rowid(self) -> int:
         return int(self._scalar("SELECT MAX(rowid) FROM events") or 0)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import secrets
 import time
 from collections import deque
@@ -89,6 +90,8 @@ class StreamGateway(DeliveryLedger):
         max_redeliveries: int = 5,
         ping_interval_s: float | None = None,
         ticket_ttl_s: float = 90.0,
+        spread: bool = False,
+        seed: int = 0,
     ) -> None:
         super().__init__(
             platform.clock, redelivery_delay_s=redelivery_delay_s, max_redeliveries=max_redeliveries
@@ -96,6 +99,10 @@ class StreamGateway(DeliveryLedger):
         self.platform = platform
         self.ping_interval_s = ping_interval_s
         self.ticket_ttl_s = ticket_ttl_s
+        # DingTalk with several connections of one app: each push goes to one of them at
+        # random (its Stream FAQ), redeliveries included. Off: the newest takes everything.
+        self.spread = spread
+        self._rng = random.Random(seed)
         self.tickets: dict[str, _Ticket] = {}
         self.connections: list[Connection] = []
         self.queue: deque[Outgoing] = deque()  # frames waiting for a connection, in order
@@ -298,9 +305,21 @@ class StreamGateway(DeliveryLedger):
         self._route()
 
     def _route(self) -> None:
-        """Hand waiting frames to the current connection (a zombie swallows them)."""
+        """Hand waiting frames to the current connection (a zombie swallows them), or with
+        ``spread`` each frame to a random open one."""
+        if not self.queue:
+            return
+        if self.spread:
+            targets = [c for c in self.connections if c.open and not c.draining]
+            if not targets:
+                return
+            while self.queue:
+                conn = self._rng.choice(targets)
+                conn.outbox.append(self.queue.popleft())
+                conn.wake.set()
+            return
         conn = self.current
-        if conn is not None and self.queue:
+        if conn is not None:
             conn.outbox.extend(self.queue)
             self.queue.clear()
             conn.wake.set()

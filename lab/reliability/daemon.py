@@ -73,6 +73,64 @@ def unfinished_runs(store: Store, event_ids: Iterable[str]) -> int:
     return sum(run is None or not run.state.is_finished for run in runs)
 
 
+def unanswered_on_platform(fake: FakeDingTalk, prefix: str) -> list[str]:
+    """The msgIds the platform pushed to the robot whose sender has no reply in its record.
+
+    Read from the fake's own inbound log, not from ``sent`` or the store, so a message the
+    bot never stored (or stored and forgot) still counts.
+    """
+    per_user = replies_per_user(fake)
+    return sorted(
+        msg_id
+        for msg_id, callback in fake.inbound.items()
+        if msg_id.startswith(f"{prefix}-")
+        and per_user.get(str(callback.get("senderStaffId")), 0) == 0
+    )
+
+
+def judge_messages(
+    store: Store, fake: FakeDingTalk, sent: list[str], prefix: str, base: int
+) -> dict[str, Any]:
+    """Everything read back from the platform's record and the store, per message."""
+    per_user = replies_per_user(fake)
+    decisions = Counter(d.event_id for d in store.decisions())
+    runs = store.runs_per_event()
+    statuses: dict[str, set[str]] = {}
+    for receipt in store.receipts():
+        statuses.setdefault(receipt.event_id, set()).add(receipt.status.value)
+    answered_twice = uncertain = unproven = 0
+    uncertain_delivered = 0
+    for msg_id in sent:
+        seen = per_user.get(f"{prefix}-u{msg_id.rsplit('-', 1)[1]}", 0)
+        kinds = statuses.get(msg_id, set())
+        answered_twice += seen > 1
+        if "uncertain" in kinds:
+            uncertain += 1
+            uncertain_delivered += seen == 1
+        if "accepted" in kinds:
+            unproven += seen != 1  # an accepted receipt must match what the user saw
+        elif "uncertain" not in kinds:
+            unproven += 1
+    unanswered = unanswered_on_platform(fake, prefix)
+    return {
+        "injected": len(sent),
+        "replied": sum(per_user.values()),
+        "uncertain": uncertain,
+        "uncertain_but_delivered": uncertain_delivered,
+        "answered_twice": answered_twice,
+        "without_accepted_or_uncertain": unproven,
+        "duplicate_deliveries": store.counts().duplicates,  # redelivered after a lost ack
+        "lost": sum(runs.get(m, 0) == 0 for m in sent),
+        "unanswered": len(unanswered),
+        "unanswered_not_uncertain": sum("uncertain" not in statuses.get(m, ()) for m in unanswered),
+        "runs_not_once": sum(runs.get(m, 0) != 1 for m in sent),
+        "decisions_not_once": sum(decisions.get(m, 0) != 1 for m in sent),
+        "unfinished_runs": unfinished_runs(store, sent),
+        "attempts_left_started": attempts_left_started(store),
+        "wrong_answers": wrong_answers(fake, prefix, base),
+    }
+
+
 # --------------------------------------------------------------------------- reports
 
 

@@ -1,0 +1,164 @@
+"""Replicas: three daemons on one PostgreSQL serve one robot; nothing is lost or doubled.
+
+DingTalk with several Stream connections of one app pushes each frame to one of them at
+random, redeliveries included; the fake does the same (``spread``). Three ``dta run``
+replicas share one PostgreSQL schema while distinct DMs flow at a steady rate, a storm
+redelivers earlier messages (so a redelivery often lands on another replica than the first
+delivery), and a random replica is killed with SIGKILL every few seconds and restarted a
+moment later. Runs are leased for 3 s here, so a dead replica's runs are taken over by the
+others quickly; the attempts it had started become ``uncertain`` and are never resent.
+
+Pass, once quiet: no message answered twice (counted on the platform); every message has
+exactly one decision and one finished run; every message without an ``accepted`` reply
+has an ``uncertain`` one (and every message unanswered on the platform has one); no
+attempt is left ``started``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from agent.clock import SystemClock
+from lab.fake import FakeDingTalk
+from lab.reliability.daemon import (
+    DaemonProcess,
+    Size,
+    cli,
+    judge_messages,
+    seal,
+    send_dm,
+    unfinished_runs,
+    until,
+)
+
+DEFAULT_URL = "postgresql://127.0.0.1:5432/test"
+SIZES: dict[str, tuple[int, float]] = {"full": (12, 30.0), "reduced": (3, 8.0)}  # kills, s
+PREFIX, BASE, SEED = "replica", 700_000, 20_261_201
+REPLICAS = 3
+RATE_PER_S = 40.0
+REDELIVER_SHARE = 0.5  # for every new message, this many redeliveries of earlier ones
+SEND_LATENCY_S = 0.02
+CONFIG: dict[str, Any] = {
+    "run_lease_s": 3.0,
+    "recovery_interval_s": 0.5,
+    "store_busy_timeout_s": 2.0,
+    "open_connection_timeout_s": 2.0,
+}
+
+
+async def _load(
+    fake: FakeDingTalk, sent: list[str], stop: asyncio.Event, rng: random.Random
+) -> int:
+    """Distinct DMs at a steady rate, with redeliveries of earlier ones mixed in."""
+    started, redelivered = time.monotonic(), 0
+    while not stop.is_set():
+        i = len(sent)
+        await asyncio.sleep(max(0.0, started + i / RATE_PER_S - time.monotonic()))
+        sent.append(send_dm(fake, PREFIX, i, BASE))
+        if sent and rng.random() < REDELIVER_SHARE:
+            fake.redeliver(rng.choice(sent))
+            redelivered += 1
+    return redelivered
+
+
+async def run(
+    size: Size = "full", workdir: Path = Path(".dta/reliability"), url: str = DEFAULT_URL
+) -> dict[str, Any]:
+    kills_wanted, load_s = SIZES[size]
+    rng = random.Random(SEED)
+    schema = f"dta_replicas_{uuid.uuid4().hex[:8]}"
+    config = {**CONFIG, "store_schema": schema}
+    fake = FakeDingTalk(
+        SystemClock(), redelivery_delay_s=1.0, send_latency_s=SEND_LATENCY_S, spread=True
+    )
+    await fake.start()
+    replicas = [
+        DaemonProcess(fake, workdir / f"replica-{n}", config, store_url=url)
+        for n in range(REPLICAS)
+    ]
+    sent: list[str] = []
+    stop = asyncio.Event()
+    kills, t0 = 0, time.monotonic()
+    try:
+        for replica in replicas:
+            await replica.start()
+        load = asyncio.create_task(_load(fake, sent, stop, rng))
+        gap = load_s / (kills_wanted + 1)
+        for _ in range(kills_wanted):
+            await asyncio.sleep(rng.uniform(0.5 * gap, 1.5 * gap))
+            victim = rng.choice(replicas)
+            await victim.kill9()
+            kills += 1
+            await asyncio.sleep(rng.uniform(0.2, 1.0))
+            await victim.start()
+        await asyncio.sleep(rng.uniform(0.5 * gap, gap))
+        stop.set()
+        redelivered = await load
+        quiet = await fake.wait_idle(60)
+        store = replicas[0].store()
+        try:
+            # A dead replica's runs wait out their lease (3 s) before another takes them.
+            quiet = quiet and await until(lambda: unfinished_runs(store, sent) == 0, 60, 0.2)
+            await asyncio.sleep(1.0)
+            figures = judge_messages(store, fake, sent, PREFIX, BASE)
+            owners = sorted(store.runs_per_owner().values(), reverse=True)
+        finally:
+            store.close()
+        connections = len(fake.stream.connections)
+        wall_s = time.monotonic() - t0
+    finally:
+        stop.set()
+        for replica in replicas:
+            await replica.stop()
+        await fake.stop()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    report: dict[str, Any] = {
+        "script": "replicas",
+        "size": size,
+        "replicas": REPLICAS,
+        "kills": kills,
+        "redeliveries_injected": redelivered,
+        **figures,
+        "stream_connections": connections,
+        "runs_per_process": owners,  # each start of a replica is a process of its own
+        "quiet": quiet,
+        "wall_s": round(wall_s, 2),
+    }
+    report["passed"] = bool(
+        quiet
+        and kills >= kills_wanted
+        and figures["injected"] > 0
+        and len(owners) >= REPLICAS  # the platform really spread the work
+        and all(
+            figures[key] == 0
+            for key in (
+                "answered_twice",
+                "without_accepted_or_uncertain",
+                "lost",
+                "unanswered_not_uncertain",
+                "runs_not_once",
+                "decisions_not_once",
+                "unfinished_runs",
+                "attempts_left_started",
+                "wrong_answers",
+            )
+        )
+    )
+    return seal(report, [fake.app_secret])
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli("replicas", __doc__.splitlines()[0], run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
