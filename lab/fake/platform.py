@@ -69,6 +69,7 @@ class FakeDingTalk(PlatformState):
         ping_interval_s: float | None = None,
         ticket_ttl_s: float = 90.0,
         send_latency_s: float = 0.0,
+        spread: bool = False,
     ) -> None:
         super().__init__(
             clock,
@@ -88,6 +89,7 @@ class FakeDingTalk(PlatformState):
             max_redeliveries=max_redeliveries,
             ping_interval_s=ping_interval_s,
             ticket_ttl_s=ticket_ttl_s,
+            spread=spread,
         )
 
     # ------------------------------------------------------------------ lifecycle
