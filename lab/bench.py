@@ -80,9 +80,11 @@ class StubTransport(DingTalkTransport):
         return self.ok
 
 
-async def _run_pipeline(path: Path, count: int) -> tuple[float, int]:
+async def bench_pipeline_on(store: dict[str, object], count: int) -> tuple[float, int]:
+    """``count`` DMs through the whole pipeline on the store ``store`` names (settings
+    overrides: a SQLite ``store_path``, or a PostgreSQL ``store_url`` and schema)."""
     settings = Settings(
-        store_path=path,
+        **store,
         robot_code="bench-robot",
         max_concurrent_runs=64,
         webhook_origins=[STUB_ORIGIN],  # the stub answers for it; nothing leaves the process
@@ -106,7 +108,8 @@ async def _run_pipeline(path: Path, count: int) -> tuple[float, int]:
 
 def bench_pipeline(count: int) -> PipelineBench:
     with tempfile.TemporaryDirectory(prefix="dta-bench-") as tmp:
-        seconds, replies = asyncio.run(_run_pipeline(Path(tmp) / "pipeline.db", count))
+        target = {"store_path": Path(tmp) / "pipeline.db"}
+        seconds, replies = asyncio.run(bench_pipeline_on(target, count))
         bare = write_bare_rows(Path(tmp) / "bare.db", count)
     return PipelineBench(
         events=count,
@@ -157,6 +160,27 @@ def bench(events: int | None, as_json: bool, out: TextIO, quick: bool, only: str
                     file=out,
                 )
             print(f"  ratios dta/bare: {ratios}", file=out)
+    if only == "postgres":  # needs a server: run when asked for by name
+        from lab.bench_pg import bench_pipeline_pg, bench_replicas
+
+        count = events or (500 if quick else 2000)
+        pg = bench_pipeline_pg(count)
+        replicas = [asdict(f) for f in bench_replicas(100 if quick else 300)]
+        speedup = round(replicas[1]["replies_per_s"] / replicas[0]["replies_per_s"], 2)
+        report["postgres"] = {"pipeline": pg, "replicas": replicas, "three_over_one": speedup}
+        if not as_json:
+            print(
+                f"postgres pipeline: {pg['pipeline_events_per_s']} events/s; bare writes of"
+                f" the same rows {pg['bare_events_per_s']} events/s; ratio {pg['ratio']}",
+                file=out,
+            )
+            for f in replicas:
+                print(
+                    f"  {f['replicas']} replica(s), platform {f['platform_latency_ms']:g} ms:"
+                    f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s",
+                    file=out,
+                )
+            print(f"  three replicas / one = {speedup}", file=out)
     if as_json:
         print(json.dumps(report, indent=2), file=out)
     return 0

@@ -57,7 +57,9 @@ class StoreBase:
         try:
             if is_postgres_url(self.path):
                 self.backend = "postgresql"
-                self._conn = PgConnection(self.path, schema or schema_for(None), busy_timeout_s)
+                self._conn = PgConnection(
+                    self.path, schema or schema_for(None), busy_timeout_s, synchronous
+                )
             else:
                 self.backend = "sqlite"
                 self.db = self._open(synchronous, busy_timeout_s)

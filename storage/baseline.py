@@ -17,9 +17,12 @@ from agent.contracts import new_id
 from storage.store import Store
 
 
-def write_bare_rows(path: Path, count: int, synchronous: str = "normal") -> float:
-    """Write ``count`` answered messages' rows; returns the seconds it took."""
-    store = Store(path, synchronous)
+def write_bare_rows(
+    target: str | Path, count: int, synchronous: str = "normal", schema: str | None = None
+) -> float:
+    """Write ``count`` answered messages' rows (a SQLite file, or a PostgreSQL URL and
+    schema); returns the seconds it took."""
+    store = Store(target, synchronous, schema=schema)
     conn = store.conn
     blob = json.dumps({"pad": "x" * 600})  # about the size of the pipeline's JSON columns
     started = time.perf_counter()
@@ -30,7 +33,7 @@ def write_bare_rows(path: Path, count: int, synchronous: str = "normal") -> floa
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
-            " ON CONFLICT (thread_key) DO UPDATE SET generation = generation + 1",
+            " ON CONFLICT (thread_key) DO UPDATE SET generation = threads.generation + 1",
             (thread,),
         )
         conn.execute(

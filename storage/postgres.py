@@ -64,16 +64,24 @@ class PgConnection:
     """A psycopg connection in autocommit mode (transactions are opened explicitly, as on
     SQLite), reopened when the server dropped it between transactions."""
 
-    def __init__(self, url: str, schema: str, lock_timeout_s: float) -> None:
+    def __init__(
+        self, url: str, schema: str, lock_timeout_s: float, synchronous: str = "normal"
+    ) -> None:
         self.url, self.schema = url, schema
         self.lock_timeout_ms = max(1, int(lock_timeout_s * 1000))
+        # The same promise as SQLite's setting: "normal" survives a crash of dta (the
+        # server has the commit), "full" also the server's crash or a power loss.
+        self.synchronous_commit = "on" if synchronous == "full" else "off"
         self._conn = self._connect()
         migrate_pg(self._conn, schema)
 
     def _connect(self) -> psycopg.Connection[Any]:
         # A lock held longer than the busy timeout fails the statement, as SQLite's does:
         # the run then waits and is driven again (it is an OperationalError, transient).
-        options = f"-c lock_timeout={self.lock_timeout_ms}"
+        options = (
+            f"-c lock_timeout={self.lock_timeout_ms}"
+            f" -c synchronous_commit={self.synchronous_commit}"
+        )
         conn = psycopg.connect(self.url, autocommit=True, options=options, connect_timeout=10)
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
         conn.execute(f'SET search_path TO "{self.schema}"')

@@ -13,13 +13,13 @@ DAY = 86_400.0
 
 
 @respx.mock
-async def test_prune_keeps_recent_and_open_work(tmp_path):
+async def test_prune_keeps_recent_and_open_work(store_settings):
     respx.post(url__startswith="https://oapi.example/robot/sendBySession").mock(
         return_value=httpx.Response(200, json={"errcode": 0})
     )
     clock = VirtualClock(T0)
     settings = Settings(
-        store_path=tmp_path / "d.db",
+        **store_settings,
         robot_code="robot-1",
         identity_lookup=False,
         webhook_origins=["https://oapi.example"],
