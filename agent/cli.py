@@ -240,7 +240,11 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
     bn = _add(sub, "bench", "benchmarks, each next to its baseline", json_output=True)
     bn.add_argument("--events", type=int, help="pipeline: synthetic messages (default 5000)")
     bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
-    bn.add_argument("--only", choices=["pipeline", "stream"], help="run one benchmark")
+    bn.add_argument(
+        "--only",
+        choices=["pipeline", "stream", "postgres"],
+        help="run one benchmark (postgres: needs the server; run only when named)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
