@@ -35,6 +35,7 @@ from lab.reliability.daemon import (
     Size,
     cli,
     judge_messages,
+    nothing_wrong,
     seal,
     send_dm,
     unfinished_runs,
@@ -105,20 +106,7 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         quiet
         and kills >= kills_wanted
         and figures["injected"] > 0
-        and all(
-            figures[key] == 0
-            for key in (
-                "answered_twice",
-                "without_accepted_or_uncertain",
-                "lost",
-                "unanswered_not_uncertain",
-                "runs_not_once",
-                "decisions_not_once",
-                "unfinished_runs",
-                "attempts_left_started",
-                "wrong_answers",
-            )
-        )
+        and nothing_wrong(figures)
     )
     return seal(report, [fake.app_secret])
 

@@ -131,6 +131,24 @@ def judge_messages(
     }
 
 
+# What must be zero in ``judge_messages``'s figures for a run to pass.
+MUST_BE_ZERO = (
+    "answered_twice",
+    "without_accepted_or_uncertain",
+    "lost",
+    "unanswered_not_uncertain",
+    "runs_not_once",
+    "decisions_not_once",
+    "unfinished_runs",
+    "attempts_left_started",
+    "wrong_answers",
+)
+
+
+def nothing_wrong(figures: dict[str, Any]) -> bool:
+    return all(figures[key] == 0 for key in MUST_BE_ZERO)
+
+
 # --------------------------------------------------------------------------- reports
 
 
