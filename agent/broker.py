@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from agent.clock import Clock
 from agent.contracts import (
@@ -59,6 +61,8 @@ class Broker:
         # Read an accepted OpenAPI send back from DingTalk: "verified" rather than the
         # platform's own "accepted" (one more request per message).
         self.verify = verify
+        # Delivers replies approved as AI cards (agent/cards.py); None outside card mode.
+        self.cards: Any = None
 
     def receipt(
         self,
@@ -94,6 +98,9 @@ class Broker:
         silence_detail: str = "",
         ending: RunEnding | None = None,
     ) -> Receipt:
+        content = intent.content
+        if self.cards is not None and content is not None and content.msgtype == "card":
+            return await self.cards.deliver(run, intent, ending)
         attempt = request = None
         if intent.kind.is_message:
             channel = self.transport.channel_for(intent.target)
@@ -139,6 +146,35 @@ class Broker:
             return receipt
         return await self._deliver(run, intent, attempt, request, ending)
 
+    async def deliver_instead(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        ending: RunEnding | None,
+        reason: str,
+        record: Callable[[Attempt], None],
+        tried: list[Channel],
+    ) -> Receipt:
+        """Deliver an intent that is already stored, on its usual channel, because the form
+        it was approved for could not carry it (an AI card); ``reason`` goes on the receipt.
+        ``record`` stores the first attempt (with whatever else changed) before any I/O."""
+        channel = self.transport.channel_for(intent.target)
+        if channel is Channel.NONE:
+            receipt = self.receipt(
+                run,
+                intent.kind,
+                ReceiptStatus.FAILED,
+                intent_id=intent.intent_id,
+                reason=reason,
+                evidence=Evidence(channels_tried=[*tried, Channel.NONE], detail="no channel"),
+            )
+            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
+            return receipt
+        await self.transport.prepare(channel)
+        attempt, request = self._attempt(intent, channel)
+        record(attempt)
+        return await self._deliver(run, intent, attempt, request, ending, reason, tried)
+
     def _attempt(self, intent: ActionIntent, channel: Channel) -> tuple[Attempt, OutboundRequest]:
         request = self.transport.build_request(intent, channel)
         attempt = Attempt(
@@ -157,9 +193,11 @@ class Broker:
         attempt: Attempt,
         request: OutboundRequest,
         ending: RunEnding | None,
+        reason: str | None = None,
+        tried_before: list[Channel] | None = None,
     ) -> Receipt:
         """Send on the attempt's channel; fall back to the OpenAPI only on a definite no."""
-        tried: list[Channel] = []
+        tried: list[Channel] = list(tried_before or [])
         retries = 0
         while True:
             channel = attempt.channel
@@ -214,6 +252,7 @@ class Broker:
             intent.kind,
             status,
             intent_id=intent.intent_id,
+            reason=reason,
             evidence=evidence,
         )
         outbound = None
@@ -243,8 +282,8 @@ class Broker:
         receipts = []
         for attempt, intent in self.store.interrupted_attempts(event_id):
             run = self.store.get_run(intent.event_id)
-            if run is None:
-                continue
+            if run is None or attempt.channel is Channel.CARD:
+                continue  # a card's calls are reconciled with the card (CardBroker.recover)
             attempt.outcome = AttemptOutcome.UNCERTAIN
             attempt.finished_at = self.clock.now()
             attempt.evidence = Evidence(

@@ -151,6 +151,23 @@ class Settings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
 
+    # How a reply is delivered: a text message, a markdown message, or an AI card that fills
+    # in as the model writes (agent/cards.py). Acks and the host's own short messages stay
+    # text. Card mode needs the OpenAPI credentials and a published card template whose
+    # streaming variable is ``card_content_key``.
+    reply_mode: Literal["text", "markdown", "card"] = "text"
+    card_template_id: str | None = None
+    card_content_key: str = Field(default="content", min_length=1)
+    # Frames of one card go at least this far apart (a frame carries the full text so far,
+    # so skipping ahead loses nothing).
+    card_frame_interval_ms: int = Field(default=500, ge=0)
+    # Card calls per second for the whole app, shared through the store by every replica;
+    # DingTalk throttles at about 20 per second per API on standard plans.
+    card_frames_per_second: float = Field(default=10, gt=0, le=100)
+    # A card with no progress for this long is finalized with what was streamed and a note
+    # that the answer was cut off.
+    card_stall_s: float = Field(default=45, gt=0)
+
     # read OpenAPI sends back from DingTalk: receipts say "verified", not just "accepted"
     verify_by_readback: bool = False
     # a run that takes longer than this gets an ack first ("seen, working on it")
@@ -224,6 +241,12 @@ class Settings(BaseModel):
         if self.provider == "openai" and not (self.openai_base_url and self.openai_model):
             raise ValueError(
                 "openai_base_url and openai_model are required when provider is 'openai'"
+            )
+        if self.reply_mode == "card" and not self.card_template_id:
+            raise ValueError("card_template_id is required when reply_mode is 'card'")
+        if self.reply_mode == "card" and not self.has_openapi_credentials:
+            raise ValueError(
+                "reply_mode 'card' needs client_id and client_secret: cards go through the OpenAPI"
             )
         if self.provider == "command" and not self.command:
             raise ValueError("command (an argv list) is required when provider is 'command'")

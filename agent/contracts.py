@@ -75,6 +75,22 @@ class RefusalReason(StrEnum):
     SECRET_IN_CONTENT = "secret_in_content"
 
 
+class CardReason(StrEnum):
+    """Why a reply meant for an AI card ended otherwise (on its receipt; same stability rules).
+
+    The first five are fallbacks: the card never carried the answer, so the same answer went
+    as markdown. ``card_cut_off`` is a card that ended with what was streamed and a note
+    that the answer was cut off (a crash, a stall, a provider that broke mid-answer).
+    """
+
+    NO_PERMISSION = "card_no_permission"  # the app lacks Card.Instance.Write / Streaming.Write
+    TEMPLATE_UNPUBLISHED = "card_template_unpublished"
+    KEY_MISMATCH = "card_key_mismatch"  # 500 unknownError: the key is not the streaming variable
+    REFUSED = "card_refused"  # any other definite no to the create
+    THROTTLED = "card_throttled"  # the create stayed throttled until card_stall_s
+    CUT_OFF = "card_cut_off"
+
+
 class QuarantineReason(StrEnum):
     """Why ingest refused a frame (added by dta; same stability rules)."""
 
@@ -121,6 +137,7 @@ class Channel(StrEnum):
     OPENAPI_OTO = "openapi_oto"
     OPENAPI_GROUP = "openapi_group"
     NONE = "none"
+    CARD = "card"  # an AI card: created, streamed and finalized through the OpenAPI
 
 
 class AttemptOutcome(StrEnum):
@@ -141,6 +158,12 @@ class RunState(StrEnum):
     @property
     def is_finished(self) -> bool:
         return self is not RunState.WORKING
+
+
+# msgtypes whose meaning is their text: with no text and no media there is nothing to read
+TEXT_MSGTYPES = ("text", "richText", "audio")
+# msgtypes that carry a file DingTalk lets a robot download by its downloadCode
+MEDIA_MSGTYPES = ("picture", "file", "video", "audio")
 
 
 class ConversationType(StrEnum):
@@ -204,8 +227,11 @@ class Conversation(Contract):
 
 
 class Actor(Contract):
-    user_id: str  # senderStaffId: the id the OpenAPI and `at` use
+    user_id: str  # senderStaffId: the id the OpenAPI and `at` use (senderId when it has none)
     dingtalk_id: str | None = None  # senderId
+    # False for a sender DingTalk gave no staff id (external or cross-corp): user_id is then
+    # their senderId, which ``at.atUserIds`` cannot resolve.
+    has_staff_id: bool = True
     nick: str | None = None
     corp_id: str | None = None
     is_admin: bool = False
@@ -237,9 +263,15 @@ class Event(Contract):
     mentioned: bool = False
     at_users: list[str] = Field(default_factory=list)
     quote: dict[str, Any] | None = None
+    # Media described at ingest (never fetched there): one dict per picture, file, video or
+    # audio, with ``kind``, ``part_of`` (message|quote) and DingTalk's own fields
+    # (downloadCode, fileName, duration, recognition...). See agent/readers.py.
     attachments: list[dict[str, Any]] = Field(default_factory=list)
     session_webhook: SessionWebhook | None = None
     created_at: float
+    # Where created_at came from when the callback had no createAt ("frame_header": the
+    # Stream frame's own time); absent when DingTalk's createAt was used.
+    created_at_source: str | None = None
     received_at: float
     frame_message_id: str | None = None
 
@@ -329,6 +361,48 @@ class QuotedMessage(Sourced):
     msgtype: str | None = None
     text: str | None = None
     from_robot: bool = False
+    # media_id of each quoted picture or file in ``EnrichedInvocation.media``
+    media: list[str] = Field(default_factory=list)
+
+
+class MediaStatus(StrEnum):
+    FETCHED = "fetched"  # downloaded, checked and stored beside the run
+    MISSING = "missing"  # could not be had: ``missing`` says why; never guessed around
+
+
+class MediaItem(Contract):
+    """A picture, file, video or audio of the message (or of its quote), after the gate.
+
+    ``path`` is where a provider finds the bytes, relative to its run directory; where the
+    daemon stored them (``stored_at``) and the download code are the host's business and
+    are left out of what providers see.
+    """
+
+    media_id: str
+    kind: str  # picture | file | video | audio
+    part_of: Literal["message", "quote"] = "message"
+    status: MediaStatus
+    file_name: str | None = None
+    mime: str | None = None  # sniffed from the bytes, not taken from the name
+    size: int | None = None
+    sha256: str | None = None
+    path: str | None = None
+    stored_at: str | None = None
+    download_code: str | None = None
+    duration_ms: int | None = None
+    recognition: str | None = None  # DingTalk's speech-to-text for audio
+    missing: str | None = None
+    # why it is missing, as a code: refused (DingTalk said no to the code: expired, invalid;
+    # worth a resend), too_large, timeout, failed, no_code
+    problem: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.problem == "refused"
+
+    @property
+    def is_image(self) -> bool:
+        return self.status is MediaStatus.FETCHED and (self.mime or "").startswith("image/")
 
 
 class BurstMessage(Contract):
@@ -362,16 +436,26 @@ class EnrichedInvocation(Contract):
     allowed_actions: list[ActionKind]
     # the thread's waiting task this message answers, with its checkpoint
     continuation: TaskCheckpoint | None = None
+    # the message's media (and its quote's), fetched after the gate engaged
+    media: list[MediaItem] = Field(default_factory=list)
 
     def for_provider(self) -> dict[str, Any]:
         """The invocation as any provider (a model, an external command) may see it.
 
         The session webhook is left out: its URL lets anyone post into the conversation
-        until it expires — a credential that would bypass the action gate.
+        until it expires — a credential that would bypass the action gate. Download codes
+        and where the daemon keeps media are left out too: providers read ``path``.
         """
-        return self.model_dump(
+        data = self.model_dump(
             mode="json", by_alias=True, exclude_none=True, exclude={"event": {"session_webhook"}}
         )
+        for item in data.get("media", []):
+            item.pop("stored_at", None)
+            item.pop("download_code", None)
+        for item in data.get("event", {}).get("attachments", []):
+            for key in ("downloadCode", "pictureDownloadCode"):
+                item.pop(key, None)
+        return data
 
 
 # --------------------------------------------------------------------------- skills
@@ -406,6 +490,8 @@ class Origin(Contract):
     nick: str | None = None
     robot_code: str | None = None
     session_webhook: SessionWebhook | None = None
+    # False when user_id is a senderId (no staff id): a group reply then @s by dingtalkId
+    has_staff_id: bool = True
 
     @classmethod
     def of(cls, event: Event) -> Origin:
@@ -417,6 +503,7 @@ class Origin(Contract):
             nick=event.actor.nick,
             robot_code=event.robot.code,
             session_webhook=event.session_webhook,
+            has_staff_id=event.actor.has_staff_id,
         )
 
 
@@ -527,7 +614,9 @@ class ActionRequest(Contract):
 
 
 class MessageContent(Contract):
-    msgtype: Literal["text", "markdown"]
+    # "card": a reply delivered as an AI card (see agent/cards.py); its text is the card's
+    # final text, recorded once when the card ends
+    msgtype: Literal["text", "markdown", "card"]
     text: str
     title: str | None = None
 
@@ -563,6 +652,8 @@ class Evidence(Contract):
     channels_tried: list[Channel] = Field(default_factory=list)
     detail: str | None = None
     first_receipt_id: str | None = None
+    out_track_id: str | None = None  # the AI card's handle, when the reply was a card
+    frames: int | None = None  # frames of the card DingTalk took (the final one included)
 
 
 class Attempt(Contract):
@@ -591,6 +682,43 @@ class Receipt(Contract):
     evidence: Evidence = Field(default_factory=Evidence)
     gate_version: str
     skill_snapshot: str  # SkillSnapshot.digest
+    created_at: float
+    updated_at: float
+
+
+class CardState(StrEnum):
+    CREATED = "created"  # stored before createAndDeliver: it may or may not exist
+    STREAMING = "streaming"  # DingTalk took the create: frames go to it
+    FINALIZED = "finalized"  # DingTalk took the final frame and the finished state
+    ABANDONED = "abandoned"  # it never existed (the create was refused): markdown went instead
+
+    @property
+    def is_open(self) -> bool:
+        """A card that may be spinning in the chat: someone must still finalize it."""
+        return self in (CardState.CREATED, CardState.STREAMING)
+
+
+class Card(Contract):
+    """An AI card carrying one reply intent, as the store keeps it.
+
+    ``streamed`` is the last frame DingTalk took, so a card left open by a crash can be
+    finalized with exactly what the person saw; ``final`` is the text the card must end
+    with once that is decided (the answer, a refusal, or the cut-off text).
+    """
+
+    schema_: Literal["dta.card/1"] = Field(default="dta.card/1", alias="$schema")
+    out_track_id: str
+    intent_id: str
+    run_id: str
+    event_id: str
+    conversation_id: str
+    template_id: str
+    content_key: str
+    state: CardState = CardState.CREATED
+    frames: int = 0
+    streamed: str = ""
+    final: str | None = None
+    fallback: CardReason | None = None
     created_at: float
     updated_at: float
 

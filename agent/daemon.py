@@ -251,7 +251,7 @@ class Daemon:
                 on_event=hand_over,
                 on_frame=recorder,
                 on_ack=lambda seconds: metrics.ack_latency.observe(seconds) if metrics else None,
-                supersedes=runtime.response_gate.engages,  # pure: safe on the connector's thread
+                supersedes=runtime.response_gate.supersedes,  # pure: safe on the connector's thread
                 accepting=monitor.accepting,
             )
             metrics = Metrics(runtime.store, connector, store_health=monitor.current)

@@ -20,18 +20,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent.contracts import (
-    Actor,
-    Conversation,
-    ConversationType,
-    Event,
-    QuarantineReason,
-    Robot,
-    SessionWebhook,
-)
+from agent.callback import MissingFieldError, callback_to_event, frame_time_s
+from agent.contracts import Event, QuarantineReason
 from storage import Store
+
+__all__ = ["FrameKind", "IngestResult", "Ingestor", "ParsedFrame", "callback_to_event"]
 
 BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
 # Frames up to this many bytes (UTF-8, as on the wire) are read; larger ones are quarantined.
@@ -86,48 +81,13 @@ class _Wire(BaseModel):
 class _FrameHeaders(_Wire):
     messageId: str | None = None
     topic: str | None = None
+    time: Any = None  # ms as a string: stands in for a callback without createAt
 
 
 class _Frame(_Wire):
     type: str
     headers: _FrameHeaders
     data: Any = None
-
-
-class _TextField(_Wire):
-    content: str = ""
-    isReplyMsg: bool = False
-    repliedMsg: dict[str, Any] | None = None
-
-
-class _AtUser(_Wire):
-    dingtalkId: str | None = None
-    staffId: str | None = None
-
-
-class _Callback(_Wire):
-    msgId: str = Field(min_length=1)
-    msgtype: str = Field(min_length=1)
-    conversationId: str = Field(min_length=1)
-    conversationType: str
-    senderId: str = Field(min_length=1)
-    createAt: int = Field(ge=0, le=2**53)  # ms; anything beyond is not a real time
-    senderStaffId: str | None = None
-    senderNick: str | None = None
-    senderCorpId: str | None = None
-    isAdmin: bool = False
-    conversationTitle: str | None = None
-    chatbotUserId: str | None = None
-    robotCode: str | None = None
-    isInAtList: bool = False
-    atUsers: list[_AtUser] = Field(default_factory=list)
-    text: _TextField | None = None
-    content: dict[str, Any] | str | None = None
-    quoteMessage: dict[str, Any] | None = None
-    originalMsgId: str | None = None
-    originalProcessQueryKey: str | None = None
-    sessionWebhook: str | None = None
-    sessionWebhookExpiredTime: int | None = Field(default=None, ge=0, le=2**53)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -142,83 +102,6 @@ def _describe(exc: ValidationError) -> tuple[QuarantineReason, str]:
         else (QuarantineReason.BAD_FIELD)
     )
     return reason, f"{field}: {first['msg']}"
-
-
-def _message_text(cb: _Callback) -> str:
-    if cb.msgtype == "text" and cb.text is not None:
-        return cb.text.content.strip()
-    content = cb.content if isinstance(cb.content, dict) else {}
-    if cb.msgtype == "richText":
-        parts = content.get("richText") or []
-        return "".join(
-            str(part.get("text", "")) for part in parts if isinstance(part, dict)
-        ).strip()
-    if cb.msgtype == "audio":
-        return str(content.get("recognition") or "").strip()
-    return ""
-
-
-def _attachments(cb: _Callback) -> list[dict[str, Any]]:
-    content = cb.content if isinstance(cb.content, dict) else {}
-    keep = ("downloadCode", "pictureDownloadCode", "fileName", "recognition", "duration")
-    found = {key: content[key] for key in keep if key in content}
-    items = [found] if found else []
-    for part in content.get("richText") or []:
-        if isinstance(part, dict) and ("downloadCode" in part or "pictureDownloadCode" in part):
-            items.append({key: part[key] for key in keep if key in part})
-    return items
-
-
-def _quote(cb: _Callback) -> dict[str, Any] | None:
-    quote: dict[str, Any] = {}
-    if cb.text is not None and cb.text.isReplyMsg and cb.text.repliedMsg:
-        quote["repliedMsg"] = cb.text.repliedMsg
-    if cb.quoteMessage:
-        quote["quoteMessage"] = cb.quoteMessage
-    if cb.originalMsgId:
-        quote["originalMsgId"] = cb.originalMsgId
-    if cb.originalProcessQueryKey:
-        quote["originalProcessQueryKey"] = cb.originalProcessQueryKey
-    return quote or None
-
-
-def callback_to_event(
-    data: dict[str, Any], received_at: float, frame_message_id: str | None
-) -> Event:
-    """Normalise a chatbot callback; raises ValidationError or ValueError when it is bad."""
-    cb = _Callback.model_validate(data)
-    if cb.conversationType not in ("1", "2"):
-        raise ValueError(f"conversationType: expected '1' or '2', got {cb.conversationType!r}")
-    webhook = None
-    if cb.sessionWebhook:
-        expires_ms = cb.sessionWebhookExpiredTime or 0
-        webhook = SessionWebhook(url=cb.sessionWebhook, expires_at=expires_ms / 1000.0)
-    return Event(
-        event_id=cb.msgId,
-        conversation=Conversation(
-            id=cb.conversationId,
-            type=ConversationType.DM if cb.conversationType == "1" else ConversationType.GROUP,
-            title=cb.conversationTitle,
-        ),
-        actor=Actor(
-            user_id=cb.senderStaffId or cb.senderId,
-            dingtalk_id=cb.senderId,
-            nick=cb.senderNick,
-            corp_id=cb.senderCorpId,
-            is_admin=cb.isAdmin,
-        ),
-        robot=Robot(code=cb.robotCode, chatbot_user_id=cb.chatbotUserId),
-        msgtype=cb.msgtype,
-        text=_message_text(cb),
-        mentioned=cb.isInAtList,
-        at_users=[u.staffId or u.dingtalkId or "" for u in cb.atUsers if u.staffId or u.dingtalkId],
-        quote=_quote(cb),
-        attachments=_attachments(cb),
-        session_webhook=webhook,
-        created_at=cb.createAt / 1000.0,
-        received_at=received_at,
-        frame_message_id=frame_message_id,
-    )
 
 
 def frame_text(data: bytes, max_bytes: int | None = MAX_FRAME_BYTES) -> str | bytes:
@@ -362,7 +245,14 @@ def parse_frame(raw: str | bytes, received_at: float, max_bytes: int | None = No
             error=f"data is a JSON {type(data).__name__}, not an object",
         )
     try:
-        event = callback_to_event(data, received_at, frame_id)
+        event = callback_to_event(data, received_at, frame_id, frame_time_s(frame.headers.time))
+    except MissingFieldError as exc:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.MISSING_FIELD,
+            error=str(exc),
+        )
     except ValidationError as exc:
         reason, detail = _describe(exc)
         return ParsedFrame(
@@ -400,9 +290,9 @@ Supersedes = Callable[[Event, float], bool]
 class Ingestor:
     """Durable ingest over one store connection (one per thread).
 
-    Only a message the robot will actually answer supersedes older work in its thread: a
-    picture, a blank @ or a stale message must not make a pending answer stale.
-    ``supersedes`` says which (the response gate's own verdict); without it, any DM or @.
+    Only a request in words the robot will actually answer supersedes older work in its
+    thread: a picture, a blank @ or a stale message must not make a pending answer stale.
+    ``supersedes`` says which (``ResponseGate.supersedes``); without it, any DM or @.
     """
 
     def __init__(

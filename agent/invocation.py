@@ -10,6 +10,8 @@ Three things beyond the message itself, each saying where it came from:
   window, oldest first, so three quick lines are read as one request.
 - **identity** — name, title and department from the staff directory (cached); when the
   lookup fails the envelope's nick, marked ``source: envelope``.
+- **media** — the message's pictures, files, video and audio (and its quote's), fetched
+  here, after the response gate engaged, by ``agent.media`` (never at ingest).
 
 Long text, quotes and bursts are cut to configured sizes and say so (``truncated``).
 Sources explain; they never grant authority.
@@ -33,7 +35,9 @@ from agent.contracts import (
     Run,
     TaskCheckpoint,
 )
+from agent.media import MediaFetcher
 from agent.openapi import DirectoryError
+from agent.readers import quoted_text
 from agent.transport import DingTalkTransport
 from storage import Store
 
@@ -57,13 +61,13 @@ def _cut(text: str, limit: int) -> tuple[str, bool, int | None]:
     return text[:limit], True, len(text)
 
 
-def _content_text(content: Any) -> str:
-    if not isinstance(content, dict):
-        return ""
-    if isinstance(content.get("text"), str):
-        return content["text"]
-    parts = content.get("richText") or []
-    return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+def _missing_reason(from_robot: bool, author: str | None) -> str:
+    """Why a quote has no content, without claiming more than the callback says."""
+    if from_robot:
+        return "the quoted robot message arrived without content and is not in our records"
+    if author:
+        return "the quoted message arrived without content and is not in our records"
+    return "the quote names no sender and no content, and the message is not in our records"
 
 
 class InvocationBuilder:
@@ -73,11 +77,13 @@ class InvocationBuilder:
         clock: Clock,
         transport: DingTalkTransport | None = None,
         limits: InvocationLimits | None = None,
+        media: MediaFetcher | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.transport = transport
         self.limits = limits or InvocationLimits()
+        self.media = media
 
     async def build(
         self,
@@ -87,6 +93,10 @@ class InvocationBuilder:
         continuation: TaskCheckpoint | None = None,
     ) -> EnrichedInvocation:
         text, truncated, original = _cut(event.text, self.limits.max_text_chars)
+        media = await self.media.fetch(event, run.run_id) if self.media is not None else []
+        quote = self.quote(event)
+        if quote is not None:
+            quote.media = [m.media_id for m in media if m.part_of == "quote"]
         return EnrichedInvocation(
             run_id=run.run_id,
             event=event,
@@ -95,10 +105,11 @@ class InvocationBuilder:
             text_truncated=truncated,
             text_original_length=original,
             identity=await self.identity(event),
-            quote=self.quote(event),
+            quote=quote,
             burst=self.burst(event),
             allowed_actions=run.allowed_actions,
             continuation=continuation,
+            media=media,
         )
 
     # ------------------------------------------------------------------ quote
@@ -112,7 +123,12 @@ class InvocationBuilder:
         msg_id = replied.get("msgId") or older.get("msgId") or raw.get("originalMsgId")
         author = replied.get("senderId") or older.get("senderId")
         created = replied.get("createdAt")
-        text = _content_text(replied.get("content")) or _content_text(older.get("text"))
+        older_text = older.get("text")
+        text = quoted_text(replied) or (
+            older_text.get("content", "") if isinstance(older_text, dict) else ""
+        )
+        if not isinstance(text, str):
+            text = ""
         source = "callback"
         found: dict[str, Any] = {}
         earlier = self.store.get_event(str(msg_id)) if (not text and msg_id) else None
@@ -131,14 +147,11 @@ class InvocationBuilder:
             author = event.robot.chatbot_user_id
             found = {"created_at": ours["sent_at"]}
         from_robot = bool(author and author == event.robot.chatbot_user_id)
+        has_media = any(a.get("part_of") == "quote" for a in event.attachments)
         missing = None
-        if not text:
+        if not text and not has_media:
             source = "callback"
-            missing = (
-                "the quoted robot message arrived without content and is not in our records"
-                if from_robot or not author
-                else "the quoted message arrived without content and is not in our records"
-            )
+            missing = _missing_reason(from_robot, author)
         cut, truncated, original = _cut(text, self.limits.max_quote_chars)
         return QuotedMessage(
             source=source,

@@ -66,6 +66,19 @@ class DirectoryError(Exception):
         self.definite = definite
 
 
+class DownloadError(Exception):
+    """A file of a message that could not be had; the message is the reason, in words.
+
+    ``refused`` when DingTalk answered and said no (an expired or invalid download code, no
+    permission): the person can send the file again. Otherwise the fault was on the way
+    (a timeout, a connection, a file over the size cap).
+    """
+
+    def __init__(self, message: str, refused: bool = False, problem: str = "failed") -> None:
+        super().__init__(message)
+        self.problem = "refused" if refused else problem
+
+
 def json_object(response: httpx.Response) -> dict[str, Any]:
     try:
         value = response.json()
@@ -101,6 +114,11 @@ class DingTalkAPI:
         self._token_expires_at = 0.0
         # The one token request in flight, shared by every caller that needs a token now.
         self._token_fetch: asyncio.Task[str] | None = None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The one client, for OpenAPI families kept in their own modules (agent/card_api.py)."""
+        return self._client
 
     async def aclose(self) -> None:
         fetch, self._token_fetch = self._token_fetch, None
@@ -181,6 +199,70 @@ class DingTalkAPI:
             return None
         status = json_object(response).get("sendStatus")
         return status if response.status_code == 200 and isinstance(status, str) else None
+
+    async def download_url(self, download_code: str) -> str:
+        """DingTalk's short-lived URL for a received file: ``messageFiles/download`` with the
+        message's downloadCode and our robotCode (never the code itself used as a URL)."""
+        cfg = self.config
+        if not cfg.has_openapi_credentials:
+            raise DownloadError("no OpenAPI credentials to download with")
+        try:
+            token = await self.access_token()
+            response = await self._client.post(
+                f"{cfg.openapi_base_url}/v1.0/robot/messageFiles/download",
+                json={"downloadCode": download_code, "robotCode": cfg.robot_code},
+                headers={"x-acs-dingtalk-access-token": token},
+            )
+        except TokenError as exc:
+            raise DownloadError(f"no access token ({exc})") from None
+        except httpx.HTTPError as exc:
+            raise DownloadError(f"the download API did not answer ({type(exc).__name__})") from None
+        data = json_object(response)
+        url = data.get("downloadUrl")
+        if response.status_code == 200 and isinstance(url, str) and url.startswith("http"):
+            return url
+        code = str(data.get("code") or data.get("errcode") or "")[:80]
+        raise DownloadError(
+            f"DingTalk refused the download code (HTTP {response.status_code} {code})".strip(),
+            refused=400 <= response.status_code < 500,
+        )
+
+    async def download_bytes(
+        self, url: str, max_bytes: int, timeout_s: float
+    ) -> tuple[bytes, str | None]:
+        """The bytes behind a download URL, at most ``max_bytes`` (DownloadError beyond).
+
+        Streamed, so a file over the cap costs at most the cap: a declared length over it is
+        refused before reading, an undeclared one is cut off as it passes the cap.
+        """
+        try:
+            async with self._client.stream("GET", url, timeout=timeout_s) as response:
+                if response.status_code != 200:
+                    raise DownloadError(
+                        f"the download URL answered HTTP {response.status_code}",
+                        refused=response.status_code in (403, 404, 410),
+                    )
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise DownloadError(
+                        f"the file is {int(declared)} bytes, over {max_bytes}", problem="too_large"
+                    )
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise DownloadError(
+                            f"the file is over {max_bytes} bytes", problem="too_large"
+                        )
+                    chunks.append(chunk)
+                return b"".join(chunks), response.headers.get("content-type")
+        except httpx.TimeoutException:
+            raise DownloadError(
+                f"the download took longer than {timeout_s:g}s", problem="timeout"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise DownloadError(f"the download failed ({type(exc).__name__})") from None
 
     async def user_detail(self, user_id: str) -> dict[str, Any]:
         """The staff directory's entry for ``user_id`` (raises DirectoryError when not had)."""

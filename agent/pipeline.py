@@ -51,6 +51,7 @@ from gates.action import ActionGate, Refusal
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
+from skills.providers.media import host_reply
 from skills.rundir import prepare_run_dir
 from storage import Lease, Store
 from storage.patience import is_transient, patiently
@@ -192,8 +193,12 @@ class Pipeline:
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         outcome = RunOutcome()
+        hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
         try:
-            reply = await self._respond(run, invocation, skills, outcome)
+            if hosted is not None:
+                reply = ProviderReply([hosted], evidence={"answered_by": "host"})
+            else:
+                reply = await self._respond(run, invocation, skills, outcome)
         except ProviderFailed as exc:
             log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
             return await self._fail_honestly(run, exc, outcome)

@@ -102,7 +102,7 @@ class Runtime:
         )
         self.response_gate = ResponseGate(response_policy(settings))
         self.ingestor = Ingestor(
-            self.store, self.response_gate.engages, settings.max_frame_bytes
+            self.store, self.response_gate.supersedes, settings.max_frame_bytes
         )
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
         self.broker = Broker(

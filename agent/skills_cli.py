@@ -1,17 +1,54 @@
-"""``dta skills list`` and ``dta skills probe``."""
+"""``dta skills list`` and ``dta skills probe``: what the daemon would load, and whether the
+configured provider really sees it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from agent.config import ConfigError, load_settings
-from agent.probe import probe
+from agent.config import ConfigError, Settings, load_settings
+from agent.probe import ProbeResult, probe
 from skills.loader import SkillError, SkillLibrary
 
+# Why the probe cannot apply to `rules`, and what proves its loading instead.
+RULES_PROBE = (
+    "not applicable to the rules provider: it follows fixed rules in code and never reads"
+    " skill text, so no marker can come back. What it answers from is its code, the agent"
+    " definition and knowledge_dir — check those with `dta dev`. The probe applies to the"
+    " openai and command providers, which are given the skills' text."
+)
 
-def skills_command(command: str, config: Path | None, out: TextIO) -> int:
+
+def probe_verdict(result: ProbeResult) -> tuple[str, str]:
+    """(verdict, explanation): ``not applicable``, ``loaded`` or ``NOT loaded``."""
+    if result.loaded is None:
+        return "not applicable", RULES_PROBE
+    if result.loaded:
+        return "loaded", f"{result.provider} was asked for {result.marker} and returned it"
+    return "NOT loaded", (
+        f"{result.provider} was asked for {result.marker}; it said: {result.evidence}"
+    )
+
+
+def _listing(settings: Settings, library: SkillLibrary) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": skill.name,
+            "version": skill.version,
+            "priority": skill.priority,
+            "when": list(skill.conditions),
+            "allows": [a.value for a in skill.allowed_actions],
+            "files": len(skill.files),
+            "path": str(skill.path),
+            "description": skill.description,
+        }
+        for skill in library.skills
+    ]
+
+
+def skills_command(command: str, config: Path | None, out: TextIO, as_json: bool = False) -> int:
     try:
         settings = load_settings(config)
         library = SkillLibrary(settings.skill_paths)
@@ -19,23 +56,30 @@ def skills_command(command: str, config: Path | None, out: TextIO) -> int:
         print(f"dta: {exc}", file=out)
         return 2
     if command == "list":
-        for skill in library.skills:
-            when = ", ".join(skill.conditions) or "always"
-            actions = ", ".join(a.value for a in skill.allowed_actions)
+        skills = _listing(settings, library)
+        if as_json:
+            print(json.dumps(skills, ensure_ascii=False, indent=2), file=out)
+            return 0
+        for s in skills:
             print(
-                f"{skill.name} {skill.version} (priority {skill.priority})\n"
-                f"  when: {when}\n  allows: {actions}\n"
-                f"  files: {len(skill.files)} in {skill.path}\n  {skill.description}",
+                f"{s['name']} {s['version']} (priority {s['priority']})\n"
+                f"  when: {', '.join(s['when']) or 'always'}\n  allows: {', '.join(s['allows'])}\n"
+                f"  files: {s['files']} in {s['path']}\n  {s['description']}",
                 file=out,
             )
         return 0
     result = asyncio.run(probe(settings))
-    if result.loaded is None:
-        print(f"n/a   {result.provider}: {result.evidence}", file=out)
-        return 0
-    verdict = "loaded" if result.loaded else "NOT loaded"
-    print(
-        f"{verdict}: {result.provider} was asked for {result.marker}; it said: {result.evidence}",
-        file=out,
-    )
-    return 0 if result.loaded else 1
+    verdict, explanation = probe_verdict(result)
+    if as_json:
+        document = {
+            "provider": result.provider,
+            "verdict": verdict,
+            "loaded": result.loaded,
+            "marker": result.marker,
+            "evidence": result.evidence,
+            "explanation": explanation,
+        }
+        print(json.dumps(document, ensure_ascii=False, indent=2), file=out)
+    else:
+        print(f"{verdict}: {explanation}", file=out)
+    return 1 if result.loaded is False else 0

@@ -92,6 +92,15 @@ def _shown_origin(url: str) -> str:
     return f"{parsed.scheme or '?'}://{parsed.netloc.decode('ascii', 'replace')}"
 
 
+def _at(target: Origin) -> dict[str, Any]:
+    """Whom a group reply @s: the sender by staff id, or — for a sender DingTalk gave no
+    staff id (external, cross-corp) — by the dingtalkId it did give, in ``atDingtalkIds``,
+    the field that resolves it (``atUserIds`` takes staff ids only)."""
+    if target.has_staff_id:
+        return {"atUserIds": [target.user_id], "isAtAll": False}
+    return {"atDingtalkIds": [target.user_id], "isAtAll": False}
+
+
 def allowed_origins(origins: Iterable[str]) -> frozenset[str]:
     """The configured origins, normalised like ``webhook_origin`` (unusable ones dropped)."""
     return frozenset(o for o in map(webhook_origin, origins) if o is not None)
@@ -239,10 +248,13 @@ class DingTalkTransport(DingTalkAPI):
             else:
                 body = {"msgtype": "text", "text": {"content": content.text}}
             if group:
-                body["at"] = {"atUserIds": [target.user_id], "isAtAll": False}
+                body["at"] = _at(target)
             return OutboundRequest(channel, target.session_webhook.url, body, needs_token=False)
         hook = target.session_webhook
         note = self._foreign_webhook(hook.url) if hook is not None else None
+        if channel is Channel.OPENAPI_GROUP and not target.has_staff_id:
+            unmentioned = "sent without @: the sender has no staff id to @ through the OpenAPI"
+            note = f"{note}; {unmentioned}" if note else unmentioned
         if content.msgtype == "markdown":
             msg_key = "sampleMarkdown"
             param = {"title": content.title or content.text[:20], "text": content.text}

@@ -144,6 +144,9 @@ class _Case:
     tally: RunTally
     facts: ActionFacts
     policy: ActionPolicy
+    # How a reply would be delivered: "text", "markdown" or "card" (one message, whatever
+    # its length, so its budget and its size are those of one message)
+    form: str = "text"
 
     @cached_property
     def parsed(self) -> ActionRequest | ValidationError:
@@ -180,8 +183,14 @@ class _Case:
         return split_text(self.body, self.policy.max_reply_chars)
 
     @property
+    def as_card(self) -> bool:
+        return self.form == "card" and self.request.kind is ActionKind.REPLY
+
+    @property
     def allowed_pieces(self) -> int:
-        return self.policy.max_reply_chunks if self.request.kind is ActionKind.REPLY else 1
+        if self.request.kind is not ActionKind.REPLY or self.as_card:
+            return 1
+        return self.policy.max_reply_chunks
 
 
 @dataclass(frozen=True)
@@ -346,8 +355,11 @@ class ActionGate:
         run: Run,
         tally: RunTally,
         facts: ActionFacts,
+        form: str = "text",
     ) -> Approval | Refusal:
-        case = _Case(raw, run, tally, facts, self.policy)
+        """``form`` is how a reply would go ("text", "markdown" or "card"); the gate applies
+        it to replies only: acks, asks and silences keep their own form."""
+        case = _Case(raw, run, tally, facts, self.policy, form)
         checked: list[str] = []
         for check in CHECKS:
             if check.messages_only and not case.request.kind.is_message:
@@ -367,6 +379,8 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
     kind = request.kind
     if kind.is_message:
         msgtype = "text" if request.text is not None else "markdown"
+        if kind is ActionKind.REPLY and c.form in ("markdown", "card"):
+            msgtype = c.form
         contents: list[MessageContent | None] = [
             MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
         ]

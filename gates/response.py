@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.contracts import (
+    TEXT_MSGTYPES,
     ConversationType,
     DecisionReason,
     EngageReason,
@@ -25,6 +26,7 @@ from agent.contracts import (
 )
 
 GATE_VERSION = "response-gate/1"
+ALL_MSGTYPES = "*"
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,14 @@ class ResponsePolicy:
     # Applies to group conversations; one-to-one chats are governed by allow_users.
     allow_conversations: frozenset[str] = field(default_factory=frozenset)
     max_event_age_s: float = 900
-    supported_msgtypes: frozenset[str] = frozenset({"text", "richText", "audio"})
+    # "*" reads every type DingTalk sends, including types it adds later: a DM or an @
+    # never ends in silence because of its type. An operator who lists types deliberately
+    # excludes the rest (``unsupported_msgtype``).
+    supported_msgtypes: frozenset[str] = frozenset({ALL_MSGTYPES})
     robot_code: str | None = None
+
+    def supports(self, msgtype: str) -> bool:
+        return ALL_MSGTYPES in self.supported_msgtypes or msgtype in self.supported_msgtypes
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,15 @@ def _is_not_allowed(f: _Facts) -> bool:
     )
 
 
+def _is_empty(f: _Facts) -> bool:
+    """Nothing to read: no text, no media, and a type whose meaning is its text. A picture,
+    a file or a type dta does not know is something; a blank @ is nothing."""
+    event = f.event
+    if event.text.strip() or any(a.get("part_of") == "message" for a in event.attachments):
+        return False
+    return event.msgtype in TEXT_MSGTYPES
+
+
 # (name, predicate, reason): checked in this order, first match decides.
 _SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
     ("paused", lambda f: f.policy.paused, SilentReason.PAUSED),
@@ -86,7 +103,7 @@ _SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
     ),
     (
         "unsupported_msgtype",
-        lambda f: f.event.msgtype not in f.policy.supported_msgtypes,
+        lambda f: not f.policy.supports(f.event.msgtype),
         SilentReason.UNSUPPORTED_MSGTYPE,
     ),
     (
@@ -94,7 +111,7 @@ _SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
         lambda f: f.event.conversation.type is ConversationType.GROUP and not f.event.mentioned,
         SilentReason.GROUP_NOT_MENTIONED,
     ),
-    ("empty_message", lambda f: not f.event.text.strip(), SilentReason.EMPTY_MESSAGE),
+    ("empty_message", _is_empty, SilentReason.EMPTY_MESSAGE),
 ]
 
 
@@ -103,9 +120,14 @@ class ResponseGate:
         self.policy = policy
 
     def engages(self, event: Event, now: float) -> bool:
-        """Will the robot answer this event? (Ingest uses it: only such a message
-        supersedes the older runs of its thread.)"""
+        """Will the robot answer this event?"""
         return self.decide(event, now).verdict is Verdict.ENGAGE
+
+    def supersedes(self, event: Event, now: float) -> bool:
+        """Does this event make the older runs of its thread stale? (Ingest asks.) Only a
+        request in words the robot will answer: a picture or a file alone adds to what
+        the person asked, it does not correct it, so both get their answer."""
+        return bool(event.text.strip()) and self.engages(event, now)
 
     def decide(self, event: Event, now: float) -> ResponseDecision:
         facts = _Facts(event=event, now=now, policy=self.policy)

@@ -36,6 +36,7 @@ from agent.contracts import (
 )
 from agent.crashpoints import CrashPoint
 from lab.fake import parse_fault_spec
+from lab.fake.files import parse_files
 from lab.fake.platform import Channel as PlatformChannel
 from lab.fake_model import FakeModel
 
@@ -77,6 +78,8 @@ class SendSpec(_Model):
     quote: dict[str, Any] | None = None
     age: float | None = None
     raw: dict[str, Any] | None = None
+    # dta extension: download codes of the message's files (fixtures.files declares them)
+    attach: list[str] = Field(default_factory=list)
 
     def short_keys(self) -> dict[str, Any]:
         """The step as the fake platform's callback builder takes it."""
@@ -175,6 +178,8 @@ class MessageExpect(_Check):
 class PlatformExpect(_Check):
     count: int | None = Field(default=None, ge=0)
     messages: list[MessageExpect] = Field(default_factory=list)
+    # dta extension: message-file download calls the platform answered
+    downloads: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _messages_not_empty(self) -> PlatformExpect:
@@ -290,6 +295,8 @@ class Fixtures(_Model):
     users: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # the fake model's scripted answers (lab.fake_model): msgId -> list of entries
     model_script: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    # files the fake platform serves: download code -> {name, type, content | base64, size}
+    files: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Case(_Model):
@@ -337,6 +344,10 @@ def load_case(path: Path) -> Case:
         FakeModel(case.fixtures.model_script)  # checks the script's entries
     except ValueError as exc:
         raise CaseError(f"{path}: field 'fixtures.model_script': {exc}") from None
+    try:
+        parse_files(case.fixtures.files)
+    except ValueError as exc:
+        raise CaseError(f"{path}: field 'fixtures.files': {exc}") from None
     for index, step in enumerate(case.steps):
         if step.fault is not None:
             try:
@@ -347,23 +358,46 @@ def load_case(path: Path) -> Case:
     return case
 
 
-def discover(paths: list[Path]) -> list[Case]:
-    """Every ``*.json`` under the given files and folders, recursively, in a stable order."""
+def discover_all(paths: list[Path]) -> tuple[list[Case], list[CaseError]]:
+    """Every valid case under the given files and folders (recursively, ``*.json``, in a
+    stable order), and an error for each path or file that cannot run.
+
+    One invalid file must not hide the verdicts of all the others: the caller runs the
+    valid cases and still fails the run (exit 2) for the rest.
+    """
     files: list[Path] = []
+    errors: list[CaseError] = []
     for path in paths:
         if path.is_dir():
             found = sorted(path.rglob("*.json"))
             if not found:
-                raise CasePathError(f"{path}: no *.json case files in this folder")
+                errors.append(CasePathError(f"{path}: no *.json case files in this folder"))
             files.extend(found)
         elif path.exists():
             files.append(path)
         else:
-            raise CasePathError(f"{path}: no such file or folder")
-    cases = [load_case(file) for file in files]
+            errors.append(CasePathError(f"{path}: no such file or folder"))
+    cases: list[Case] = []
     seen: dict[str, str] = {}
-    for case in cases:
+    for file in files:
+        try:
+            case = load_case(file)
+        except CaseError as exc:
+            errors.append(exc)
+            continue
         if case.id in seen:
-            raise CaseError(f"{case.path}: field 'id': {case.id!r} is also used by {seen[case.id]}")
+            errors.append(
+                CaseError(f"{case.path}: field 'id': \"{case.id}\" is also used by {seen[case.id]}")
+            )
+            continue
         seen[case.id] = case.path
+        cases.append(case)
+    return cases, errors
+
+
+def discover(paths: list[Path]) -> list[Case]:
+    """Like ``discover_all``, but the first problem raises (for callers that need all)."""
+    cases, errors = discover_all(paths)
+    if errors:
+        raise errors[0]
     return cases

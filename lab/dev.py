@@ -1,33 +1,45 @@
-"""``dta dev``: talk to the robot locally — the bundled fake DingTalk plus the real daemon.
+"""``dta dev``: your bot, locally — your ``dta.toml`` against the bundled fake DingTalk.
 
-``dta dev`` starts the fake DingTalk on 127.0.0.1 and ``dta run`` as a subprocess connected
-to it over the real ``dingtalk-stream`` client, with SQLite and the ``rules`` provider, no
-credentials needed. Then a person types messages (or ``--demo`` plays a short scripted
-conversation) and sees what the platform received, with the decision and receipt trail.
-``dta dev say`` sends one message to a running ``dta dev`` from another terminal.
+It starts the fake DingTalk on 127.0.0.1 and ``dta run`` as a subprocess on your
+configuration (``lab/dev_config.py`` swaps only DingTalk, and the model with ``--model
+fake``), each instance in its own folder under ``.dta/dev/`` with its own store. Every
+message that reaches the daemon — typed here, sent with ``dta dev say`` from another
+terminal, redelivered — is printed once it has an outcome (``lab/dev_view.py``), with a hint
+when the outcome may surprise. The web console runs alongside.
+
+The prompt runs on the main thread with readline (line editing, history kept in
+``.dta/dev/history``); the fake, the daemon's supervision and the console run on an event
+loop in a background thread. So Ctrl-C reaches the prompt as a plain ``KeyboardInterrupt``
+and dev stops everything within a second, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
 import os
 import shlex
+import signal
+import sys
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import httpx
 
-from agent.clock import SystemClock
-from agent.contracts import RunState
-from lab.daemon import DaemonError, DaemonProcess
+from agent import devstate
+from agent.config import ConfigError
+from agent.trace import trace_message
+from lab.dev_config import DevDaemon, DevModel, config_file, dev_config, user_settings
+from lab.dev_view import Watcher, story
 from lab.fake import FakeDingTalk
+from skills.loader import SkillError, SkillLibrary
 from storage import Store
 
-STATE_FILE = Path(".dta/dev.json")
+PROMPT = "> "
 DEMO: list[list[str]] = [
     ["--from", "u1", "你好，介绍一下你自己"],
     ["--from", "u1", "7 + 5 等于多少？"],
@@ -35,10 +47,22 @@ DEMO: list[list[str]] = [
     ["--group", "cid-demo", "--at-bot", "--from", "u2", "(3+4)×6 是多少"],
     ["--from", "u3", "把这个结果转发到销售群"],
 ]
+HELP = """type a message, optionally after these options:
+  --group CID     in a group (default: a DM)      --at-bot     @ the robot (groups)
+  --from USER     the sender's staff id (default dev-user)
+commands: /trace MSGID  the stored chain and its cause   /redeliver MSGID   as DingTalk would
+          /help   /quit (or Ctrl-D, Ctrl-C)"""
+
+
+class _LineParser(argparse.ArgumentParser):
+    """Options typed at the prompt: a mistake is a message, never an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
 
 
 def say_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="say", add_help=False, exit_on_error=False)
+    parser = _LineParser(prog="say", add_help=False, exit_on_error=False)
     parser.add_argument("--group", help="openConversationId of a group (absent: a DM)")
     parser.add_argument("--at-bot", action="store_true", help="@ the robot (groups)")
     parser.add_argument("--from", dest="user", default="dev-user", help="sender staff id")
@@ -54,145 +78,304 @@ def to_send(args: argparse.Namespace, msg_id: str) -> dict[str, Any]:
     return send
 
 
-@dataclass
+class Printer:
+    """Prints from any thread without trampling the line being typed at the prompt."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.prompting = False
+
+    def __call__(self, text: str) -> None:
+        with self.lock:
+            if self.prompting:
+                buffer = _line_buffer()
+                self.out.write(f"\r\x1b[K{text}\n{PROMPT}{buffer}")
+            else:
+                self.out.write(f"{text}\n")
+            self.out.flush()
+
+
+def _line_buffer() -> str:
+    with contextlib.suppress(ImportError):
+        import readline
+
+        return readline.get_line_buffer()
+    return ""
+
+
 class DevSession:
-    """Reads the daemon's store and the fake's record to show what one message caused."""
+    """The background loop and everything on it: fake, model, daemon, watcher, console."""
 
-    store_path: Path
-    out: TextIO
+    def __init__(self, args: argparse.Namespace, folder: Path, printer: Printer) -> None:
+        self.args = args
+        self.folder = folder
+        self.printer = printer
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.fake = FakeDingTalk(_clock())
+        self.model = DevModel() if args.model == "fake" else None
+        self.daemon: DevDaemon | None = None
+        self.watcher: Watcher | None = None
+        self.console_url: str | None = None
+        self._console: Any = None
+        self._watch: asyncio.Task[None] | None = None
+        self.counter = 0
 
-    async def wait_finished(self, msg_id: str, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            store = Store(self.store_path)
-            try:
-                run = store.get_run(msg_id)
-                if run is not None and run.state is not RunState.WORKING:
-                    return True
-            finally:
-                store.close()
-            await asyncio.sleep(0.05)
-        return False
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def trail(self, msg_id: str) -> list[str]:
-        store = Store(self.store_path)
+    def start(self, raw: dict[str, Any], settings: Any) -> None:
+        self.thread.start()
+        self.call(self._start(raw, settings))
+
+    async def _start(self, raw: dict[str, Any], settings: Any) -> None:
+        base = await self.fake.start()
+        model_url = await self.model.start() if self.model else None
+        config = dev_config(raw, base, model_url)
+        self.daemon = DevDaemon(self.fake, self.folder, config, fake_model=bool(model_url))
+        log_hint = f" (log: {self.folder}/daemon-1.log)"
+        self.watcher = Watcher(self.daemon.store_path, self.printer, log_hint)
+        await self.daemon.start(timeout=30)
+        # Only now: the daemon creates the store, and a reader must not race its creation.
+        self._watch = asyncio.ensure_future(self.watcher.run())
+        if not self.args.no_console:
+            from agent.console.server import start_console
+
+            self._console, self.console_url = await start_console(
+                self.daemon.store_path, settings
+            )
+
+    async def _stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._console is not None:
+            await self._console.cleanup()
+        if self.daemon is not None:
+            await self.daemon.stop_quickly()
+        if self.model is not None:
+            await self.model.stop()
+        await self.fake.stop()
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            with contextlib.suppress(Exception):
+                self.call(self._stop(), timeout=2.0)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=0.5)
+
+    def send(self, argv: list[str]) -> str | None:
+        """One message from the prompt; its msgId once the watcher has shown it."""
         try:
-            lines = []
-            decision = store.get_decision(msg_id)
-            if decision is not None:
-                lines.append(f"  decision: {decision.verdict.value} ({decision.reason.value})")
-            for receipt in store.receipts(msg_id):
-                reason = f" ({receipt.reason})" if receipt.reason else ""
-                via = ",".join(c.value for c in receipt.evidence.channels_tried)
-                via = f" via {via}" if via else ""
-                lines.append(f"  receipt {receipt.kind}: {receipt.status.value}{reason}{via}")
-            return lines
-        finally:
-            store.close()
+            args = say_parser().parse_args(argv)
+        except (argparse.ArgumentError, ValueError) as exc:
+            self.printer(f"{exc}; usage: [--group CID] [--at-bot] [--from USER] text   (/help)")
+            return None
+        self.counter += 1
+        send = to_send(args, f"dev-{self.counter}")
+        self.call(self._send(send), timeout=30)
+        return str(send["msg"])
 
-    def show(self, send: dict[str, Any], received: list[dict[str, Any]]) -> None:
-        where = (
-            f"in {send['group']}" + (" @robot" if send.get("at_bot") else "")
-            if (send.get("group"))
-            else "(DM)"
-        )
-        print(f"\n{send['from']} {where}: {send['text']}", file=self.out)
-        for line in self.trail(send["msg"]):
-            print(line, file=self.out)
-        for message in received:
-            target = message.get("conversation_id") or ",".join(message.get("user_ids") or [])
-            at = f" @{','.join(message['at_user_ids'])}" if message.get("at_user_ids") else ""
-            print(f"  robot → {target}{at}: {message['text']}", file=self.out)
+    async def _send(self, send: dict[str, Any]) -> None:
+        assert self.watcher is not None
+        shown = self.watcher.seen(send["msg"])
+        self.fake.inject(send)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(shown.wait(), 20)
 
+    def trace(self, msg_id: str) -> None:
+        from agent.trace_text import render
 
-async def _converse(
-    fake: FakeDingTalk, session: DevSession, argv: list[str], counter: list[int]
-) -> None:
-    try:
-        args = say_parser().parse_args(argv)
-    except (argparse.ArgumentError, SystemExit):
-        print("usage: [--group CID] [--at-bot] [--from USER] text", file=session.out)
-        return
-    counter[0] += 1
-    send = to_send(args, f"dev-{os.getpid()}-{counter[0]}")
-    before = len(fake.received)
-    fake.inject(send)
-    await session.wait_finished(send["msg"])
-    await asyncio.sleep(0.05)  # the platform's record lands right after the receipt
-    session.show(send, [m.to_dict() for m in fake.received[before:]])
+        assert self.daemon is not None
+        with Store(self.daemon.store_path) as store:
+            self.printer("\n".join(render(trace_message(store, msg_id))))
 
+    def redeliver(self, msg_id: str) -> None:
+        async def again() -> str:
+            assert self.daemon is not None
+            before = len(self.fake.received)
+            self.fake.redeliver(msg_id)
+            await asyncio.sleep(0.5)
+            with Store(self.daemon.store_path) as store:
+                deliveries = store.deliveries(msg_id)
+            return (
+                f"DingTalk redelivers {msg_id}: delivered {deliveries}x,"
+                f" {len(self.fake.received) - before} new messages"
+                " (a duplicate is acked and counted, never answered)"
+            )
 
-async def dev(demo: bool, workdir: Path, out: TextIO) -> int:
-    workdir.mkdir(parents=True, exist_ok=True)
-    fake = FakeDingTalk(SystemClock())
-    base = await fake.start()
-    daemon = DaemonProcess(fake, workdir, {"log_level": "WARNING"})
-    try:
         try:
-            await daemon.start(timeout=20)
-        except DaemonError:
-            print(f"the daemon did not become ready; see {workdir}/daemon-*.log", file=out)
-            return 1
-        health = daemon.url("")
-        state = {"fake_url": base, "store_path": str(daemon.store_path), "health_url": health}
-        STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-        STATE_FILE.write_text(json.dumps(state), encoding="utf-8")
-        print(f"fake DingTalk {base} · daemon pid {daemon.pid} · health {health}", file=out)
-        session, counter = DevSession(daemon.store_path, out), [0]
-        if demo:
-            for argv in DEMO:
-                await _converse(fake, session, argv, counter)
-            await _redelivery_demo(fake, session, f"dev-{os.getpid()}-2")
-            return 0
-        print("type a message (options: --group CID --at-bot --from USER); Ctrl-D quits", file=out)
-        loop = asyncio.get_running_loop()
+            self.printer(self.call(again(), timeout=5))
+        except KeyError:
+            self.printer(f"no message {msg_id} was sent in this session")
+
+
+def _clock() -> Any:
+    from agent.clock import SystemClock
+
+    return SystemClock()
+
+
+def _describe(settings: Any, source: Path | None, session: DevSession) -> list[str]:
+    agent = settings.agent
+    knowledge = "not set (knowledge questions get an honest 'I don't know')"
+    if settings.knowledge_dir is not None:
+        files = sorted(Path(settings.knowledge_dir).glob("**/*.md"))
+        knowledge = f"{settings.knowledge_dir} ({len(files)} Markdown files)"
+        if not Path(settings.knowledge_dir).is_dir():
+            knowledge = f"{settings.knowledge_dir} — MISSING: the folder does not exist"
+    skills = ", ".join(s.name for s in SkillLibrary(settings.skill_paths).skills)
+    provider = "openai → the lab's fake model" if session.model else settings.provider
+    assert session.daemon is not None
+    lines = [
+        f"dta dev · {agent.name} ({agent.role}) · provider {provider}",
+        f"  config: {source or 'defaults (no dta.toml here; `dta init` makes one)'}",
+        f"  knowledge: {knowledge}",
+        f"  skills: {skills}",
+        f"  fake DingTalk {session.fake.base_url} · daemon pid {session.daemon.pid}"
+        f" · state {session.folder}",
+    ]
+    if session.console_url:
+        lines.append(f"  console: {session.console_url}")
+    lines.append(f"  trace a message: dta trace --dev MSGID (store {session.daemon.store_path})")
+    return lines
+
+
+def _repl(session: DevSession, history: Path) -> None:
+    try:
+        import readline
+    except ImportError:  # no line editing on this platform; input() still works
+        readline = None  # type: ignore[assignment]
+    if readline is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(history)
+        readline.set_history_length(1000)
+    session.printer(HELP)
+    try:
         while True:
-            line = await loop.run_in_executor(None, _read_line)
-            if line is None:
-                return 0
-            if line.strip():
-                await _converse(fake, session, shlex.split(line), counter)
+            session.printer.prompting = True
+            try:
+                line = input(PROMPT).strip()
+            except EOFError:
+                break
+            finally:
+                session.printer.prompting = False
+            if not line:
+                continue
+            if line in ("/quit", "/exit"):
+                break
+            if line == "/help":
+                session.printer(HELP)
+                continue
+            words = line.split(maxsplit=1)
+            if words[0] in ("/trace", "/redeliver") and len(words) == 2:
+                (session.trace if words[0] == "/trace" else session.redeliver)(words[1].strip())
+                continue
+            try:
+                argv = shlex.split(line)
+            except ValueError as exc:
+                session.printer(f"cannot read that line: {exc}")
+                continue
+            session.send(argv)
     finally:
-        await daemon.stop()
-        await fake.stop()
-        STATE_FILE.unlink(missing_ok=True)
+        if readline is not None:
+            with contextlib.suppress(OSError):
+                readline.write_history_file(history)
 
 
-async def _redelivery_demo(fake: FakeDingTalk, session: DevSession, msg_id: str) -> None:
-    before = len(fake.received)
-    fake.redeliver(msg_id)
-    await asyncio.sleep(0.5)
-    store = Store(session.store_path)
-    deliveries = store.deliveries(msg_id)
-    store.close()
-    print(
-        f"\nDingTalk redelivers {msg_id}: delivered {deliveries}x,"
-        f" {len(fake.received) - before} new messages (duplicate acked and counted, not answered)",
-        file=session.out,
-    )
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
-def _read_line() -> str | None:
+def run_dev(args: argparse.Namespace, out: TextIO) -> int:
+    """``dta dev``: 0 when stopped (Ctrl-C, Ctrl-D, /quit) or the demo played; 1 when the
+    daemon did not come up; 2 when the configuration cannot be used."""
     try:
-        return input("> ")
-    except EOFError:
-        return None
-
-
-def say(argv: list[str], out: TextIO) -> int:
-    """Send one message to a running ``dta dev`` and print what it caused."""
-    if not STATE_FILE.exists():
-        print("no running `dta dev` found (start it in another terminal first)", file=out)
+        settings, raw = user_settings(args.config)
+        SkillLibrary(settings.skill_paths)
+    except (ConfigError, SkillError, OSError, ValueError) as exc:
+        print(f"dta: {exc}", file=sys.stderr)
         return 2
-    state = json.loads(STATE_FILE.read_text(encoding="utf-8"))
-    args = say_parser().parse_args(argv)
+    root: Path = args.dir
+    devstate.prune(root)
+    folder = devstate.new_folder(root)
+    printer = Printer(out)
+    session = DevSession(args, folder, printer)
+    state: dict[str, Any] = {"pid": os.getpid(), "started_at": time.time()}
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        try:
+            session.start(raw, settings)
+        except Exception as exc:
+            printer(f"the daemon did not become ready ({type(exc).__name__}); see {folder}")
+            printer(session.daemon.log_tail(1500) if session.daemon else "")
+            return 1
+        assert session.daemon is not None
+        state.update(
+            daemon_pid=session.daemon.pid,
+            fake_url=session.fake.base_url,
+            store_path=str(session.daemon.store_path),
+            config=str(config_file(args.config) or ""),
+        )
+        devstate.write_state(folder, state)
+        for line in _describe(settings, config_file(args.config), session):
+            printer(line)
+        if args.demo:
+            for argv in DEMO:
+                session.send(argv)
+            session.redeliver("dev-2")
+            return 0
+        _repl(session, root / "history")
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        started = time.monotonic()
+        session.stop()
+        state["stopped_at"] = time.time()
+        with contextlib.suppress(OSError):
+            devstate.write_state(folder, state)
+        signal.signal(signal.SIGTERM, previous)
+        if not args.demo:
+            printer(f"stopped in {time.monotonic() - started:.1f} s; the store stays in {folder}")
+
+
+def say(args: argparse.Namespace, out: TextIO) -> int:
+    """``dta dev say``: 0 with a decision, 1 without one, 2 when no dev is running."""
+    instances = [i for i in devstate.instances(args.dir) if i.running]
+    if args.instance:
+        instances = [i for i in instances if i.name == args.instance]
+    if not instances:
+        which = f" named {args.instance}" if args.instance else ""
+        print(f"dta: no running `dta dev`{which} under {args.dir}; start one first", file=out)
+        return 2
+    instance = instances[0]
     send = to_send(args, f"say-{os.getpid()}-{int(time.time() * 1000)}")
-    with httpx.Client(base_url=state["fake_url"], trust_env=False, timeout=5) as client:
-        before = len(client.get("/_lab/received").json())
+    with httpx.Client(base_url=instance.state["fake_url"], trust_env=False, timeout=5) as client:
         client.post("/_lab/messages", json=send).raise_for_status()
-        session = DevSession(Path(state["store_path"]), out)
-        asyncio.run(session.wait_finished(send["msg"]))
+    deadline = time.monotonic() + args.wait
+    trace = None
+    while time.monotonic() < deadline:
+        with Store(instance.store_path) as store:
+            run = store.get_run(send["msg"])
+            if run is not None and run.state.is_finished:
+                trace = trace_message(store, send["msg"])
+                break
         time.sleep(0.05)
-        received = client.get("/_lab/received").json()[before:]
-    session.show(send, received)
+    if trace is None:
+        with Store(instance.store_path) as store:
+            trace = trace_message(store, send["msg"])
+    if args.json:
+        import json
+
+        print(json.dumps(trace.to_dict(), ensure_ascii=False, indent=2), file=out)
+    else:
+        print("\n".join(story(trace)), file=out)
+    if trace.decision is None:
+        print(
+            f"dta: no decision for {send['msg']} after {args.wait:g} s"
+            f" (see `dta trace --dev {send['msg']}` and {instance.folder}/daemon-1.log)",
+            file=out,
+        )
+        return 1
     return 0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.contracts import Channel, Receipt, ReceiptStatus
+from lab.align import as_text, message_findings
 from lab.cases import Expect, MessageExpect
 from storage import Store
 
@@ -20,9 +21,11 @@ class Check:
     name: str
     expected: Any
     actual: Any
+    note: str | None = None  # context for a person (what a count counted), not compared
 
     def __str__(self) -> str:
-        return f"{self.name}: expected {self.expected!r}, got {self.actual!r}"
+        text = f"{self.name}: expected {as_text(self.expected)}, got {as_text(self.actual)}"
+        return f"{text} ({self.note})" if self.note else text
 
 
 def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[Check]:
@@ -48,7 +51,8 @@ def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[
         problems.append(Check(f"{where}.matches", want.matches, text))
     if want.at_users is not None:
         # Exactly these people, so [] means nobody: an extra @ is a message to someone else.
-        at = got.get("at_user_ids") or []
+        # (By staff id or, for a sender without one, by dingtalkId: both reach a person.)
+        at = [*(got.get("at_user_ids") or []), *(got.get("at_dingtalk_ids") or [])]
         if sorted(set(at)) != sorted(set(want.at_users)) or got.get("at_all"):
             actual = [*at, "@all"] if got.get("at_all") else at
             problems.append(Check(f"{where}.at_users", want.at_users, actual))
@@ -75,18 +79,28 @@ def _receipt_facts(receipt: Receipt) -> dict[str, Any]:
     }
 
 
-def judge(expect: Expect, received: list[dict[str, Any]], store: Store) -> list[Check]:
+def judge(
+    expect: Expect, received: list[dict[str, Any]], store: Store, downloads: int = 0
+) -> list[Check]:
+    """``downloads``: the message-file download calls the platform answered."""
     problems: list[Check] = []
 
     if expect.platform is not None:
         if expect.platform.count is not None and len(received) != expect.platform.count:
-            summary = [f"{m.get('channel')}:{(m.get('text') or '')[:40]}" for m in received]
-            problems.append(Check("platform.count", expect.platform.count, summary))
-        for i, want in enumerate(expect.platform.messages):
-            if i >= len(received):
-                problems.append(Check(f"platform.messages[{i}]", "a message", "none"))
-                continue
-            problems.extend(_message_problems(i, want, received[i]))
+            # A count is compared as a count; the messages are context, not the value.
+            shown = "; ".join(f"{m.get('channel')}: {(m.get('text') or '')[:40]}" for m in received)
+            note = f"received: {shown}" if received else None
+            problems.append(Check("platform.count", expect.platform.count, len(received), note))
+        wanted_downloads = expect.platform.downloads
+        if wanted_downloads is not None and downloads != wanted_downloads:
+            problems.append(Check("platform.downloads", wanted_downloads, downloads))
+        for finding in message_findings(
+            expect.platform.messages,
+            received,
+            _message_problems,
+            lambda want: want.model_dump(mode="json", exclude_none=True, exclude_defaults=True),
+        ):
+            problems.append(finding if isinstance(finding, Check) else Check(*finding))
 
     decisions = {d.event_id: d for d in store.decisions()}
     for msg, want in (expect.decisions or {}).items():

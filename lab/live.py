@@ -23,6 +23,7 @@ from agent.connector import Connector
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step
 from lab.fake import FakeDingTalk
+from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import judge
 from lab.runner import CaseResult, case_provider, lab_settings, uses_model
@@ -65,6 +66,7 @@ class LiveCaseRun:
         self.case = case
         self.workdir = workdir
         self.fake = FakeDingTalk(SystemClock(), timeout_fault_s=1.0, users=case.fixtures.users)
+        self.fake.files.update(parse_files(case.fixtures.files))
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()
@@ -93,7 +95,7 @@ class LiveCaseRun:
                     )
                 ),
                 on_event=lambda event, gen: loop.call_soon_threadsafe(live.submit, event, gen),
-                supersedes=runtime.response_gate.engages,
+                supersedes=runtime.response_gate.supersedes,
             )
             connector.start()
             if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):
@@ -103,7 +105,7 @@ class LiveCaseRun:
                 frames += self._step(step)
                 await self._settle(runtime, connector, frames)
             received = [message.to_dict() for message in self.fake.received]
-            result.problems = judge(self.case.expect, received, runtime.store)
+            result.problems = judge(self.case.expect, received, runtime.store, self.fake.downloads)
             result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
         except Exception as exc:
             result.error = f"{type(exc).__name__}: {exc}"

@@ -95,6 +95,7 @@ async def replay_frames(frames: list[RecordedFrame], base: Settings, workdir: Pa
     settings = base.with_overrides(
         {
             "store_path": workdir / "replay.db",
+            "media_dir": workdir / "media",
             "openapi_base_url": fake.base_url,
             "webhook_origins": [fake.base_url],  # the recorded webhooks are re-pointed here
             "client_id": fake.app_key,

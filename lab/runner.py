@@ -24,6 +24,7 @@ from agent.crashpoints import Crash, CrashPoints
 from agent.runtime import Runtime
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
+from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import Check, judge
 from lab.scripted import ScriptedProvider
@@ -88,6 +89,8 @@ def lab_settings(
         openai_model=LAB_MODEL if model_url else None,
         openai_timeout_s=5.0,
         command_runs_root=workdir / "runs",
+        media_dir=workdir / "media",
+        download_timeout_s=0.5,  # the fake's slow-download fault takes 1 s
     )
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
@@ -107,6 +110,7 @@ class CaseRun:
         self.workdir = workdir
         self.clock = VirtualClock(LAB_EPOCH)
         self.fake = FakeDingTalk(self.clock, timeout_fault_s=1.0, users=case.fixtures.users)
+        self.fake.files.update(parse_files(case.fixtures.files))
         self.crash = CrashPoints()
         self.unacked: list[tuple[float, dict[str, Any]]] = []
         self.frames = 0
@@ -127,7 +131,7 @@ class CaseRun:
             await self._drain()
             store = self.runtime.store
             received = [message.to_dict() for message in self.fake.received]
-            result.problems = judge(self.case.expect, received, store)
+            result.problems = judge(self.case.expect, received, store, self.fake.downloads)
             result.transcript = collect_transcript(store, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown
             result.error = f"{type(exc).__name__}: {exc}"
@@ -196,7 +200,7 @@ class CaseRun:
         if kind == "send":
             assert step.send is not None
             data = build_callback(self.fake, step.send.short_keys(), self.clock.now())
-            await self._deliver(callback_frame(data, self._frame_id()), data)
+            await self._deliver(callback_frame(data, self._frame_id(), now=self.clock.now()), data)
         elif kind == "frame":
             value = step.frame_value
             raw = value if isinstance(value, str) else json.dumps(value)

@@ -42,12 +42,12 @@ class Transcript:
         for trail in self.events:
             out.append(
                 f"{trail.msg} from {trail.actor} in {trail.scene} {trail.conversation}:"
-                f" {trail.text[:60]!r} (delivered {trail.deliveries}x)"
+                f" “{trail.text[:60]}” (delivered {trail.deliveries}x)"
             )
             if trail.decision:
                 out.append(f"  decision: {trail.decision['verdict']} ({trail.decision['reason']})")
             for intent in trail.intents:
-                out.append(f"  intent {intent['kind']} [{intent['key']}]: {intent['text'][:60]!r}")
+                out.append(f"  intent {intent['kind']} [{intent['key']}]: “{intent['text'][:60]}”")
                 for attempt in intent["attempts"]:
                     out.append(f"    attempt via {attempt['channel']}: {attempt['outcome']}")
             for receipt in trail.receipts:
@@ -60,14 +60,14 @@ class Transcript:
         for task in self.tasks:
             proof = f"; proven by {', '.join(task['evidence'])}" if task["evidence"] else ""
             out.append(
-                f"task {task['goal']!r} in {task['scope_id']}: {task['status']}"
+                f"task “{task['goal']}” in {task['scope_id']}: {task['status']}"
                 f" (revision {task['revision']}{proof})"
             )
         for message in self.platform:
             target = message.get("conversation_id") or ",".join(message.get("user_ids") or [])
             at = f" @{','.join(message['at_user_ids'])}" if message.get("at_user_ids") else ""
             out.append(
-                f"platform got via {message['channel']} to {target}{at}: {message['text'][:80]!r}"
+                f"platform got via {message['channel']} to {target}{at}: “{message['text'][:80]}”"
             )
         return out
 

@@ -1,7 +1,8 @@
 """A prepared run directory: what an external agent (or a person debugging) needs to know.
 
     response-gate.json         the response gate's verdict (engage only grants the origin)
-    enriched-invocation.json   the event with quote, burst, identity, continuation
+    enriched-invocation.json   the event with quote, burst, identity, continuation, media
+    media/<n>-<name>           the message's fetched pictures and files (``media[].path``)
     skills.json                the frozen skill snapshot (names + content hashes)
     skills/<name>/...          the selected skills' files, to be read (SKILL.md, references)
     CONTEXT.md                 the same, readable, with the output contract
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,18 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
+def _copy_media(path: Path, invocation: EnrichedInvocation) -> None:
+    """Each fetched file at its ``path`` inside the run directory, for an external agent."""
+    for item in invocation.media:
+        if not (item.stored_at and item.path) or not Path(item.stored_at).is_file():
+            continue
+        target = path / item.path
+        if target.exists() and target.resolve() == Path(item.stored_at).resolve():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(item.stored_at, target)
+
+
 def prepare_run_dir(
     path: Path, invocation: EnrichedInvocation, skills: Sequence[Any], snapshot: SkillSnapshot
 ) -> Path:
@@ -48,6 +62,7 @@ def prepare_run_dir(
     if invocation.response_gate is not None:
         _write_json(path / "response-gate.json", invocation.response_gate.to_dict())
     _write_json(path / "enriched-invocation.json", invocation.for_provider())
+    _copy_media(path, invocation)
     _write_json(path / "skills.json", {"digest": snapshot.digest, **snapshot.to_dict()})
     for skill in skills:
         # From what was loaded (and hashed) at start-up, not from disk again: what the

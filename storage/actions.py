@@ -59,31 +59,57 @@ class ActionRecords(StoreBase):
         """Store an approved intent, its write-budget row and (before any I/O) its first
         attempt, together. False if another execution already holds the idempotency key."""
         with self._tx() as conn:
-            cursor = conn.execute(
-                "INSERT INTO intents (intent_id, run_id, event_id, kind,"
-                " idempotency_key, conversation_id, created_at, intent_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (
-                    intent.intent_id,
-                    intent.run_id,
-                    intent.event_id,
-                    intent.kind.value,
-                    intent.idempotency_key,
-                    intent.target.conversation_id,
-                    intent.created_at,
-                    intent.to_json(),
-                ),
-            )
-            if cursor.rowcount == 0:
+            if not self._insert_intent(conn, intent):
                 return False
-            if intent.kind.is_message:
-                conn.execute(
-                    "INSERT INTO budget_ledger (conversation_id, intent_id, at) VALUES (?, ?, ?)",
-                    (intent.target.conversation_id, intent.intent_id, intent.created_at),
-                )
             if first_attempt is not None:
                 self._insert_attempt(conn, first_attempt)
         return True
+
+    @staticmethod
+    def _insert_intent(conn: Any, intent: ActionIntent) -> bool:
+        """The intent and (for a message) its write-budget row; False if its key is held."""
+        cursor = conn.execute(
+            "INSERT INTO intents (intent_id, run_id, event_id, kind,"
+            " idempotency_key, conversation_id, created_at, intent_json)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                intent.intent_id,
+                intent.run_id,
+                intent.event_id,
+                intent.kind.value,
+                intent.idempotency_key,
+                intent.target.conversation_id,
+                intent.created_at,
+                intent.to_json(),
+            ),
+        )
+        if cursor.rowcount == 0:
+            return False
+        if intent.kind.is_message:
+            conn.execute(
+                "INSERT INTO budget_ledger (conversation_id, intent_id, at) VALUES (?, ?, ?)",
+                (intent.target.conversation_id, intent.intent_id, intent.created_at),
+            )
+        return True
+
+    @staticmethod
+    def _insert_outbound(conn: Any, outbound: dict[str, Any]) -> None:
+        conn.execute(
+            "INSERT INTO outbound (intent_id, process_query_key,"
+            " conversation_id, channel, text, sent_at) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (intent_id) DO UPDATE SET"
+            " process_query_key = excluded.process_query_key,"
+            " conversation_id = excluded.conversation_id, channel = excluded.channel,"
+            " text = excluded.text, sent_at = excluded.sent_at",
+            (
+                outbound["intent_id"],
+                outbound.get("process_query_key"),
+                outbound["conversation_id"],
+                outbound["channel"],
+                outbound["text"],
+                outbound["sent_at"],
+            ),
+        )
 
     def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
         """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""
@@ -107,22 +133,7 @@ class ActionRecords(StoreBase):
             if run is not None:
                 self._update_run(conn, run)
             if outbound is not None:
-                conn.execute(
-                    "INSERT INTO outbound (intent_id, process_query_key,"
-                    " conversation_id, channel, text, sent_at) VALUES (?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (intent_id) DO UPDATE SET"
-                    " process_query_key = excluded.process_query_key,"
-                    " conversation_id = excluded.conversation_id, channel = excluded.channel,"
-                    " text = excluded.text, sent_at = excluded.sent_at",
-                    (
-                        outbound["intent_id"],
-                        outbound.get("process_query_key"),
-                        outbound["conversation_id"],
-                        outbound["channel"],
-                        outbound["text"],
-                        outbound["sent_at"],
-                    ),
-                )
+                self._insert_outbound(conn, outbound)
 
     def add_receipt(self, receipt: Receipt, run: Run | None = None) -> None:
         with self._tx() as conn:

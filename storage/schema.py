@@ -174,6 +174,25 @@ MIGRATIONS: list[str] = [
         lease_until REAL NOT NULL
     );
     """,
+    # 6: AI cards (agent/cards.py) and the app-wide card call budget shared by replicas
+    """
+    CREATE TABLE cards (
+        out_track_id TEXT PRIMARY KEY,
+        intent_id TEXT NOT NULL UNIQUE,
+        event_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        card_json TEXT NOT NULL
+    );
+    CREATE INDEX cards_state ON cards (state, updated_at);
+    CREATE INDEX cards_event ON cards (event_id);
+
+    -- card calls taken in each second, for every process on this store together
+    CREATE TABLE card_slots (
+        slot_second INTEGER PRIMARY KEY,
+        used INTEGER NOT NULL
+    );
+    """,
 ]
 
 

@@ -166,6 +166,24 @@ PG_MIGRATIONS: list[str] = [
         lease_until DOUBLE PRECISION NOT NULL
     );
     """,
+    # 3: AI cards and the app-wide card call budget shared by replicas (SQLite's 6)
+    """
+    CREATE TABLE cards (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+        out_track_id TEXT PRIMARY KEY,
+        intent_id TEXT NOT NULL UNIQUE,
+        event_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        card_json TEXT NOT NULL
+    );
+    CREATE INDEX cards_state ON cards (state, updated_at);
+    CREATE INDEX cards_event ON cards (event_id);
+    CREATE TABLE card_slots (
+        slot_second BIGINT PRIMARY KEY,
+        used BIGINT NOT NULL
+    );
+    """,
 ]
 
 

@@ -24,6 +24,7 @@ from agent.contracts import (
     ResponseDecision,
 )
 from storage.actions import ActionRecords
+from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.work import Lease, PendingWork, WorkRecords
@@ -38,7 +39,7 @@ class Counts:
     receipts: int
 
 
-class Store(EventRecords, WorkRecords, ActionRecords, ContextRecords):
+class Store(EventRecords, WorkRecords, CardRecords, ActionRecords, ContextRecords):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 
     def prune(self, before: float) -> dict[str, int]:
@@ -56,6 +57,7 @@ class Store(EventRecords, WorkRecords, ActionRecords, ContextRecords):
             "attempts": f"DELETE FROM attempts WHERE intent_id IN ({old_intents})",
             "outbound": f"DELETE FROM outbound WHERE intent_id IN ({old_intents})",
             "receipts": f"DELETE FROM receipts WHERE event_id IN ({old_events})",
+            "cards": f"DELETE FROM cards WHERE event_id IN ({old_events})",
             "intents": f"DELETE FROM intents WHERE event_id IN ({old_events})",
             "decisions": f"DELETE FROM decisions WHERE event_id IN ({old_events})",
             "deliveries": f"DELETE FROM deliveries WHERE event_id IN ({old_events})",

@@ -64,3 +64,31 @@ def store(store_target: tuple[str, str | None]) -> Iterator[Store]:
     opened = Store(where, schema=schema)
     yield opened
     opened.close()
+
+
+# ------------------------------------------------------------------ the fast subset
+# Slow means a test starts processes, opens sockets to a daemon, drives a browser, runs a
+# whole lab suite or a property-based search: seconds each, minutes together. The marks
+# are kept in one list, measured with `pytest --durations`, so `pytest -m "not slow"` (the
+# inner loop) leaves out exactly these; a module may also mark itself with `pytestmark`.
+SLOW_MODULES = (
+    "integration/",
+    "test_fuzz_ingest.py",
+)
+SLOW_TESTS = (
+    "test_lab_eval.py::test_every_case_passes_and_reports_are_written",
+    "test_lab_eval.py::test_gate_answering_unmentioned_group_messages_fails_named_cases",
+    "test_lab_eval.py::test_webhook_used_after_expiry_fails_the_expired_webhook_cases",
+    "test_lab_eval.py::test_gate_without_generation_check_fails_the_burst_case",
+    "test_lab_eval.py::test_gate_without_write_budget_fails_budget_cases",
+    "test_lab_eval.py::test_a_folder_without_cases_is_an_error_naming_it",
+    "test_lab_eval.py::test_a_missing_path_is_an_error_naming_it",
+    "test_store_queue.py::test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.nodeid.removeprefix("tests/")
+        if where.startswith(SLOW_MODULES) or where.startswith(SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)

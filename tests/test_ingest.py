@@ -51,7 +51,7 @@ def test_richtext_and_audio_text_extracted():
     rich.pop("text")
     ev = parse_frame(frame(rich), T0).event
     assert ev.text == "ab"
-    assert ev.attachments == [{"downloadCode": "d"}]
+    assert ev.attachments == [{"kind": "picture", "part_of": "message", "downloadCode": "d"}]
     audio = callback(msgtype="audio", content={"recognition": "你好", "downloadCode": "a1"})
     audio.pop("text")
     assert parse_frame(frame(audio), T0).event.text == "你好"

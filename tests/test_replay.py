@@ -14,10 +14,10 @@ def test_sample_recording_replays_with_dedupe_and_quarantine():
     assert replay(SAMPLE, out=out) == 0
     text = out.getvalue()
     assert "frame quarantined (not_json)" in text
-    assert "r1 from u1 in dm cid-dm-u1: '7 + 5 等于多少' (delivered 2x)" in text
+    assert "r1 from u1 in dm cid-dm-u1: “7 + 5 等于多少” (delivered 2x)" in text
     assert "decision: silent (group_not_mentioned)" in text
     assert text.count("platform got via") == 2
-    assert "to cid-ops @u2: '(3 + 4) × 6 = 42'" in text
+    assert "to cid-ops @u2: “(3 + 4) × 6 = 42”" in text
     # the recorded webhooks pointed at DingTalk; the replay re-pointed them at the fake
     assert "oapi.dingtalk.com" not in text
 

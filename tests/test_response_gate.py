@@ -37,7 +37,12 @@ def test_group_mention_engages_and_unmentioned_is_silent():
             SilentReason.NOT_ALLOWED,
         ),
         (event(created_at=T0 - 901), {}, T0, SilentReason.STALE_EVENT),
-        (event(msgtype="picture"), {}, T0, SilentReason.UNSUPPORTED_MSGTYPE),
+        (
+            event(msgtype="picture"),
+            {"supported_msgtypes": frozenset({"text"})},
+            T0,
+            SilentReason.UNSUPPORTED_MSGTYPE,
+        ),
         (event(text="   "), {}, T0, SilentReason.EMPTY_MESSAGE),
     ],
 )
@@ -62,3 +67,17 @@ def test_allow_conversations_does_not_block_dms():
 def test_allowed_user_engages_and_age_boundary():
     assert decide(event(), allow_users=frozenset({"u1"})).verdict is Verdict.ENGAGE
     assert decide(event(created_at=T0 - 900)).verdict is Verdict.ENGAGE
+
+
+@pytest.mark.parametrize("msgtype", ["picture", "file", "video", "interactiveCard", "someNewType"])
+def test_every_type_is_read_by_default(msgtype):
+    # A DM never ends in silence because of its type: "*" reads them all.
+    d = decide(event(msgtype=msgtype, content={"downloadCode": "c"}), now=T0)
+    assert d.verdict is Verdict.ENGAGE
+
+
+def test_a_blank_at_is_still_empty_but_a_picture_is_not():
+    blank = event(group="g", at_bot=True, text="  ")
+    assert decide(blank, now=T0).reason is SilentReason.EMPTY_MESSAGE
+    picture = event(group="g", at_bot=True, msgtype="picture", content={"downloadCode": "c"})
+    assert decide(picture, now=T0).verdict is Verdict.ENGAGE

@@ -14,6 +14,7 @@ import secrets
 import time
 from typing import Any
 
+from lab.fake.files import default_file
 from lab.fake.state import SESSION_TTL_S, PlatformState
 
 CALLBACK_TOPIC = "/v1.0/im/bot/messages/get"
@@ -21,9 +22,25 @@ LAB_APP_ID = "dta-lab-app-id"
 LAB_CONNECTION_ID = "dta-lab-connection"
 DINGTALK_ID_PREFIX = "$:LWCP_v1:$"
 DM_CONVERSATION_PREFIX = "cid-dm-"
+# How the robot's name shows in a richText message that @s it (DingTalk leaves it there).
+LAB_BOT_MENTION = "@LabBot "
+MEDIA_TYPES = ("picture", "file", "video", "audio")
 
 _SEND_KEYS = frozenset(
-    {"msg", "from", "nick", "group", "text", "at_bot", "at", "msgtype", "quote", "age", "raw"}
+    {
+        "msg",
+        "from",
+        "nick",
+        "group",
+        "text",
+        "at_bot",
+        "at",
+        "msgtype",
+        "quote",
+        "age",
+        "raw",
+        "attach",
+    }
 )
 _STR_KEYS = ("nick", "group", "text", "msgtype")
 
@@ -68,24 +85,73 @@ def _check_send(send: Any) -> None:
     for key in ("quote", "raw"):
         if key in send and not isinstance(send[key], dict):
             raise ValueError(f"send.{key} must be an object, got {send[key]!r}")
-    if "quote" in send and send.get("msgtype", "text") != "text":
-        raise ValueError("send.quote needs msgtype 'text': DingTalk quotes only in text replies")
+    if "quote" in send and send.get("msgtype", "text") not in ("text", "richText"):
+        raise ValueError("send.quote needs msgtype 'text' or 'richText': DingTalk quotes there")
+    attach = send.get("attach", [])
+    if not isinstance(attach, list) or not all(isinstance(c, str) and c for c in attach):
+        raise ValueError(f"send.attach must be a list of download codes, got {attach!r}")
+    if attach and send.get("msgtype", "text") not in ("richText", *MEDIA_TYPES):
+        raise ValueError("send.attach needs msgtype richText, picture, file, video or audio")
 
 
-def _content(msgtype: str, msg_id: str, text: str) -> dict[str, Any]:
-    """A plausible ``content`` for a non-text message, as the runtime's parser reads it."""
-    code = f"lab-download-{msg_id}"
+def _media_code(platform: PlatformState, kind: str, send: dict[str, Any]) -> str:
+    """The message's download code: the case's own (``attach``), or one the fake makes up
+    and serves a small real file for."""
+    if send.get("attach"):
+        return str(send["attach"][0])
+    code = f"lab-download-{send['msg']}"
+    name = (send.get("text") or None) if kind == "file" else None
+    platform.files.setdefault(code, default_file(kind, name, send["msg"]))
+    return code
+
+
+def _content(platform: PlatformState, msgtype: str, send: dict[str, Any]) -> dict[str, Any]:
+    """The ``content`` of a non-text message, in the shapes DingTalk sends (see
+    lab/recordings/SOURCES.md)."""
+    text: str = send.get("text", "")
+    if msgtype == "richText":
+        parts: list[dict[str, Any]] = []
+        if send.get("at_bot"):
+            parts.append({"text": LAB_BOT_MENTION})
+        if text:
+            parts.append({"text": text})
+        for code in send.get("attach", []):
+            parts.append({"type": "picture", "downloadCode": code, "pictureDownloadCode": code})
+        return {"richText": parts}
+    if msgtype not in MEDIA_TYPES:
+        return {"text": text} if text else {}
+    code = _media_code(platform, msgtype, send)
     if msgtype == "picture":
         return {"downloadCode": code, "pictureDownloadCode": code}
     if msgtype == "audio":
         return {"recognition": text, "downloadCode": code, "duration": 3000}
     if msgtype == "video":
         return {"downloadCode": code, "duration": 5000, "videoType": "mp4"}
-    if msgtype == "file":
-        return {"downloadCode": code, "fileName": text or "file.txt", "spaceId": "lab-space"}
-    if msgtype == "richText":
-        return {"richText": [{"text": text}]}
-    return {}
+    known = platform.files.get(code)
+    name = known.name if known is not None else (text or "file.txt")
+    return {"downloadCode": code, "fileName": name, "spaceId": "lab-space", "fileId": "lab-file"}
+
+
+def _quoted_content(earlier: dict[str, Any], shape: str) -> dict[str, Any]:
+    """An earlier inbound message's body as DingTalk puts it inside ``repliedMsg``:
+    ``{text}`` or ``{content}`` for text, ``{msgType, content}`` segments for richText,
+    the media fields for pictures and files."""
+    msgtype = earlier.get("msgtype")
+    if msgtype == "text":
+        body = (earlier.get("text") or {}).get("content", "")
+        return {"content": body} if shape == "content" else {"text": body}
+    content = dict(earlier.get("content") or {})
+    if msgtype != "richText":
+        content.pop("isReplyMsg", None)
+        content.pop("repliedMsg", None)
+        return content
+    segments = []
+    for part in content.get("richText") or []:
+        if part.get("type") == "picture":
+            segments.append({"msgType": "picture", "downloadCode": part.get("downloadCode")})
+        elif part.get("text"):
+            segments.append({"msgType": "text", "content": part["text"]})
+    return {"richText": segments}
 
 
 def _robot_message(platform: PlatformState, number: Any) -> tuple[dict[str, Any], str | None]:
@@ -115,24 +181,23 @@ def _replied_msg(platform: PlatformState, quote: dict[str, Any]) -> dict[str, An
         return _robot_message(platform, quote["platform_message"])[0]
     if "msg" not in quote:
         return dict(quote)  # a raw repliedMsg, exactly as the case wrote it
-    extra = sorted(set(quote) - {"msg"})
+    extra = sorted(set(quote) - {"msg", "shape"})
     if extra:
         raise ValueError(f"send.quote: unknown key(s) {extra}; use a raw repliedMsg instead")
+    shape = quote.get("shape", "text")
+    if shape not in ("text", "content"):
+        raise ValueError(f"send.quote.shape must be 'text' or 'content', got {shape!r}")
     msg_id = quote["msg"]
     if not isinstance(msg_id, str) or not msg_id:
         raise ValueError(f"send.quote.msg must be a msgId, got {msg_id!r}")
     earlier = platform.inbound.get(msg_id)
     if earlier is not None:
-        if earlier.get("msgtype") == "text":
-            content: dict[str, Any] = {"text": (earlier.get("text") or {}).get("content", "")}
-        else:
-            content = dict(earlier.get("content") or {})
         return {
             "msgType": earlier.get("msgtype"),
             "msgId": msg_id,
             "senderId": earlier.get("senderId"),
             "createdAt": earlier.get("createAt"),
-            "content": content,
+            "content": _quoted_content(earlier, shape),
         }
     # Not a message a user sent: the robot's own. DingTalk sends quoted bot cards empty.
     replied: dict[str, Any] = {"msgId": msg_id, "senderId": platform.chatbot_user_id}
@@ -187,15 +252,17 @@ def build_callback(platform: PlatformState, send: dict[str, Any], now: float) ->
         data["conversationTitle"] = f"Lab group {group}"
     if msgtype == "text":
         data["text"] = {"content": text}
-        if "quote" in send:
-            data["text"]["isReplyMsg"] = True
-            data["text"]["repliedMsg"] = _replied_msg(platform, send["quote"])
-            if "platform_message" in send["quote"]:
-                _, key = _robot_message(platform, send["quote"]["platform_message"])
-                if key:
-                    data["originalProcessQueryKey"] = key
     else:
-        data["content"] = _content(msgtype, msg_id, text)
+        data["content"] = _content(platform, msgtype, send)
+    if "quote" in send:
+        # text messages carry the quote under ``text``; richText ones under ``content``
+        holder = data["text"] if msgtype == "text" else data["content"]
+        holder["isReplyMsg"] = True
+        holder["repliedMsg"] = _replied_msg(platform, send["quote"])
+        if "platform_message" in send["quote"]:
+            _, key = _robot_message(platform, send["quote"]["platform_message"])
+            if key:
+                data["originalProcessQueryKey"] = key
     data.update(send.get("raw", {}))
     platform.record_inbound(data)
     return data

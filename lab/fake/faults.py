@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-FaultTarget = Literal["webhook", "openapi", "token", "identity"]
+FaultTarget = Literal["webhook", "openapi", "token", "identity", "download"]
 
 # Which inner keys each fault target understands; anything else is a typo in a case file.
 _FAULT_KEYS: dict[str, frozenset[str]] = {
@@ -20,6 +20,9 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
     "openapi": frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit"}),
     "token": frozenset({"status", "times", "timeout", "retry_after"}),
     "identity": frozenset({"status", "times", "timeout"}),
+    # the robot message-file download: an expired code, a refusal (status), a slow or an
+    # oversized file behind the download URL
+    "download": frozenset({"status", "times", "timeout", "expired", "oversized"}),
 }
 _STREAM_KEYS = frozenset({"drop", "zombie", "refuse_s"})
 # DingTalk's OpenAPI throttles with HTTP 403 and this code (see dingtalk-platform.md).
@@ -38,6 +41,8 @@ class Fault:
     delivered: bool = False
     retry_after: float | None = None
     qps_limit: bool = False  # answer as DingTalk's throttle: 403 with a QpsLimit code
+    expired: bool = False  # download: the code is answered as expired
+    oversized: bool = False  # download: the URL serves far more than any sane cap
 
     @property
     def answer_status(self) -> int:
@@ -71,6 +76,9 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
     unknown = sorted(set(inner) - _FAULT_KEYS[target])
     if unknown:
         raise ValueError(f"fault {target!r}: unknown key(s) {', '.join(map(repr, unknown))}")
+    if target == "download":
+        _parse_download(inner, parsed)
+        return
     if "expired" in inner:
         others = sorted(set(inner) - {"expired"})
         if others:
@@ -110,6 +118,37 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
             delivered,
             None if retry_after is None else float(retry_after),
             qps_limit,
+        )
+    )
+
+
+def _parse_download(inner: dict[str, Any], parsed: ParsedFaults) -> None:
+    """One of ``expired``, ``status``, ``timeout`` (slow) or ``oversized``, with ``times``."""
+    kinds = [k for k in ("expired", "status", "timeout", "oversized") if k in inner]
+    if len(kinds) != 1:
+        raise ValueError(
+            "fault 'download' needs exactly one of expired, status, timeout, oversized;"
+            f" got {kinds or 'none'}"
+        )
+    times = inner.get("times", 1)
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise ValueError(f"fault download.times must be a positive integer, got {times!r}")
+    status = inner.get("status")
+    if "status" in inner and (
+        isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599
+    ):
+        raise ValueError(f"fault download.status must be an HTTP error status, got {status!r}")
+    for key in ("expired", "timeout", "oversized"):
+        if key in inner and inner[key] is not True:
+            raise ValueError(f"fault download.{key} must be true, got {inner[key]!r}")
+    parsed.faults.append(
+        Fault(
+            "download",
+            times,
+            status,
+            timeout="timeout" in inner,
+            expired="expired" in inner,
+            oversized="oversized" in inner,
         )
     )
 

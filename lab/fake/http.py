@@ -28,6 +28,7 @@ PLATFORM: web.AppKey[PlatformState] = web.AppKey("dta_fake_platform")
 MAX_BODY_BYTES = 20000
 MAX_OTO_USERS = 20
 SESSION_GONE = (300001, "session 不存在")
+DINGTALK_ID_MARK = "$:LWCP_v1:$"  # how a dingtalkId (senderId) begins, unlike a staff id
 
 # Session-webhook msgtype -> the keys its part must carry (the first is the shown text).
 _WEBHOOK_TYPES: dict[str, tuple[str, ...]] = {
@@ -158,11 +159,16 @@ def _webhook_message(body: Any) -> dict[str, Any]:
     at_all = at.get("isAtAll", False)
     if not isinstance(at_all, bool):
         _reject_errcode(40035, "参数错误 at.isAtAll")
+    by_dingtalk_id = at.get("atDingtalkIds") or []
+    if not isinstance(by_dingtalk_id, list) or not all(isinstance(u, str) for u in by_dingtalk_id):
+        _reject_errcode(40035, "参数错误 at.atDingtalkIds")
     return {
         "msgtype": msgtype,
         "text": part[_WEBHOOK_TYPES[msgtype][0]],
         "title": part.get("title") if msgtype != "text" else None,
-        "at_user_ids": at_ids,
+        # atUserIds takes staff ids: a dingtalkId there resolves to nobody, so nobody is @-ed
+        "at_user_ids": [u for u in at_ids if not u.startswith(DINGTALK_ID_MARK)],
+        "at_dingtalk_ids": by_dingtalk_id,
         "at_all": at_all,
     }
 

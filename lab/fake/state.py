@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import copy
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from agent.clock import Clock
 from lab.fake.faults import Fault, FaultTarget, ParsedFaults, parse_fault_spec
+from lab.fake.files import FakeFile
 
 __all__ = [
     "SESSION_TTL_S",
@@ -55,6 +56,7 @@ class ReceivedMessage:
     time: float
     process_query_key: str | None
     robot_code: str | None
+    at_dingtalk_ids: list[str] = field(default_factory=list)  # @ by dingtalkId (atDingtalkIds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,6 +119,10 @@ class PlatformState:
         self.faults_seen: list[dict[str, Any]] = []
         self.webhook_expired = False
         self.request_log: list[dict[str, Any]] = []
+        # download code -> the file it stands for; download URL token -> (file, fault)
+        self.files: dict[str, FakeFile] = {}
+        self.download_urls: dict[str, tuple[FakeFile, Fault | None, float]] = {}
+        self.downloads = 0  # messageFiles/download calls the platform answered
 
     # ------------------------------------------------------------------ faults
 
@@ -197,6 +203,7 @@ class PlatformState:
         at_all: bool = False,
         process_query_key: str | None = None,
         robot_code: str | None = None,
+        at_dingtalk_ids: list[str] | None = None,
     ) -> ReceivedMessage:
         """Keep a message as delivered: from here on a user can see it."""
         message = ReceivedMessage(
@@ -213,6 +220,7 @@ class PlatformState:
             time=self.clock.now(),
             process_query_key=process_query_key,
             robot_code=robot_code,
+            at_dingtalk_ids=list(at_dingtalk_ids or []),
         )
         self.received.append(message)
         return message

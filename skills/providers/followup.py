@@ -30,6 +30,9 @@ _REFERS_TO_QUOTE = re.compile(r"这个|这条|那条|上面|引用|它|(?i:\bthi
 _REMEMBER = re.compile(r"^(?:请|麻烦)?(?:帮我)?(?:记住|记一下|记下来|记下)[：:，,\s]*(?P<what>.+)$")
 _ASK_EXPRESSION = "要算什么？把算式发给我就行，比如 7+5。"
 _ASK_EXPRESSION_AGAIN = "还是没看到算式，直接发给我就好，比如 (3+4)×6。"
+_QUOTE_EMPTY = (
+    "你引用的那条消息到我这里没有内容，我的记录里也没有，不想乱猜。能把要我处理的内容直接发给我吗？"
+)
 _QUOTE_UNSEEN = (
     "你引用的那条消息我这边看不到内容（引用的机器人消息到我这里是空的）。"
     "能把要我处理的内容直接发给我吗？"
@@ -60,12 +63,17 @@ def from_quote(invocation: EnrichedInvocation, text: str, english: bool) -> dict
     if quote is None or not (_REFERS_TO_QUOTE.search(text) or _WANTS_CALCULATION.search(text)):
         return None
     if quote.missing:
-        return ask(_QUOTE_UNSEEN)
+        return ask(_QUOTE_UNSEEN if quote.from_robot else _QUOTE_EMPTY)
     calculated = arithmetic.answer(quote.text or "", english=english)
     if calculated is None:
         return None
     lead = "About the message you quoted: " if english else "你引用的那条："
     return reply(lead + calculated)
+
+
+def refers_to_quote(text: str) -> bool:
+    """Does the message point at something ("这个", "上面", "this") rather than say it?"""
+    return bool(_REFERS_TO_QUOTE.search(text))
 
 
 def wants_calculation(text: str) -> bool:

@@ -34,7 +34,7 @@ from tenacity import (
 
 from agent.contracts import AgentDefinition, EnrichedInvocation
 from skills.loader import Skill
-from skills.providers import prompting
+from skills.providers import model_media, prompting
 from skills.providers.base import ProviderFailed, ProviderReply
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,8 @@ class OpenAIConfig:
     max_retry_after_s: float = 30.0
     response_format: bool = True  # {"type": "json_object"}; some servers reject it
     temperature: float = 0.0
+    vision: bool = False  # the model reads images: pictures go as image_url parts
+    max_file_chars: int = 8000  # of each text file shown to the model
 
     def __repr__(self) -> str:  # a dataclass repr would print the key
         key = "set" if self.api_key else "none"
@@ -103,9 +105,14 @@ class OpenAIProvider:
     ) -> ProviderReply:
         """Requests for the invocation, or ProviderFailed with a reason and evidence."""
         allowed = prompting.permitted_actions(invocation, skills)
-        messages: list[dict[str, str]] = [
+        files = model_media.text_files(invocation, self.config.max_file_chars)
+        prompt = prompting.render_user(invocation, allowed, files)
+        messages: list[dict[str, Any]] = [
             {"role": "system", "content": prompting.render_system(self.agent, skills, allowed)},
-            {"role": "user", "content": prompting.render_user(invocation, allowed)},
+            {
+                "role": "user",
+                "content": model_media.user_content(prompt, invocation, self.config.vision),
+            },
         ]
         usage = dict.fromkeys(USAGE_KEYS, 0)
         problem = ""
@@ -135,7 +142,7 @@ class OpenAIProvider:
             "invalid_output", problem, {"model": self.config.model, "rounds": 2, "usage": usage}
         )
 
-    def _body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+    def _body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -146,7 +153,7 @@ class OpenAIProvider:
         return body
 
     async def _complete(
-        self, messages: list[dict[str, str]], evidence: dict[str, Any]
+        self, messages: list[dict[str, Any]], evidence: dict[str, Any]
     ) -> dict[str, Any]:
         """One completion, retried on 429/5xx/connect errors; the parsed response body."""
         body = self._body(messages)

@@ -69,12 +69,7 @@ def permitted_actions(invocation: EnrichedInvocation, skills: Sequence[Skill]) -
 def invocation_json(invocation: EnrichedInvocation) -> str:
     """The invocation as indented JSON that cannot break out of a tag or a code fence
     (without the session webhook: see ``EnrichedInvocation.for_provider``)."""
-    data = invocation.for_provider()
-    text = json.dumps(data, ensure_ascii=False, indent=2)
-    # These characters only ever occur inside JSON strings, where \\uXXXX is equivalent.
-    for char, escaped in _FENCE_ESCAPES.items():
-        text = text.replace(char, escaped)
-    return text
+    return fenced_json(invocation.for_provider())
 
 
 def render_system(agent: AgentDefinition, skills: Sequence[Skill], allowed: Sequence[str]) -> str:
@@ -83,11 +78,30 @@ def render_system(agent: AgentDefinition, skills: Sequence[Skill], allowed: Sequ
     return template.render(agent=agent, skills=list(skills), allowed=list(allowed)).strip()
 
 
-def render_user(invocation: EnrichedInvocation, allowed: Sequence[str]) -> str:
-    """The invocation, fenced as data, plus the allowed actions restated by the host."""
+def fenced_json(value: Any) -> str:
+    """Indented JSON in which no ``<``, ``>`` or backtick can close a tag or a fence."""
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    # These characters only ever occur inside JSON strings, where \\uXXXX is equivalent.
+    for char, escaped in _FENCE_ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text
+
+
+def render_user(
+    invocation: EnrichedInvocation,
+    allowed: Sequence[str],
+    files: Sequence[dict[str, Any]] = (),
+) -> str:
+    """The invocation, fenced as data, plus the allowed actions restated by the host.
+
+    ``files`` are text files of the message (name, type, text, whether it was cut), shown
+    fenced as data the same way.
+    """
     template = _environment().get_template(USER_TEMPLATE)
     return template.render(
-        invocation_json=invocation_json(invocation), allowed=list(allowed)
+        invocation_json=invocation_json(invocation),
+        allowed=list(allowed),
+        files_json=fenced_json(list(files)) if files else "",
     ).strip()
 
 

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.contracts import ActionKind, AgentDefinition, EnrichedInvocation
+from agent.contracts import ActionKind, AgentDefinition, ConversationType, EnrichedInvocation
 from skills.loader import Skill, allowed_actions
-from skills.providers import arithmetic, followup
-from skills.providers.base import ProviderReply, reply, silence
+from skills.providers import arithmetic, followup, media
+from skills.providers.base import ProviderReply, ask, reply, silence
 from skills.providers.knowledge import KnowledgeBase, Match, excerpt
 
 
@@ -81,6 +81,23 @@ _SELF_INTRO = re.compile(
 _GREETING = re.compile(
     r"(?i:你好|您好|hi|hello|hey|在吗|在么|在不在|help|帮助)[吗呀啊]?[\s!！。.~～?？]*"
 )
+
+# "paste what we said in private here": in a group, about a one-to-one chat's content
+_DM_CONTENT = re.compile(
+    r"(?:私聊|单聊|私信|私下|私底下)[^，,。！!？?]{0,12}?"
+    r"(?:内容|说的|聊的|讲的|发的|记录|消息|信息|那些|那段|那个)"
+    r"|(?i:\b(?:our|my|the) (?:dm|private (?:chat|conversation|messages?))\b)"
+)
+_DM_STAYS_ZH = (
+    "这个不方便：私聊里的内容只留在私聊里，我不会在群里复述或转发。"
+    "需要的话你可以私聊问我，或者自己决定要不要分享。"
+)
+_DM_STAYS_EN = (
+    "I'd rather not: what was said in a private chat stays there, and I won't repeat or "
+    "forward it in a group. Ask me privately, or share it yourself if you choose to."
+)
+_ASK_FILE_ZH = "没看到你说的文件或图片，发过来我看看？"
+_ASK_FILE_EN = "I don't see the file or picture you mean — could you send it to me?"
 
 _FORWARD_ZH = (
     "这个我帮不了：我只能在这里回复你，不能把消息发到别的地方，也不会转发私聊内容或替人@大家。"
@@ -158,12 +175,23 @@ class RulesProvider:
         text = clean_text(invocation.text, self.agent.name)
         english = is_english(text)
         if invocation.continuation is not None:
-            resumed = followup.continue_task(invocation.continuation, text, english)
+            resumed = self._resume(invocation, text, english)
             if resumed is not None:
                 return resumed
+        group = invocation.event.conversation.type is ConversationType.GROUP
+        if group and _DM_CONTENT.search(text):
+            return reply(_DM_STAYS_EN if english else _DM_STAYS_ZH)
+        own_media = any(m.part_of == "message" for m in invocation.media)
+        about = media.about_media(invocation, english) if invocation.media else None
+        if own_media and about is not None:
+            return about
         quoted = followup.from_quote(invocation, text, english)
         if quoted is not None:
             return quoted
+        if about is not None and (followup.refers_to_quote(text) or media.wants_file(text)):
+            return about
+        if media.wants_file(text) and invocation.quote is None and not invocation.media:
+            return {**ask(_ASK_FILE_EN if english else _ASK_FILE_ZH), "task": media.file_task()}
         if redirect_kind(text) is None:
             if followup.wants_calculation(text):
                 return followup.ask_for_expression()
@@ -174,6 +202,20 @@ class RulesProvider:
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]
         return answer
+
+    @staticmethod
+    def _resume(invocation: EnrichedInvocation, text: str, english: bool) -> dict[str, Any] | None:
+        """The answer to a waiting task this provider (or the host) opened, if it is ours."""
+        task = invocation.continuation
+        assert task is not None
+        if task.goal != media.FILE_GOAL:
+            return followup.continue_task(task, text, english)
+        about = media.about_media(invocation, english)
+        if about is not None:
+            return {**about, "task": {"status": "completed"}}
+        if media.wants_file(text) or not text:
+            return {**ask(_ASK_FILE_EN if english else _ASK_FILE_ZH), "task": media.file_task()}
+        return None
 
     def answer(self, text: str) -> dict[str, Any]:
         """The single reply for a message text (pure apart from reading the knowledge)."""

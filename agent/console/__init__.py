@@ -1,0 +1,1 @@
+"""The operators' web console (``dta console``, and inside ``dta dev``): see ``server``."""

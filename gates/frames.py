@@ -1,0 +1,71 @@
+"""The action gate's checks for an AI card's frames and for the answer it ends with.
+
+A card is approved like any reply (``ActionGate.decide(..., form="card")``), on the first text
+of the answer, before the card exists. What streams after that can still go wrong, so every
+frame passes the same content check as a text reply before it is pushed, and the finished
+answer passes the checks that depend on what it says (schema, allowed action, content) before
+the card is finalized with it. The rest — run state, generation, budgets, idempotency,
+identity, target — was decided once, when the card was approved, and does not change with
+the text.
+
+Pure functions over the gate's own table (``gates.action.CHECKS``): nothing here reads the
+store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent.contracts import Run
+from gates.action import CHECKS, ActionFacts, ActionGate, Refusal, RunTally, _Case
+
+FRAME_CHECKS = frozenset({"content"})
+FINAL_CHECKS = frozenset({"schema", "allowed_action", "content"})
+# The facts a content-only check never reads: the run's facts were weighed at approval.
+_NO_FACTS = ActionFacts(now=0.0, thread_generation=0, writes_last_minute=0, writes_last_day=0)
+
+
+def _recheck(gate: ActionGate, raw: Any, run: Run, names: frozenset[str]) -> Refusal | None:
+    case = _Case(raw, run, RunTally(), _NO_FACTS, gate.policy, "card")
+    checked: list[str] = []
+    for check in CHECKS:
+        if check.name not in names:
+            continue
+        checked.append(check.name)
+        refused = check.test(case)
+        if refused is not None:
+            return Refusal(refused.reason, refused.detail, checked, case.kind)
+    return None
+
+
+def frame_refusal(gate: ActionGate, text: str, run: Run) -> Refusal | None:
+    """Why this frame (the full text so far) must not be pushed, or None when it may be.
+
+    A frame is held to the card's whole-answer bounds: the length of one message, no
+    configured secret, no session webhook URL.
+    """
+    if not text.strip():
+        return None  # nothing to show yet, so nothing to refuse
+    return _recheck(gate, {"kind": "reply", "text": text}, run, FRAME_CHECKS)
+
+
+def final_refusal(gate: ActionGate, raw: Any, run: Run) -> Refusal | None:
+    """Why the finished answer cannot be the card's final text, or None when it can."""
+    return _recheck(gate, raw, run, FINAL_CHECKS)
+
+
+def unsafe_tail(text: str, secrets: Iterable[str]) -> int:
+    """How many characters at the end of ``text`` could be the start of a secret.
+
+    They are held back from the frame until the next text shows whether the secret follows:
+    otherwise a secret streamed a few characters at a time would reach the card in pieces
+    before the whole of it is ever seen.
+    """
+    longest = 0
+    for secret in secrets:
+        for size in range(min(len(secret) - 1, len(text)), longest, -1):
+            if text.endswith(secret[:size]):
+                longest = size
+                break
+    return longest

@@ -1,0 +1,190 @@
+"""How ``dta dev`` runs *your* bot: your configuration, with only DingTalk swapped for a fake.
+
+The daemon ``dta dev`` starts reads the same ``dta.toml`` as ``dta run`` in this folder
+(agent, knowledge, skills, provider, gates) and runs from the same folder, so relative
+paths mean what they mean for ``dta run``. Only what would reach DingTalk is replaced:
+credentials and endpoints point at the fake on 127.0.0.1, the store lives in the
+instance's own folder, and no proxy variable survives. ``--model fake`` also puts the lab's
+fake model behind the ``openai`` provider, so nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
+from lab.daemon import BASE_CONFIG, ROOT, DaemonError, DaemonProcess
+from lab.fake import FakeDingTalk
+from lab.fake_model import FakeModel
+
+# Settings that say where DingTalk (and the daemon's own ports and files) are: dev decides.
+DINGTALK_KEYS = frozenset(
+    {
+        "client_id",
+        "client_secret",
+        "robot_code",
+        "openapi_base_url",
+        "oapi_base_url",
+        "webhook_origins",
+        "store_path",
+        "health_host",
+        "health_port",
+        "http_proxy",
+        "log_level",
+        "log_format",
+    }
+)
+MODEL_KEYS = frozenset({"provider", "openai_base_url", "openai_model", "openai_api_key"})
+MODEL_ENV = frozenset(
+    {"DTA_PROVIDER", "DTA_OPENAI_API_KEY", "DTA_OPENAI_BASE_URL", "DTA_OPENAI_MODEL"}
+)
+BEHAVIOUR_ENV = MODEL_ENV | {"DTA_KNOWLEDGE_DIR"}
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+# Short enough that Ctrl-C ends `dta dev` within a second; the store keeps anything cut.
+DEV_CONFIG: dict[str, Any] = {**BASE_CONFIG, "shutdown_grace_s": 0.3, "log_level": "INFO"}
+FAKE_MODEL = "dta-dev-fake-model"
+
+
+def config_file(config: Path | None) -> Path | None:
+    """The file ``dta run`` would read here: the one given, else ``./dta.toml`` if present."""
+    if config is not None:
+        return config
+    return Path("dta.toml") if Path("dta.toml").exists() else None
+
+
+def user_settings(config: Path | None) -> tuple[Settings, dict[str, Any]]:
+    """Your validated settings and the raw table they came from (``ConfigError`` if bad)."""
+    settings = load_settings(config)
+    path = config_file(config)
+    raw: dict[str, Any] = {}
+    if path is not None:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    return settings, raw
+
+
+def dev_config(raw: dict[str, Any], fake_url: str, model_url: str | None) -> dict[str, Any]:
+    """Your configuration with DingTalk (and, given ``model_url``, the model) swapped."""
+    drop = DINGTALK_KEYS | (MODEL_KEYS if model_url else frozenset())
+    config = {key: value for key, value in raw.items() if key not in drop}
+    config.update(DEV_CONFIG)
+    config["webhook_origins"] = [fake_url]
+    if model_url:
+        config.update(provider="openai", openai_base_url=model_url, openai_model=FAKE_MODEL)
+    return config
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def toml_value(value: Any) -> str:
+    """A TOML value for what ``tomllib`` reads (tables become inline tables)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a TOML string
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise ConfigError(f"dta dev cannot carry a {type(value).__name__} over from your configuration")
+
+
+def toml_text(config: dict[str, Any]) -> str:
+    return "".join(f"{_key(key)} = {toml_value(value)}\n" for key, value in config.items())
+
+
+class DevModel(FakeModel):
+    """The lab's fake model, answering what ``dta dev`` needs: it repeats what it read.
+
+    Scripted entries still come first; with none, the answer quotes the message text from
+    the invocation the provider sent, so a builder sees the openai path work end to end.
+    """
+
+    def next_entry(self, messages: list[Any]) -> dict[str, Any]:
+        entry = super().next_entry(messages)
+        if entry:
+            return entry
+        text = ""
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            found = re.search(r"```json\n(.*?)\n```", content or "", re.S)
+            if found:
+                try:
+                    text = str(json.loads(found.group(1)).get("text", ""))
+                except (ValueError, AttributeError):
+                    continue
+        return {"json": {"kind": "reply", "text": f"（假模型）我读到了：{text[:200]}"}}
+
+
+class DevDaemon(DaemonProcess):
+    """``dta run`` on your configuration, from your folder, against the fake DingTalk."""
+
+    def __init__(
+        self, fake: FakeDingTalk, workdir: Path, config: dict[str, Any], fake_model: bool
+    ) -> None:
+        super().__init__(fake, workdir, {})
+        self.config_path.write_text(toml_text(config), encoding="utf-8")
+        self.cwd = Path.cwd()
+        # Your environment's behaviour settings stay, as `dta run` would read them here.
+        self.keep_env = BEHAVIOUR_ENV - (MODEL_ENV if fake_model else frozenset())
+
+    def _env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in _PROXY_VARS
+            and not k.startswith("DINGTALK_")
+            and (k not in ENV_KEYS or k in self.keep_env)
+        }
+        paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        env.update(
+            DINGTALK_CLIENT_ID=self.fake.app_key,
+            DINGTALK_CLIENT_SECRET=self.fake.app_secret,
+            DINGTALK_ROBOT_CODE=self.fake.robot_code,
+            DINGTALK_OPENAPI_ENDPOINT=self.fake.base_url,
+            DTA_STORE_PATH=str(self.store_path),
+            DTA_HEALTH_PORT=str(self.health_port),
+            NO_PROXY="127.0.0.1,localhost",
+            PYTHONPATH=os.pathsep.join(paths),
+        )
+        return env
+
+    async def start(self, timeout: float = 30.0) -> float:
+        """Spawn from your folder; ``-P`` so a folder of yours named ``agent`` is never
+        imported in place of dta's."""
+        started = time.monotonic()
+        self.starts += 1
+        with (self.workdir / f"daemon-{self.starts}.log").open("wb") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-P",
+                "-m",
+                "agent.cli",
+                "run",
+                "--config",
+                str(self.config_path),
+                cwd=self.cwd,
+                env=self._env(),
+                stdout=log,
+                stderr=log,
+            )
+        if not await self.ready(timeout):
+            await self.stop()
+            raise DaemonError(f"dta run did not become ready:\n{self.log_tail()}")
+        return time.monotonic() - started
+
+    async def stop_quickly(self, within: float = 0.6) -> None:
+        """SIGTERM, then SIGKILL if it is not gone ``within`` seconds: Ctrl-C must end dev
+        promptly, and the store keeps whatever a kill cuts (runs resume next time)."""
+        await self.terminate(timeout=within)

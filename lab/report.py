@@ -1,0 +1,166 @@
+"""How lab results are told to a person: words and counts, never Python reprs, and always
+what the run did not prove.
+
+The lab's scripts produce JSON-able documents; this module renders them as lines (a
+``True`` becomes ``yes``, a dict of counts becomes ``schema_invalid 18, …``) and adds the
+limits of the evidence, as the behavior contract asks of live evidence: a result proves
+only what its path exercised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import io
+import json
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+FAKE_PLATFORM = (
+    "no lab run proves behaviour against the real DingTalk: the platform here is the bundled"
+    " fake (its answers, rate limits, session webhooks, @ rendering and redelivery timing are"
+    " modelled, not DingTalk's); only a dedicated test robot shows those"
+)
+IN_PROCESS = (
+    "in-process: frames went straight to ingest on a virtual clock — no websocket and no"
+    " Stream Mode connector were exercised (`dta lab eval --live` runs those)"
+)
+LIVE = (
+    "--live: the real connector and websocket ran against the fake's stream gateway; cases"
+    " that need the virtual clock were skipped, not run"
+)
+DAEMON = (
+    "the daemon ran as a subprocess over loopback sockets against the fake DingTalk: real"
+    " processes and sockets, not the real network or platform"
+)
+
+
+def not_proven(live: bool) -> list[str]:
+    """What a ``dta lab eval`` run did not prove, for its mode."""
+    return [LIVE if live else IN_PROCESS, FAKE_PLATFORM]
+
+
+def human(value: Any) -> str:
+    """A value as a person reads it: yes/no, counts as ``name n``, lists joined."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "—"
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return ", ".join(f"{key} {human(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(human(item) for item in value) if value else "none"
+    return str(value)
+
+
+def print_lines(report: dict[str, Any], out: TextIO, limits: list[str]) -> None:
+    width = max((len(key) for key in report), default=0)
+    for key, value in report.items():
+        print(f"{key:<{width}}  {human(value)}", file=out)
+    print("not proven by this run:", file=out)
+    for line in limits:
+        print(f"  - {line}", file=out)
+
+
+def reliability(
+    name: str, reduced: bool, workdir: Path | None, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """``dta lab reliability NAME``: the script's JSON report, rendered for a person."""
+    module = importlib.import_module(f"lab.reliability.{name}")
+    argv = ["--json", *(["--reduced"] if reduced else [])]
+    if workdir is not None:
+        argv += ["--workdir", str(workdir)]
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = int(module.main(argv))
+    try:
+        report = json.loads(captured.getvalue())
+    except ValueError:
+        out.write(captured.getvalue())
+        return code
+    report["not_proven"] = [DAEMON, FAKE_PLATFORM]
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False, indent=2), file=out)
+    else:
+        limits = report.pop("not_proven")
+        print_lines(report, out, limits)
+    return code
+
+
+def security(keep: Path | None, as_json: bool, out: TextIO = sys.stdout) -> int:
+    """``dta lab security``: one verdict line per provider, refusals as counts."""
+    from lab.security import run
+
+    with tempfile.TemporaryDirectory(prefix="dta-security-") as tmp:
+        reports = asyncio.run(run(keep or Path(tmp)))
+    passed = all(r.passed for r in reports)
+    limits = [IN_PROCESS, FAKE_PLATFORM]
+    if as_json:
+        document = {
+            "passed": passed,
+            "providers": [{**asdict(r), "passed": r.passed} for r in reports],
+            "not_proven": limits,
+        }
+        print(json.dumps(document, ensure_ascii=False, indent=2), file=out)
+        return 0 if passed else 1
+    for r in reports:
+        verdict = "PASS" if r.passed else "FAIL"
+        print(
+            f"{verdict}  {r.provider}: {r.messages} hostile messages, {r.platform_messages} sent,"
+            f" {len(r.off_origin)} off-origin, {r.at_all} @all; refusals: {human(r.refusals)};"
+            f" secret found in: {human(r.secret_found_in)}",
+            file=out,
+        )
+    print("not proven by this run:", file=out)
+    for line in limits:
+        print(f"  - {line}", file=out)
+    return 0 if passed else 1
+
+
+def bench(
+    events: int | None, quick: bool, only: str | None, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """``dta lab bench``: each figure next to its baseline, ratios as numbers."""
+    from lab.bench import bench as run_bench
+
+    captured = io.StringIO()
+    code = run_bench(events, True, captured, quick, only)
+    report = json.loads(captured.getvalue())
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False, indent=2), file=out)
+        return code
+    pipeline = report.get("pipeline")
+    if pipeline:
+        print(
+            f"pipeline: {pipeline['events']} events in {pipeline['pipeline_seconds']} s ="
+            f" {pipeline['pipeline_events_per_s']} events/s ({pipeline['replies']} replies)\n"
+            f"  bare store writes (same rows, same transactions):"
+            f" {pipeline['bare_events_per_s']} events/s\n"
+            f"  ratio pipeline / bare = {pipeline['ratio']}",
+            file=out,
+        )
+    if report.get("stream"):
+        print("stream (real connector, fake gateway, same run):", file=out)
+        for f in report["stream"]:
+            print(
+                f"  platform {f['platform_latency_ms']:g} ms  {f['contestant']:<5}"
+                f" ack p50 {f['ack_p50_ms']} ms, p99 {f['ack_p99_ms']} ms"
+                f" ({f['steady_messages']} msgs steady);"
+                f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s",
+                file=out,
+            )
+        for latency, ratio in report.get("stream_ratios", {}).items():
+            print(
+                f"  platform {latency}: replies/s dta/bare"
+                f" {ratio['replies_per_s_dta_over_bare']}, ack p99 dta/bare"
+                f" {ratio['ack_p99_dta_over_bare']}",
+                file=out,
+            )
+    print(f"not proven by this run:\n  - {DAEMON}\n  - {FAKE_PLATFORM}", file=out)
+    return code

@@ -1,0 +1,162 @@
+"""AI cards: each card's state beside its intent, attempts and receipt; the card call budget.
+
+A card is stored with its intent and its create attempt in one transaction, before the
+create goes out, so a crash at any point leaves a card that recovery can finalize (never one
+it does not know about, and never a second create). Every frame DingTalk takes is recorded,
+so a card cut off by a crash ends with exactly what the person saw. The receipt, the card's
+finished state, the intent's final content and (when it is the run's last word) the ended
+run are written together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.contracts import (
+    ActionIntent,
+    Attempt,
+    Card,
+    CardState,
+    Receipt,
+    Run,
+    RunState,
+)
+from storage.actions import ActionRecords
+
+_OPEN = (CardState.CREATED.value, CardState.STREAMING.value)
+
+
+class CardRecords(ActionRecords):
+    def open_card(self, intent: ActionIntent, attempt: Attempt, card: Card) -> bool:
+        """Store the approved intent (claiming its key and its budget row), the create
+        attempt and the card, together; False when another execution holds the key."""
+        with self._tx() as conn:
+            if not self._insert_intent(conn, intent):
+                return False
+            self._insert_attempt(conn, attempt)
+            conn.execute(
+                "INSERT INTO cards (out_track_id, intent_id, event_id, state, updated_at,"
+                " card_json) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    card.out_track_id,
+                    card.intent_id,
+                    card.event_id,
+                    card.state.value,
+                    card.updated_at,
+                    card.to_json(),
+                ),
+            )
+        return True
+
+    def save_card(
+        self, card: Card, done: Attempt | None = None, start: Attempt | None = None
+    ) -> None:
+        """The card's new state (a frame taken, the create answered); an attempt closed
+        and the next one started before its I/O, in the same breath."""
+        with self._tx() as conn:
+            self._update_card(conn, card)
+            if done is not None:
+                self._update_attempt(conn, done)
+            if start is not None:
+                self._insert_attempt(conn, start)
+
+    def finish_card(
+        self,
+        card: Card,
+        intent: ActionIntent,
+        receipt: Receipt,
+        attempt: Attempt | None = None,
+        outbound: dict[str, Any] | None = None,
+        run: Run | None = None,
+    ) -> None:
+        """The card's last word: its state, the intent's final content (recorded here, once),
+        the receipt, the attempt it closes, what was said, and the ended run."""
+        with self._tx() as conn:
+            self._update_card(conn, card)
+            conn.execute(
+                "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
+                (intent.to_json(), intent.intent_id),
+            )
+            if attempt is not None:
+                self._update_attempt(conn, attempt)
+            self._insert_receipt(conn, receipt)
+            if outbound is not None:
+                self._insert_outbound(conn, outbound)
+            if run is not None:
+                self._update_run(conn, run)
+
+    def fall_back(self, card: Card, intent: ActionIntent, attempt: Attempt) -> None:
+        """The card will not carry the answer: its state, the intent's content as the
+        markdown message that replaces it, and that message's first attempt (before I/O)."""
+        with self._tx() as conn:
+            self._update_card(conn, card)
+            conn.execute(
+                "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
+                (intent.to_json(), intent.intent_id),
+            )
+            self._insert_attempt(conn, attempt)
+
+    def card_for_intent(self, intent_id: str) -> Card | None:
+        row = self.conn.execute(
+            "SELECT card_json FROM cards WHERE intent_id = ?", (intent_id,)
+        ).fetchone()
+        return Card.model_validate_json(row[0]) if row else None
+
+    def open_cards(self, event_id: str) -> list[Card]:
+        """One event's cards that may still be spinning."""
+        rows = self.conn.execute(
+            "SELECT card_json FROM cards WHERE event_id = ? AND state IN (?, ?) ORDER BY rowid",
+            (event_id, *_OPEN),
+        ).fetchall()
+        return [Card.model_validate_json(row[0]) for row in rows]
+
+    def cards_to_close(self, before: float, limit: int = 100) -> list[Card]:
+        """Open cards, untouched since ``before``, whose run has ended: nobody is streaming
+        into them any more (a final frame that never got through, a run settled after a
+        crash)."""
+        rows = self.conn.execute(
+            "SELECT c.card_json FROM cards c JOIN runs r ON r.event_id = c.event_id"
+            " WHERE c.state IN (?, ?) AND c.updated_at < ? AND r.state != ?"
+            " ORDER BY c.rowid LIMIT ?",
+            (*_OPEN, before, RunState.WORKING.value, limit),
+        ).fetchall()
+        return [Card.model_validate_json(row[0]) for row in rows]
+
+    def cards(self) -> list[Card]:
+        rows = self.conn.execute("SELECT card_json FROM cards ORDER BY rowid").fetchall()
+        return [Card.model_validate_json(row[0]) for row in rows]
+
+    def open_attempts(self, intent_id: str) -> list[Attempt]:
+        """A card intent's attempts still ``started``: a stop cut them off."""
+        rows = self.conn.execute(
+            "SELECT attempt_json FROM attempts WHERE intent_id = ? AND outcome = 'started'"
+            " ORDER BY rowid",
+            (intent_id,),
+        ).fetchall()
+        return [Attempt.model_validate_json(row[0]) for row in rows]
+
+    def has_receipt(self, intent_id: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM receipts WHERE intent_id = ? LIMIT 1", (intent_id,)
+        ).fetchone()
+        return row is not None
+
+    def take_card_slot(self, second: int, limit: int) -> bool:
+        """Take one card call in ``second`` if fewer than ``limit`` were taken in it, by any
+        process on this store (the app-wide budget replicas share)."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "INSERT INTO card_slots (slot_second, used) VALUES (?, 1)"
+                " ON CONFLICT (slot_second) DO UPDATE SET used = card_slots.used + 1"
+                " WHERE card_slots.used < ? RETURNING used",
+                (second, limit),
+            ).fetchone()
+            conn.execute("DELETE FROM card_slots WHERE slot_second < ?", (second - 60,))
+        return row is not None
+
+    @staticmethod
+    def _update_card(conn: Any, card: Card) -> None:
+        conn.execute(
+            "UPDATE cards SET state = ?, updated_at = ?, card_json = ? WHERE out_track_id = ?",
+            (card.state.value, card.updated_at, card.to_json(), card.out_track_id),
+        )

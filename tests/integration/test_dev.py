@@ -1,0 +1,183 @@
+"""``dta init && dta dev`` as a new user runs them: a real terminal (pty), real processes.
+
+Each friction point of issue 12 has a check here: the folder's own configuration is used
+(agent name, knowledge), Ctrl-C ends dev within about a second without a traceback, the
+prompt has line editing, two instances never share a store, a message from ``dta dev say``
+shows in the dev console with its id and a hint when it is silent, ``say`` exits non-zero
+without a decision and its ``--help`` works with nothing running, and ``dta trace``
+explains both a silent group line and an answered one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DINGTALK_", "DTA_"))}
+    return {**clean, "PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1,localhost"}
+
+
+def dta(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class Terminal:
+    """``dta dev`` on a pseudo-terminal, as a person runs it."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: become `dta dev`
+            os.chdir(cwd)
+            os.execve(sys.executable, [sys.executable, "-m", "agent.cli", "dev", *args], env())
+        self.output = ""
+
+    def read_until(self, marker: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while marker not in self.output:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {marker!r} in:\n{self.output[-3000:]}")
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    self.output += os.read(self.fd, 65536).decode(errors="replace")
+                except OSError:
+                    break
+        return self.output
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def interrupt(self) -> tuple[float, int]:
+        """Ctrl-C; the seconds until the process is gone, and its exit status."""
+        started = time.monotonic()
+        os.kill(self.pid, signal.SIGINT)
+        _, status = os.waitpid(self.pid, 0)
+        seconds = time.monotonic() - started
+        self.read_until("", 0.1)
+        return seconds, os.waitstatus_to_exitcode(status)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    done = dta("init", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "dta.toml").exists() and (tmp_path / "knowledge" / "faq.md").exists()
+    assert (tmp_path / "skills" / "team-etiquette" / "SKILL.md").exists()
+    assert (tmp_path / "agents" / "example_agent.py").exists()
+    return tmp_path
+
+
+def test_help_works_with_nothing_running(tmp_path):
+    for args in (["dev", "say", "--help"], ["lab", "reliability", "-h"], ["trace", "-h"]):
+        done = dta(*args, cwd=tmp_path)
+        assert done.returncode == 0 and "usage: dta" in done.stdout and "exit status" in done.stdout
+    assert "storefaults" in dta("lab", "reliability", "-h", cwd=tmp_path).stdout
+    said = dta("dev", "say", "hello", cwd=tmp_path)
+    assert said.returncode == 2 and "no running `dta dev`" in said.stdout
+
+
+def test_init_then_dev_is_your_bot_and_trace_explains_it(project):
+    first = Terminal(project)
+    second = Terminal(project, "--no-console")
+    try:
+        first.read_until("/help")
+        second.read_until("/help")
+        banner = first.output
+        assert "小智" in banner and "knowledge: knowledge (1 Markdown files)" in banner
+        assert "console: http://127.0.0.1:" in banner
+        instances = sorted((project / ".dta" / "dev").iterdir())
+        folders = [p for p in instances if p.is_dir()]
+        assert len(folders) == 2, "each dev instance has its own folder and store"
+
+        first.type("报销需要哪些材料？\r")
+        first.read_until("[dev-1]")
+        first.read_until("receipt reply: accepted")
+        assert "发票原件" in first.output
+        first.type("你好，介绍一下你自己\r")
+        first.read_until("我是小智")
+        # line editing: type "hllo", step back three characters, insert the missing "e"
+        first.type("--group cid-g hllo\x1b[D\x1b[D\x1b[De\r")
+        first.read_until("dev-user in cid-g: hello")
+        first.read_until("hint: in a group the robot answers only when @-ed")
+
+        # `dta dev say` goes to the newest instance; --instance picks the other one
+        newest = max(folders, key=lambda p: json.loads((p / "dev.json").read_text())["started_at"])
+        other = next(p for p in folders if p != newest)
+        said = dta(
+            "dev",
+            "say",
+            "--instance",
+            other.name,
+            "--group",
+            "cid-g",
+            "--from",
+            "u7",
+            "大家好",
+            cwd=project,
+        )
+        assert said.returncode == 0, said.stdout + said.stderr
+        assert "decision: silent (group_not_mentioned)" in said.stdout
+        shown = Terminal.read_until(first if other == folders[0] else second, "u7 in cid-g")
+        assert "say-" in shown, "the message id is shown"
+        # a daemon that cannot answer (frozen): `say` waits, then says so and exits 1
+        daemon = json.loads((newest / "dev.json").read_text())["daemon_pid"]
+        os.kill(daemon, signal.SIGSTOP)
+        try:
+            silent = dta("dev", "say", "--wait", "1", "nobody answers", cwd=project)
+        finally:
+            os.kill(daemon, signal.SIGCONT)
+        assert silent.returncode == 1 and "no decision" in silent.stdout
+
+        seconds, code = first.interrupt()
+        assert code == 0 and "Traceback" not in first.output
+        assert seconds < 1.5, f"Ctrl-C took {seconds:.2f} s"
+    finally:
+        first.kill()
+        second.kill()
+    # trace explains the answered knowledge question and the silent group line
+    answered = dta("trace", "--dev", "--text", "报销", "--json", cwd=project)
+    causes = {m["event"]["text"]: m["cause"] for m in json.loads(answered.stdout)["matches"]}
+    assert "answered" in causes.values() and answered.returncode == 0
+    silent = dta("trace", "--dev", "--conversation", "cid-g", cwd=project)
+    assert "cause: silent_by_gate" in silent.stdout and "nothing is broken" in silent.stdout
+
+
+def test_model_fake_runs_the_openai_path_offline(project):
+    term = Terminal(project, "--model", "fake", "--no-console")
+    try:
+        term.read_until("/help")
+        assert "openai → the lab's fake model" in term.output
+        term.type("今天几号\r")
+        term.read_until("（假模型）我读到了：今天几号")
+        _, code = term.interrupt()
+        assert code == 0
+    finally:
+        term.kill()
