@@ -16,13 +16,6 @@ from storage import Store
 from tests.factories import T0, callback, frame
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "dta.db")
-    yield s
-    s.close()
-
-
 def test_dm_callback_becomes_event():
     parsed = parse_frame(frame(callback(text="  7 + 5 等于多少  ")), T0)
     assert parsed.kind is FrameKind.EVENT

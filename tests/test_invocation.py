@@ -14,17 +14,9 @@ from agent.openapi import TransportConfig
 from agent.transport import DingTalkTransport
 from gates.response import ResponseGate, ResponsePolicy
 from skills.rundir import prepare_run_dir
-from storage import Store
 from tests.factories import BOT_USER, T0, callback, frame, run_for
 
 OAPI = "https://oapi.test"
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "dta.db")
-    yield s
-    s.close()
 
 
 def stored(store, **kwargs):
@@ -94,7 +86,9 @@ def test_quote_never_reads_another_conversation(store):
 
 def test_quote_of_our_own_reply_is_resolved_through_the_outbound_index(store):
     store.conn.execute(
-        "INSERT INTO intents VALUES ('int_1', 'run_0', 'm0', 'reply', 'm0:terminal', 'c', 0, '{}')"
+        "INSERT INTO intents (intent_id, run_id, event_id, kind, idempotency_key,"
+        " conversation_id, created_at, intent_json)"
+        " VALUES ('int_1', 'run_0', 'm0', 'reply', 'm0:terminal', 'c', 0, '{}')"
     )
     store.conn.execute(
         "INSERT INTO outbound VALUES"
