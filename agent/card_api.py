@@ -34,7 +34,7 @@ from agent.openapi import DingTalkAPI, TokenError, json_object
 CREATE_PATH = "/v1.0/card/instances/createAndDeliver"
 STREAM_PATH = "/v1.0/card/streaming"
 UPDATE_PATH = "/v1.0/card/instances"
-FLOW_PROCESSING = "1"
+FLOW_INPUTTING = "2"  # a card is created on the answer's first words: it is being written
 FLOW_FINISHED = "3"
 FLOW_FAILED = "5"
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, TokenError)
@@ -108,7 +108,7 @@ class CardAPI:
         body: dict[str, Any] = {
             "cardTemplateId": self.template_id,
             "outTrackId": out_track_id,
-            "cardData": {"cardParamMap": {"flowStatus": FLOW_PROCESSING}},
+            "cardData": {"cardParamMap": {"flowStatus": FLOW_INPUTTING}},
             "callbackType": "STREAM",
             "openSpaceId": space,
             "userIdType": 1,
@@ -121,7 +121,8 @@ class CardAPI:
                 model["atUserIds"] = {target.user_id: target.nick or target.user_id}
             body["imGroupOpenDeliverModel"] = model
         else:
-            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": self.robot_code}
+            model = {"spaceType": "IM_ROBOT", "robotCode": self.robot_code}
+            body["imRobotOpenDeliverModel"] = model
         return body
 
     @staticmethod
@@ -142,9 +143,8 @@ class CardAPI:
             detail = str(first.get("errorMsg") or "the space refused the card")[:200]
             return CardAnswer(CardOutcome.REFUSED, answer.http_status, "deliverFailed", detail)
         carrier = spaces[0].get("carrierId")
-        return CardAnswer(
-            CardOutcome.OK, answer.http_status, carrier_id=carrier if isinstance(carrier, str) else None
-        )
+        carrier = carrier if isinstance(carrier, str) else None
+        return CardAnswer(CardOutcome.OK, answer.http_status, carrier_id=carrier)
 
     async def frame(self, out_track_id: str, text: str, final: bool) -> CardAnswer:
         body = {

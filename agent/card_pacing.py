@@ -43,7 +43,7 @@ class CardPacer:
 
     async def call(
         self,
-        last_call: list[float],
+        last_call: list[float] | None,
         send: Callable[[], Awaitable[CardAnswer]],
         deadline: float | None = None,
         give_up: Callable[[], bool] | None = None,
@@ -53,17 +53,20 @@ class CardPacer:
         ``give_up()`` says the call no longer matters. Returns the last answer and how many
         times it was refused for speed.
 
-        ``last_call`` holds the card's last call time (a slot shared with the caller), so
-        one card's calls keep their interval across frames. ``send`` is called afresh each
+        ``last_call`` holds the card's last frame time (a slot shared with the caller), so
+        its intermediate frames keep their interval; None for the calls that open and close
+        a card, which go as soon as the app's budget allows. ``send`` is called afresh each
         time: a frame sends the text as it is by then.
         """
         tries = 0
         while True:
-            wait = last_call[0] + self.interval_s - self.clock.now()
-            if wait > 0:
-                await self.clock.sleep(wait)
+            if last_call is not None:
+                wait = last_call[0] + self.interval_s - self.clock.now()
+                if wait > 0:
+                    await self.clock.sleep(wait)
             await self.slot()
-            last_call[0] = self.clock.now()
+            if last_call is not None:
+                last_call[0] = self.clock.now()
             answer = await send()
             if not answer.retryable:
                 return answer, tries

@@ -14,8 +14,9 @@ event's reply names the same card. Nothing ever creates a card twice: after a cr
 stored card is *finalized* — with what the person saw and a short note that the answer was
 cut off, receipt ``failed`` — never created again, and its answer is never resent.
 
-A card that cannot carry the answer (no permission, an unpublished template, a key that is
-not the template's streaming variable) falls back: the same intent goes as markdown on the
+Cards left open are finalized by ``agent.card_recovery``. A card that cannot carry the
+answer (no permission, an unpublished template, a key that is not the template's streaming
+variable) falls back: the same intent goes as markdown on the
 usual channel, with the reason on the receipt; a card that did get created is closed first,
 so nothing is left spinning.
 """
@@ -49,9 +50,9 @@ from agent.contracts import (
     Channel,
     Evidence,
     MessageContent,
+    Receipt,
     ReceiptStatus,
     RefusalReason,
-    Receipt,
     Run,
     RunEnding,
     new_id,
@@ -149,7 +150,7 @@ class CardBroker:
         else:
             deadline = now + self.stall_s
             answer, tries = await self.pacer.call(
-                handle.last_call, lambda: self.api.create(body), deadline=deadline
+                None, lambda: self.api.create(body), deadline=deadline
             )
         handle.carrier_id, handle.retries = answer.carrier_id, tries
         self._close(attempt, answer, handle)
@@ -161,7 +162,7 @@ class CardBroker:
         self.store.save_card(card, done=attempt)
         if handle.exists is not False:
             handle.pump = asyncio.ensure_future(self._pump(handle))
-        log.info("card opened", extra={"run_id": run.run_id, "card": out, "create": answer.describe()})
+        log.info("card opened", extra={"card": out, "create": answer.describe()})
         return handle
 
     def offer(self, handle: OpenCard, text: str) -> None:
@@ -237,7 +238,7 @@ class CardBroker:
         attempt = self._attempt(handle.intent, sha256_text(text)[:32])
         card.final, card.updated_at = text, self.clock.now()
         self.store.save_card(card, start=attempt)
-        frame, state = await self._close_on_platform(handle, text)
+        frame, state = await self.close_on_platform(handle, text)
         if not frame.ok and card.frames == 0 and frame.reason in _UNFIT and cut_off is None:
             card.fallback = frame.reason
             self._close(attempt, frame, handle)
@@ -280,18 +281,16 @@ class CardBroker:
         log.info("card finished", extra={"run_id": run.run_id, "card": card.out_track_id})
         return receipt
 
-    async def _close_on_platform(
-        self, handle: OpenCard, text: str
-    ) -> tuple[CardAnswer, CardAnswer]:
+    async def close_on_platform(self, handle: OpenCard, text: str) -> tuple[CardAnswer, CardAnswer]:
         """The final frame and the finished state, each retried while throttled until the
         card counts as stalled; the card's record follows what DingTalk took."""
         card, out = handle.card, handle.card.out_track_id
         deadline = self.clock.now() + self.stall_s
         frame, tries = await self.pacer.call(
-            handle.last_call, lambda: self.api.frame(out, text, final=True), deadline=deadline
+            None, lambda: self.api.frame(out, text, final=True), deadline=deadline
         )
         state, more = await self.pacer.call(
-            handle.last_call,
+            None,
             lambda: self.api.set_state(out, FLOW_FINISHED, text),
             deadline=deadline,
         )
@@ -319,7 +318,7 @@ class CardBroker:
         reason = card.fallback or CardReason.REFUSED
         if handle.exists is not False:
             closed, tries = await self.pacer.call(
-                handle.last_call,
+                None,
                 lambda: self.api.set_state(card.out_track_id, FLOW_FAILED, None),
                 deadline=self.clock.now() + self.stall_s,
             )
@@ -358,48 +357,6 @@ class CardBroker:
             self.store.add_receipt(receipt)
             return receipt
         return await self.finish(run, handle, intent.content.text, ending)
-
-    # ------------------------------------------------------------------ left open
-
-    async def recover(self, event_id: str) -> int:
-        """Finalize the cards an earlier execution of this event left open (a crash, a stop
-        mid-answer): with what the person saw and the cut-off note; ``failed``, never a
-        second card and never the answer sent again. Before the event is driven again."""
-        run = self.store.get_run(event_id)
-        if run is None:
-            return 0
-        intents = {i.intent_id: i for i in self.store.intents(event_id)}
-        closed = 0
-        for card in self.store.open_cards(event_id):
-            intent = intents.get(card.intent_id)
-            if intent is None:
-                continue
-            for attempt in self.store.open_attempts(card.intent_id):
-                attempt.outcome, attempt.finished_at = AttemptOutcome.UNCERTAIN, self.clock.now()
-                attempt.evidence = Evidence(
-                    channels_tried=[Channel.CARD],
-                    detail="the runtime stopped during this card call; outcome unknown",
-                )
-                self.store.save_card(card, done=attempt)
-            handle = OpenCard(card, intent, exists=None if card.state is CardState.CREATED else True)
-            if self.store.has_receipt(card.intent_id):
-                await self._close_on_platform(handle, card.final or cut_off_text(card.streamed))
-                self.store.save_card(card)
-            else:
-                why = "the runtime stopped mid-answer"
-                await self.finish(run, handle, cut_off_text(card.streamed), None, cut_off=why)
-            closed += 1
-        return closed
-
-    async def sweep(self, everything: bool = False) -> int:
-        """Close open cards whose run has ended (a final frame DingTalk kept refusing for
-        speed, a run settled after a crash): a card is never left spinning for good. Those
-        touched within ``card_stall_s`` wait for a later pass, unless ``everything``."""
-        before = float("inf") if everything else self.clock.now() - self.stall_s
-        closed = 0
-        for event_id in dict.fromkeys(c.event_id for c in self.store.cards_to_close(before)):
-            closed += await self.recover(event_id)
-        return closed
 
     # ------------------------------------------------------------------ records
 

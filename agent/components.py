@@ -7,16 +7,24 @@
 
 from __future__ import annotations
 
+from agent.broker import Broker
+from agent.card_api import CardAPI
+from agent.card_pacing import CardPacer
+from agent.card_stream import CardReplies
+from agent.cards import CardBroker
+from agent.clock import Clock
 from agent.config import ConfigError, Settings
 from agent.connector import ConnectorConfig
+from agent.crashpoints import CrashPoints
 from agent.invocation import InvocationLimits
 from agent.media import MediaLimits
 from agent.openapi import TransportConfig
-from gates.action import ActionPolicy
+from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponsePolicy
 from skills.providers.base import Provider
 from skills.providers.command import CommandConfig, CommandProvider
 from skills.providers.openai import OpenAIConfig, OpenAIProvider
+from skills.providers.openai_stream import StreamingOpenAIProvider
 from skills.providers.rules import RulesProvider
 from storage import Store
 from storage.postgres import schema_for
@@ -99,6 +107,8 @@ def build_provider(settings: Settings) -> Provider:
             vision=settings.openai_vision,
             max_file_chars=settings.max_file_chars,
         )
+        if settings.reply_mode == "card":  # the answer fills its card as the model writes
+            return StreamingOpenAIProvider(config, settings.agent)
         return OpenAIProvider(config, settings.agent)
     if settings.provider == "command":
         return CommandProvider(
@@ -111,6 +121,30 @@ def build_provider(settings: Settings) -> Provider:
             )
         )
     return RulesProvider(settings.agent, settings.knowledge_dir)
+
+
+def build_cards(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    broker: Broker,
+    gate: ActionGate,
+    crash: CrashPoints,
+) -> CardReplies | None:
+    """Card mode's parts (None in text and markdown mode); the broker delivers replies
+    approved as cards through them."""
+    if settings.reply_mode != "card":
+        return None
+    assert settings.robot_code and settings.card_template_id  # checked by Settings
+    api = CardAPI(
+        broker.transport, settings.robot_code, settings.card_template_id, settings.card_content_key
+    )
+    pacer = CardPacer(
+        store, clock, settings.card_frame_interval_ms / 1000, settings.card_frames_per_second
+    )
+    cards = CardBroker(store, clock, api, pacer, broker, settings.card_stall_s)
+    broker.cards = cards
+    return CardReplies(cards, gate, crash, settings.card_stall_s)
 
 
 def connector_config(settings: Settings) -> ConnectorConfig:

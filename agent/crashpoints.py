@@ -1,15 +1,21 @@
 """Named places where the lab can make the runtime die, as ``kill -9`` would.
 
-Production code calls ``crash.hit("after_send")`` at the three points where a crash is
-most dangerous. Nothing is armed outside the lab, so a hit is a dictionary lookup.
+Production code calls ``crash.hit("after_send")`` at the points where a crash is most
+dangerous; ``mid_stream`` is an AI card's, after DingTalk took a frame and before the answer
+is complete. Nothing is armed outside the lab, so a hit is a dictionary lookup.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-CrashPoint = Literal["after_ingest", "after_attempt_started", "after_send"]
-CRASH_POINTS: tuple[CrashPoint, ...] = ("after_ingest", "after_attempt_started", "after_send")
+CrashPoint = Literal["after_ingest", "after_attempt_started", "after_send", "mid_stream"]
+CRASH_POINTS: tuple[CrashPoint, ...] = (
+    "after_ingest",
+    "after_attempt_started",
+    "after_send",
+    "mid_stream",
+)
 
 
 class Crash(BaseException):

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import socket
-import sqlite3
 import ssl
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,15 +23,16 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agent.card_doctor import card_checks
 from agent.clock import SystemClock
-from agent.components import build_provider, transport_config
+from agent.components import build_provider, open_store, transport_config
 from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
 from agent.openapi import TokenError
 from agent.probe import probe
 from agent.skills_cli import probe_verdict
 from agent.transport import DingTalkTransport
 from skills.loader import SkillError, SkillLibrary
-from storage import Store
+from storage.integrity import StoreError, remedy
 
 
 @dataclass(frozen=True)
@@ -181,28 +181,31 @@ def _stream(settings: Settings) -> Check:
 
 
 def _store(settings: Settings) -> Check:
+    """Open the configured store (SQLite file or PostgreSQL) and write to it for real."""
     try:
-        store = Store(settings.store_path, settings.store_synchronous)
-        writable = store.writable()
+        store = open_store(settings)
+    except StoreError as exc:
+        return Check(
+            "store",
+            False,
+            str(exc),
+            "check the path (or DTA_STORE_URL), and that it is writable",
+            "store",
+        )
+    try:
+        health = store.probe(settings.store_probe_timeout_s)
         counts = store.counts()
+    finally:
         store.close()
-    except (OSError, sqlite3.Error, RuntimeError) as exc:
+    if not health.ok:
         return Check(
             "store",
             False,
-            f"{settings.store_path}: {exc}",
-            "check the directory exists and is writable, or set DTA_STORE_PATH",
+            f"{store.where}: {health.problem} ({health.detail})",
+            remedy(health.problem) if health.problem else "see the detail",
             "store",
         )
-    if not writable:
-        return Check(
-            "store",
-            False,
-            f"{settings.store_path} is locked",
-            "another process holds a write lock",
-            "store",
-        )
-    return Check("store", True, f"{settings.store_path} ({counts.events} events stored)")
+    return Check("store", True, f"{store.where} ({counts.events} events stored)")
 
 
 def _skills(settings: Settings) -> Check:
@@ -230,13 +233,15 @@ def _probe(settings: Settings) -> Check:
     return Check("host loading", True, f"{verdict}: {explanation}")
 
 
-def diagnose(settings: Settings) -> list[Check]:
+def diagnose(settings: Settings, card_to: str | None = None) -> list[Check]:
+    """``card_to``: in card mode, a staff id to send one test card to."""
     checks = [_credentials(settings)]
     if checks[0].ok:
         token = _token(settings)
         checks.append(token)
         if token.ok:
             checks.append(_stream(settings))
+            checks.extend(Check(**line) for line in card_checks(settings, card_to))
     checks.extend([_store(settings), _skills(settings)])
     if checks[-1].ok:
         checks.append(_probe(settings))
@@ -256,14 +261,16 @@ def sources(config: Path | None, env: dict[str, str] | None = None) -> dict[str,
     }
 
 
-def doctor(config: Path | None, out: TextIO, as_json: bool = False) -> int:
+def doctor(
+    config: Path | None, out: TextIO, as_json: bool = False, card_to: str | None = None
+) -> int:
     read = sources(config)
     try:
         settings = load_settings(config)
     except ConfigError as exc:
         checks = [Check("config", False, str(exc), "fix the named field", "config")]
     else:
-        checks = [Check("config", True, "valid"), *diagnose(settings)]
+        checks = [Check("config", True, "valid"), *diagnose(settings, card_to)]
     ok = all(check.ok for check in checks)
     if as_json:
         document = {**read, "ok": ok, "checks": [asdict(c) for c in checks]}

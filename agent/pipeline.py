@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent.broker import Broker
+from agent.card_stream import CardReplies, StreamHost
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
@@ -101,6 +103,8 @@ class Pipeline:
         ack_after_s: float = 3.0,
         owner: str = "local",
         lease_s: float = 60.0,
+        reply_form: str = "text",
+        cards: CardReplies | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -115,6 +119,10 @@ class Pipeline:
         self.ack_after_s = ack_after_s
         self.owner = owner
         self.lease_s = lease_s
+        # How answers are delivered ("text", "markdown" or "card"); cards stream when the
+        # provider can (agent/card_stream.py), else a reply is a one-frame card.
+        self.reply_form = reply_form
+        self.cards = cards
 
     def lease(self, now: float) -> Lease:
         """The claim this runtime puts on a run it opens (renewed while it works)."""
@@ -173,6 +181,8 @@ class Pipeline:
         if again:
             # An earlier execution stopped (a crash, or a store that failed under it):
             # what it left open is uncertain or provably unsent before anything else.
+            if self.cards is not None:  # a card it left open ends cut off, never re-created
+                await self.cards.recover(event.event_id)
             self.broker.reconcile_interrupted(event.event_id)
             self.store.drop_unsent_intents(event.event_id)
             settled = settled_from_records(self.store, self.tasks, run, self.clock.now())
@@ -241,20 +251,28 @@ class Pipeline:
 
         The ack ("seen, working on it") goes through the action gate like anything else,
         so it counts against the run's budget and the write budgets; a fast answer never
-        causes one. Real time on purpose: it is the person who waits.
+        causes one. Real time on purpose: it is the person who waits. In card mode, with a
+        provider that streams, the card path does the same while the card fills in.
         """
+        if self.cards is not None and self.cards.streams(self.provider):
+            ack = partial(self._ack, run, outcome)
+            host = StreamHost(self.provider, self._act, ack, self._ending, self.ack_after_s)
+            return await self.cards.respond(host, run, invocation, skills, outcome)
         answer = asyncio.ensure_future(self.provider.respond(invocation, skills))
         try:
             try:
                 return await asyncio.wait_for(asyncio.shield(answer), self.ack_after_s)
             except TimeoutError:
-                if ActionKind.ACK in run.allowed_actions:
-                    ack = {"kind": "ack", "text": ACK_TEXT}
-                    await self._act(run, [ack], outcome, settle_last=False)
+                await self._ack(run, outcome)
                 return await answer
         finally:
             if not answer.done():  # we stopped waiting (shutdown, crash): so does the provider
                 answer.cancel()
+
+    async def _ack(self, run: Run, outcome: RunOutcome) -> None:
+        if ActionKind.ACK in run.allowed_actions:
+            ack = {"kind": "ack", "text": ACK_TEXT}
+            await self._act(run, [ack], outcome, settle_last=False)
 
     def _open(
         self, event: Event, generation: int | None
@@ -285,6 +303,8 @@ class Pipeline:
             extra={
                 "run_id": run.run_id,
                 "event_id": event.event_id,
+                "conversation_id": event.conversation.id,
+                "sender_id": event.actor.user_id,
                 "verdict": decision.verdict.value,
                 "reason": decision.reason.value,
             },
@@ -305,8 +325,15 @@ class Pipeline:
         return run
 
     async def _act(
-        self, run: Run, requests: list[Any], outcome: RunOutcome, settle_last: bool = True
+        self,
+        run: Run,
+        requests: list[Any],
+        outcome: RunOutcome,
+        settle_last: bool = True,
+        answer: bool = True,
     ) -> RunOutcome:
+        """Each request through the action gate, then the broker. ``answer``: the
+        provider's (delivered in ``reply_form``); the host's own short words go as text."""
         tally = outcome.tally
         for index, raw in enumerate(requests):
             verdict = self.action_gate.decide(
@@ -319,6 +346,7 @@ class Pipeline:
                     self.clock.now(),
                     self.broker.transport.webhook_problem(run.origin),
                 ),
+                form=self.reply_form if answer else "text",
             )
             if isinstance(verdict, Refusal):
                 receipt = self._refuse(run, verdict)
@@ -412,7 +440,7 @@ class Pipeline:
         if not say_sorry or ActionKind.REPLY not in run.allowed_actions:
             return self._end_silent(run, SilentReason.PROVIDER_FAILED, run.failure or "")
         outcome.ends_as = RunState.FAILED  # saved with the reply's receipt, in one go
-        await self._act(run, [{"kind": "reply", "text": HONEST_FAILURE}], outcome)
+        await self._act(run, [{"kind": "reply", "text": HONEST_FAILURE}], outcome, answer=False)
         if outcome.settled is not None:
             return outcome.settled
         run = run.model_copy(update={"state": RunState.FAILED, "updated_at": self.clock.now()})

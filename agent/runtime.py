@@ -36,6 +36,7 @@ from agent.broker import Broker
 from agent.clock import Clock, SystemClock
 from agent.components import (
     action_policy,
+    build_cards,
     build_provider,
     invocation_limits,
     media_limits,
@@ -109,11 +110,15 @@ class Runtime:
             self.store, self.transport, self.clock, self.crash, settings.verify_by_readback
         )
         self.skills = skills or SkillLibrary(settings.skill_paths)
+        action_gate = ActionGate(action_policy(settings))
+        self.cards = build_cards(
+            settings, self.store, self.clock, self.broker, action_gate, self.crash
+        )
         self.pipeline = Pipeline(
             store=self.store,
             clock=self.clock,
             response_gate=self.response_gate,
-            action_gate=ActionGate(action_policy(settings)),
+            action_gate=action_gate,
             skills=self.skills,
             provider=provider or build_provider(settings),
             broker=self.broker,
@@ -129,6 +134,8 @@ class Runtime:
             ack_after_s=settings.ack_after_s,
             owner=self.owner,
             lease_s=settings.run_lease_s,
+            reply_form=settings.reply_mode,
+            cards=self.cards,
         )
         self.dispatcher = Dispatcher(settings.max_concurrent_runs)
         # Told how long each event took from receipt to finished run (metrics).
@@ -174,6 +181,7 @@ class Runtime:
             expired = self.store.expire_leases(except_owner=self.owner)
             uncertain = self.broker.reconcile_interrupted()
             dropped = self.store.drop_unsent_intents()
+        await self.sweep_cards(everything=True)
         resumed = self.tick(force=True)
         if uncertain or dropped or expired or resumed:
             log.warning(
@@ -316,6 +324,17 @@ class Runtime:
             self._spilling = False
         return queued
 
+    async def sweep_cards(self, everything: bool = False) -> int:
+        """Close AI cards left open by runs that have ended (card mode only)."""
+        if self.cards is None:
+            return 0
+        try:
+            return await self.cards.sweep(everything)
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("closing open cards failed")
+            return 0
+
     async def _recover_forever(self) -> None:
         """The daemon's recovery loop: a pass every ``recovery_interval_s``, sooner when a
         run ends while events wait in the store or an interrupted run's wait is over."""
@@ -324,6 +343,7 @@ class Runtime:
             wait = self.settings.recovery_interval_s
             try:
                 self.tick()
+                await self.sweep_cards()
                 failures = 0
             except Exception as exc:
                 if not is_transient(exc):

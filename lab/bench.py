@@ -24,6 +24,7 @@ from agent.components import transport_config
 from agent.config import Settings
 from agent.runtime import Runtime
 from agent.transport import DingTalkTransport, OutboundRequest
+from lab.bench_cards import run_bench_cards
 from lab.bench_stream import bench_stream
 from lab.fake.callbacks import callback_frame
 from storage.baseline import write_bare_rows
@@ -160,6 +161,19 @@ def bench(events: int | None, as_json: bool, out: TextIO, quick: bool, only: str
                     file=out,
                 )
             print(f"  ratios dta/bare: {ratios}", file=out)
+    if only in (None, "cards"):
+        report["cards"] = cards = asdict(run_bench_cards(quick))
+        if not as_json:
+            print(
+                f"cards ({cards['questions']} questions, {cards['answer_chars']}-character"
+                f" answers streamed by the fake model): plain reply p50"
+                f" {cards['plain_reply_p50_ms']} ms; card shown p50"
+                f" {cards['card_shown_p50_ms']} ms, first frame p50"
+                f" {cards['card_first_frame_p50_ms']} ms (x{cards['first_frame_over_plain']}),"
+                f" final frame p50 {cards['card_final_p50_ms']} ms;"
+                f" {cards['frames_per_card']} frames per card",
+                file=out,
+            )
     if only == "postgres":  # needs a server: run when asked for by name
         from lab.bench_pg import bench_pipeline_pg, bench_replicas
 

@@ -35,6 +35,7 @@ from agent.contracts import (
     Verdict,
 )
 from agent.crashpoints import CrashPoint
+from lab.card_cases import CardExpect
 from lab.fake import parse_fault_spec
 from lab.fake.files import parse_files
 from lab.fake.platform import Channel as PlatformChannel
@@ -176,10 +177,14 @@ class MessageExpect(_Check):
 
 
 class PlatformExpect(_Check):
+    EMPTY_CHECKS = frozenset({"cards"})
+
     count: int | None = Field(default=None, ge=0)
     messages: list[MessageExpect] = Field(default_factory=list)
     # dta extension: message-file download calls the platform answered
     downloads: int | None = Field(default=None, ge=0)
+    # dta extension: every AI card the platform created, in order ([] means none)
+    cards: list[CardExpect] | None = None
 
     @model_validator(mode="after")
     def _messages_not_empty(self) -> PlatformExpect:
@@ -334,10 +339,13 @@ def load_case(path: Path) -> Case:
     except ValidationError as exc:
         raise CaseError(f"{path}: {_problem(exc)}") from None
     try:
-        # the lab supplies the model endpoint; the case supplies everything else
-        Settings(openai_base_url="http://127.0.0.1/v1", openai_model="lab").with_overrides(
-            case.config
-        )
+        # the lab supplies the model endpoint and the app; the case supplies everything else
+        Settings(
+            openai_base_url="http://127.0.0.1/v1",
+            openai_model="lab",
+            client_id="lab",
+            client_secret="lab",
+        ).with_overrides(case.config)
     except ConfigError as exc:
         raise CaseError(f"{path}: field 'config': {exc}") from None
     try:

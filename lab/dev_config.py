@@ -35,6 +35,8 @@ DINGTALK_KEYS = frozenset(
         "oapi_base_url",
         "webhook_origins",
         "store_path",
+        "store_url",  # each dev instance keeps its own SQLite store, never a shared database
+        "store_schema",
         "health_host",
         "health_port",
         "http_proxy",

@@ -16,7 +16,9 @@ invocation JSON); ``"*"`` is the fallback; with nothing scripted the answer is
 - ``delay_s``: sleep before answering (combines with the others);
 - ``echo_system_marker``: reply with the first ``DTA-PROBE-<hex>`` marker found in the
   system prompt, or "no marker" (proves which skills a host actually loaded);
-- ``usage``: replaces the computed usage (``None`` leaves it out of the response).
+- ``usage``: replaces the computed usage (``None`` leaves it out of the response);
+- ``chunk_chars``, ``chunk_delay_s``, ``stream``: how a request with ``stream: true`` is
+  answered (``lab.fake_model_stream``; ``"stream": false`` answers it unstreamed).
 
 Every entry is consumed when used, errors included, so a retry gets the next one.
 """
@@ -33,6 +35,8 @@ from typing import Any
 
 from aiohttp import web
 
+from lab.fake_model_stream import stream_completion
+
 DEFAULT_ANSWER: dict[str, Any] = {"kind": "reply", "text": "ok"}
 FALLBACK_KEY = "*"
 ENTRY_KEYS = frozenset(
@@ -45,6 +49,9 @@ ENTRY_KEYS = frozenset(
         "delay_s",
         "echo_system_marker",
         "usage",
+        "chunk_chars",
+        "chunk_delay_s",
+        "stream",
     }
 )
 _MARKER = re.compile(r"DTA-PROBE-[0-9a-f]+")
@@ -198,7 +205,10 @@ class FakeModel:
             default = "Rate limit reached." if status == 429 else "The server had an error."
             return _error(status, entry.get("message", default), headers)
         content = self._content(entry, messages)
-        return web.json_response(self._completion(body, messages, content, entry))
+        completion = self._completion(body, messages, content, entry)
+        if body.get("stream") is True and entry.get("stream", True):
+            return await stream_completion(request, completion, entry)
+        return web.json_response(completion)
 
     def _content(self, entry: dict[str, Any], messages: list[Any]) -> str:
         if "content" in entry:

@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.contracts import Channel, Receipt, ReceiptStatus
 from lab.align import as_text, message_findings
+from lab.card_cases import card_findings
 from lab.cases import Expect, MessageExpect
 from storage import Store
 
@@ -80,9 +81,14 @@ def _receipt_facts(receipt: Receipt) -> dict[str, Any]:
 
 
 def judge(
-    expect: Expect, received: list[dict[str, Any]], store: Store, downloads: int = 0
+    expect: Expect,
+    received: list[dict[str, Any]],
+    store: Store,
+    downloads: int = 0,
+    cards: list[dict[str, Any]] | None = None,
 ) -> list[Check]:
-    """``downloads``: the message-file download calls the platform answered."""
+    """``downloads``: the message-file download calls the platform answered; ``cards``: the
+    platform's record of its AI cards."""
     problems: list[Check] = []
 
     if expect.platform is not None:
@@ -91,6 +97,9 @@ def judge(
             shown = "; ".join(f"{m.get('channel')}: {(m.get('text') or '')[:40]}" for m in received)
             note = f"received: {shown}" if received else None
             problems.append(Check("platform.count", expect.platform.count, len(received), note))
+        if expect.platform.cards is not None:
+            found = card_findings(expect.platform.cards, cards or [])
+            problems.extend(Check(*finding) for finding in found)
         wanted_downloads = expect.platform.downloads
         if wanted_downloads is not None and downloads != wanted_downloads:
             problems.append(Check("platform.downloads", wanted_downloads, downloads))

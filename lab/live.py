@@ -105,7 +105,10 @@ class LiveCaseRun:
                 frames += self._step(step)
                 await self._settle(runtime, connector, frames)
             received = [message.to_dict() for message in self.fake.received]
-            result.problems = judge(self.case.expect, received, runtime.store, self.fake.downloads)
+            cards = [card.to_dict() for card in self.fake.cards]
+            result.problems = judge(
+                self.case.expect, received, runtime.store, self.fake.downloads, cards
+            )
             result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
         except Exception as exc:
             result.error = f"{type(exc).__name__}: {exc}"

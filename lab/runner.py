@@ -131,7 +131,8 @@ class CaseRun:
             await self._drain()
             store = self.runtime.store
             received = [message.to_dict() for message in self.fake.received]
-            result.problems = judge(self.case.expect, received, store, self.fake.downloads)
+            cards = [card.to_dict() for card in self.fake.cards]
+            result.problems = judge(self.case.expect, received, store, self.fake.downloads, cards)
             result.transcript = collect_transcript(store, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown
             result.error = f"{type(exc).__name__}: {exc}"

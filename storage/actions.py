@@ -185,6 +185,13 @@ class ActionRecords(StoreBase):
         with self._tx() as conn:
             if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
                 return  # it already has a final word; that stands
+            if conn.execute("SELECT 1 FROM cards WHERE intent_id = ?", (intent_id,)).fetchone():
+                # A card's intent (its markdown fallback was stopped before it left): the
+                # card keeps its outTrackId, so the intent stays; only the unsent try goes.
+                conn.execute(
+                    "DELETE FROM attempts WHERE intent_id = ? AND outcome = 'started'", (intent_id,)
+                )
+                return
             conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent_id,))
             conn.execute("DELETE FROM budget_ledger WHERE intent_id = ?", (intent_id,))
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))

@@ -27,6 +27,7 @@ from storage.actions import ActionRecords
 from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
+from storage.inspect import InspectRecords
 from storage.work import Lease, PendingWork, WorkRecords
 
 
@@ -39,7 +40,9 @@ class Counts:
     receipts: int
 
 
-class Store(EventRecords, WorkRecords, CardRecords, ActionRecords, ContextRecords):
+class Store(
+    EventRecords, WorkRecords, CardRecords, ActionRecords, ContextRecords, InspectRecords
+):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 
     def prune(self, before: float) -> dict[str, int]:

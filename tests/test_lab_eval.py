@@ -12,6 +12,7 @@ import pytest
 
 import gates.response
 from agent.contracts import (
+    CardReason,
     EngageReason,
     RefusalReason,
     SessionWebhook,
@@ -109,7 +110,8 @@ def expected_reasons(case: Case) -> set[str]:
 def test_project_cases_cover_every_reason_code():
     covered = set().union(*(expected_reasons(case) for case in discover([PROJECT_CASES])))
     gate_silences = list(SilentReason)[: list(SilentReason).index(SilentReason.PROVIDER_SILENCE)]
-    codes = {code.value for code in [*gate_silences, *EngageReason, *RefusalReason]}
+    kinds = [*gate_silences, *EngageReason, *RefusalReason, *CardReason]
+    codes = {code.value for code in kinds}
     assert not codes - covered
 
 

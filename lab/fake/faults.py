@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-FaultTarget = Literal["webhook", "openapi", "token", "identity", "download"]
+FaultTarget = Literal[
+    "webhook",
+    "openapi",
+    "token",
+    "identity",
+    "download",
+    "card_create",
+    "card_stream",
+    "card_update",
+]
 
 # Which inner keys each fault target understands; anything else is a typo in a case file.
 _FAULT_KEYS: dict[str, frozenset[str]] = {
@@ -23,7 +32,15 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
     # the robot message-file download: an expired code, a refusal (status), a slow or an
     # oversized file behind the download URL
     "download": frozenset({"status", "times", "timeout", "expired", "oversized"}),
+    # the AI card calls (lab/fake/cards.py): createAndDeliver, a streaming frame, the card
+    # data update; ``error`` answers as DingTalk does for a card set-up problem
+    **dict.fromkeys(
+        ("card_create", "card_stream", "card_update"),
+        frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit", "error"}),
+    ),
 }
+# A card set-up problem -> the HTTP status DingTalk answers it with (see lab/fake/cards.py).
+CARD_ERRORS = {"unknown_error": 500, "template_unpublished": 400, "no_permission": 403}
 _STREAM_KEYS = frozenset({"drop", "zombie", "refuse_s"})
 # DingTalk's OpenAPI throttles with HTTP 403 and this code (see dingtalk-platform.md).
 QPS_LIMIT_STATUS = 403
@@ -43,6 +60,7 @@ class Fault:
     qps_limit: bool = False  # answer as DingTalk's throttle: 403 with a QpsLimit code
     expired: bool = False  # download: the code is answered as expired
     oversized: bool = False  # download: the URL serves far more than any sane cap
+    error: str | None = None  # a card call: one of CARD_ERRORS
 
     @property
     def answer_status(self) -> int:
@@ -99,6 +117,11 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
     timeout = _bool(target, "timeout", inner.get("timeout", False))
     delivered = _bool(target, "delivered", inner.get("delivered", False))
     qps_limit = _bool(target, "qps_limit", inner.get("qps_limit", False))
+    error = inner.get("error")
+    if error is not None:
+        if error not in CARD_ERRORS or status is not None or timeout or qps_limit or delivered:
+            raise ValueError(f"fault {target}.error must be one of {', '.join(CARD_ERRORS)}, alone")
+        status = CARD_ERRORS[error]
     if qps_limit:
         # A throttle is a refusal: it has one status, and nothing was taken or delayed.
         if status not in (None, QPS_LIMIT_STATUS) or timeout or delivered:
@@ -118,6 +141,7 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
             delivered,
             None if retry_after is None else float(retry_after),
             qps_limit,
+            error=error,
         )
     )
 

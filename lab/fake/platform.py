@@ -19,6 +19,7 @@ from typing import Any, Self
 
 from agent.clock import Clock
 from lab.fake.callbacks import build_callback, callback_frame
+from lab.fake.cards import card_routes
 from lab.fake.control import LabControl
 from lab.fake.downloads import download_routes
 from lab.fake.faults import Fault, ParsedFaults
@@ -99,7 +100,12 @@ class FakeDingTalk(PlatformState):
         """Serve the platform over HTTP; returns the base URL (the real port, if 0 was asked)."""
         if self._server is not None:
             raise RuntimeError("the fake DingTalk is already running")
-        routes = [*self.stream.routes(), *LabControl(self).routes(), *download_routes()]
+        routes = [
+            *self.stream.routes(),
+            *LabControl(self).routes(),
+            *download_routes(),
+            *card_routes(),
+        ]
         self._server, self._base_url = await serve(
             self, host, port, routes, on_shutdown=self.stream.close
         )

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from agent.clock import Clock
+from lab.fake.card_state import FakeCard
 from lab.fake.faults import Fault, FaultTarget, ParsedFaults, parse_fault_spec
 from lab.fake.files import FakeFile
 
@@ -35,7 +36,7 @@ __all__ = [
 TOKEN_TTL_S = 7200.0
 SESSION_TTL_S = 90 * 60.0
 
-Channel = Literal["session_webhook", "openapi_oto", "openapi_group"]
+Channel = Literal["session_webhook", "openapi_oto", "openapi_group", "card"]
 ConversationKind = Literal["dm", "group"]
 
 
@@ -99,6 +100,7 @@ class PlatformState:
         # How long DingTalk takes to answer a send (real seconds). Loopback answers in well
         # under a millisecond; the real platform, seen from a server, in tens of them.
         self.send_latency_s = send_latency_s
+        self.card_latency_s = 0.005  # a card update in flight: a concurrent one is refused
         self.users: dict[str, dict[str, Any]] = dict(users or {})
         self.tokens: dict[str, float] = {}  # token -> expires_at
         self._base_url: str | None = None  # set by whoever serves this state
@@ -123,6 +125,7 @@ class PlatformState:
         self.files: dict[str, FakeFile] = {}
         self.download_urls: dict[str, tuple[FakeFile, Fault | None, float]] = {}
         self.downloads = 0  # messageFiles/download calls the platform answered
+        self.cards: list[FakeCard] = []  # AI cards, in the order they were created
 
     # ------------------------------------------------------------------ faults
 

@@ -27,7 +27,7 @@ import httpx
 from agent.contracts import EnrichedInvocation
 from skills.loader import Skill
 from skills.providers.base import ProviderFailed, ProviderReply
-from skills.providers.openai import OpenAIProvider, _content, _Retryable, _retry_after
+from skills.providers.openai import OpenAIProvider, _content, _retry_after, _Retryable
 from skills.providers.streaming import ActionScanner, StreamEvent
 
 
@@ -143,11 +143,8 @@ class StreamingOpenAIProvider(OpenAIProvider):
             if isinstance(text, str) and text:
                 pieces.append(text)
                 self._report(call, text)
-        answer: dict[str, Any] = {
-            "choices": [
-                {"message": {"role": "assistant", "content": "".join(pieces)}, "finish_reason": finish}
-            ]
-        }
+        message = {"role": "assistant", "content": "".join(pieces)}
+        answer: dict[str, Any] = {"choices": [{"message": message, "finish_reason": finish}]}
         if isinstance(usage, dict):
             answer["usage"] = usage
         return answer

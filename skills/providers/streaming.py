@@ -5,7 +5,9 @@ kind of action before the first frame. The answer is ActionRequest JSON, so it i
 JSON as it arrives: ``ActionScanner`` follows the structure incrementally and reports
 
 - ``ReplyText`` — a reply's ``text`` (or ``markdown``) so far, decoded, as soon as its
-  ``kind`` is known to be ``reply`` (whichever of the two keys comes first);
+  ``kind`` is known to be ``reply`` (whichever of the two keys comes first), with the
+  request's other fields that are complete by then (``head``: what the gate can judge
+  before the answer is whole — a ``target`` written before the text is refused there);
 - ``RequestDone`` — a request object as soon as it is complete, parsed, untouched.
 
 Request objects are found where ``prompting.parse_actions`` finds them: the top-level object,
@@ -16,6 +18,7 @@ anything: the complete answer is still parsed by ``parse_actions`` and checked b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -45,6 +48,7 @@ class RequestDone:
 class ReplyText:
     index: int
     text: str
+    head: dict[str, Any] = field(default_factory=dict)  # the request as far as it is known
 
 
 StreamEvent = RequestDone | ReplyText
@@ -75,6 +79,8 @@ class _Frame:
     index: int | None = None  # set once the object's kind is read
     kind: str | None = None
     body_start: int | None = None
+    body_key: str = "text"
+    fields: dict[str, Any] = field(default_factory=dict)  # complete fields besides the body
     said: str = ""  # the body text last reported
 
 
@@ -123,14 +129,16 @@ class ActionScanner:
                     top.opener == "[" and (len(self.stack) == 1 or top.actions)
                 )
             else:
-                frame.actions = (
-                    top is not None and len(self.stack) == 1 and top.key == "actions"
-                )
+                frame.actions = top is not None and len(self.stack) == 1 and top.key == "actions"
             self.stack.append(frame)
         elif char in "}]":
             if top is None:
                 return
             self.stack.pop()
+            parent = self.stack[-1] if self.stack else None
+            if parent is not None and parent.request and parent.key is not None:
+                with contextlib.suppress(json.JSONDecodeError):
+                    parent.fields[parent.key] = json.loads(self.buf[top.start : at + 1])
             if top.request and top.index is not None:
                 try:
                     raw = json.loads(self.buf[top.start : at + 1], strict=False)
@@ -149,9 +157,9 @@ class ActionScanner:
             self.in_string = True
             self.string_start = at + 1
             self.string_is_key = top is not None and top.opener == "{" and top.expect_key
-            if top is not None and top.request and not self.string_is_key:
-                if top.key in _BODY_KEYS and top.body_start is None:
-                    top.body_start = self.string_start
+            body = top is not None and top.request and not self.string_is_key
+            if body and top.key in _BODY_KEYS and top.body_start is None:
+                top.body_start, top.body_key = self.string_start, top.key
 
     def _finish_string(self, events: list[StreamEvent]) -> bool:
         """Move past the current string if its closing quote has arrived (else wait)."""
@@ -176,7 +184,10 @@ class ActionScanner:
             return True
         if self.string_is_key:
             top.key = value
-        elif top.request and top.key == "kind" and top.index is None and value in _KINDS:
+            return True
+        if top.request and top.key is not None and top.key not in _BODY_KEYS:
+            top.fields[top.key] = value
+        if top.request and top.key == "kind" and top.index is None and value in _KINDS:
             top.kind, top.index = value, self.requests
             self.requests += 1
         return True
@@ -192,7 +203,7 @@ class ActionScanner:
         text = _decode(self.buf, frame.body_start)[0]
         if text is not None and text != frame.said:
             frame.said = text
-            events.append(ReplyText(frame.index, text))
+            events.append(ReplyText(frame.index, text, {**frame.fields, frame.body_key: text}))
 
 
 def _decode(buf: str, start: int) -> tuple[str | None, bool]:
@@ -207,7 +218,8 @@ def _decode(buf: str, start: int) -> tuple[str | None, bool]:
     trailing = len(partial) - len(partial.rstrip("\\"))
     if trailing % 2:
         partial = partial[:-1]
-    partial = _CUT_ESCAPE.sub("", partial)
+    while (cut := _CUT_ESCAPE.sub("", partial)) != partial:  # half an escape, then a
+        partial = cut  # high surrogate left without its pair
     try:
         return json.loads(f'"{partial}"', strict=False), False
     except json.JSONDecodeError:

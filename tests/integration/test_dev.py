@@ -128,9 +128,11 @@ def test_init_then_dev_is_your_bot_and_trace_explains_it(project):
         first.read_until("dev-user in cid-g: hello")
         first.read_until("hint: in a group the robot answers only when @-ed")
 
-        # `dta dev say` goes to the newest instance; --instance picks the other one
-        newest = max(folders, key=lambda p: json.loads((p / "dev.json").read_text())["started_at"])
+        # `dta dev say` goes to the newest instance; --instance picks another one
+        state = {p: json.loads((p / "dev.json").read_text()) for p in folders}
+        newest = max(folders, key=lambda p: state[p]["started_at"])
         other = next(p for p in folders if p != newest)
+        terminal = {first.pid: first, second.pid: second}[state[other]["pid"]]
         said = dta(
             "dev",
             "say",
@@ -145,7 +147,7 @@ def test_init_then_dev_is_your_bot_and_trace_explains_it(project):
         )
         assert said.returncode == 0, said.stdout + said.stderr
         assert "decision: silent (group_not_mentioned)" in said.stdout
-        shown = Terminal.read_until(first if other == folders[0] else second, "u7 in cid-g")
+        shown = terminal.read_until("u7 in cid-g")
         assert "say-" in shown, "the message id is shown"
         # a daemon that cannot answer (frozen): `say` waits, then says so and exits 1
         daemon = json.loads((newest / "dev.json").read_text())["daemon_pid"]
@@ -163,11 +165,14 @@ def test_init_then_dev_is_your_bot_and_trace_explains_it(project):
         first.kill()
         second.kill()
     # trace explains the answered knowledge question and the silent group line
-    answered = dta("trace", "--dev", "--text", "报销", "--json", cwd=project)
+    mine = next(p for p in folders if state[p]["pid"] == first.pid) / "dta.db"
+    answered = dta("trace", "--store", str(mine), "--text", "报销", "--json", cwd=project)
     causes = {m["event"]["text"]: m["cause"] for m in json.loads(answered.stdout)["matches"]}
     assert "answered" in causes.values() and answered.returncode == 0
-    silent = dta("trace", "--dev", "--conversation", "cid-g", cwd=project)
+    silent = dta("trace", "--store", str(mine), "--conversation", "cid-g", cwd=project)
     assert "cause: silent_by_gate" in silent.stdout and "nothing is broken" in silent.stdout
+    newest_store = dta("store", "stats", "--dev", "--json", cwd=project)
+    assert json.loads(newest_store.stdout)["store"] == str(newest / "dta.db")
 
 
 def test_model_fake_runs_the_openai_path_offline(project):

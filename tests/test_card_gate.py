@@ -1,0 +1,83 @@
+"""A card is approved like a reply; its frames and its final answer pass the content checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.config import ConfigError, Settings, validate_settings
+from agent.contracts import RefusalReason
+from gates.action import Approval, Refusal, RunTally
+from gates.frames import final_refusal, frame_refusal, unsafe_tail
+from tests.factories import event, run_for
+from tests.test_action_gate import facts, gate
+
+LONG = "段落。" * 2000  # 6000 characters: two messages as text, too long for one card
+
+
+def test_a_card_is_one_intent_that_costs_one_write_however_long():
+    text = "好" * 3000
+    verdict = gate().decide(
+        {"kind": "reply", "text": text},
+        run_for(event()),
+        RunTally(),
+        facts(writes_last_minute=19),
+        form="card",
+    )
+    assert isinstance(verdict, Approval)
+    (intent,) = verdict.intents
+    assert intent.content is not None and intent.content.msgtype == "card"
+    assert intent.idempotency_key == "m1:terminal"
+
+
+def test_a_card_holds_one_message_of_text():
+    run = run_for(event())
+    as_text = gate().decide({"kind": "reply", "text": LONG}, run, RunTally(), facts())
+    as_card = gate().decide({"kind": "reply", "text": LONG}, run, RunTally(), facts(), form="card")
+    assert isinstance(as_text, Approval) and len(as_text.intents) == 2
+    assert isinstance(as_card, Refusal) and as_card.reason is RefusalReason.CONTENT_TOO_LARGE
+
+
+def test_markdown_mode_turns_a_text_reply_into_markdown_and_leaves_other_kinds_alone():
+    run = run_for(event())
+    reply = gate().decide(
+        {"kind": "reply", "text": "好"}, run, RunTally(), facts(), form="markdown"
+    )
+    ask = gate().decide({"kind": "ask", "text": "哪天？"}, run, RunTally(), facts(), form="card")
+    assert isinstance(reply, Approval) and reply.intents[0].content.msgtype == "markdown"
+    assert isinstance(ask, Approval) and ask.intents[0].content.msgtype == "text"
+
+
+def test_frames_are_held_to_the_content_checks():
+    g, run = gate(secrets=("s3cr3t-value",)), run_for(event())
+    assert frame_refusal(g, "一半的答案", run) is None
+    assert frame_refusal(g, "   ", run) is None
+    leak = frame_refusal(g, "密钥是 s3cr3t-value", run)
+    assert leak is not None and leak.reason is RefusalReason.SECRET_IN_CONTENT
+    hook = frame_refusal(g, "https://oapi.dingtalk.com/robot/sendBySession?session=abc", run)
+    assert hook is not None and hook.reason is RefusalReason.SECRET_IN_CONTENT
+    long = frame_refusal(g, LONG, run)
+    assert long is not None and long.reason is RefusalReason.CONTENT_TOO_LARGE
+
+
+def test_the_final_answer_is_checked_whole():
+    g, run = gate(), run_for(event())
+    assert final_refusal(g, {"kind": "reply", "text": "好", "title": "t"}, run) is None
+    target = final_refusal(g, {"kind": "reply", "text": "好", "target": "u9"}, run)
+    assert target is not None and target.reason is RefusalReason.SCHEMA_INVALID
+
+
+@pytest.mark.parametrize(
+    ("text", "held"),
+    [("密钥是 s3c", 3), ("密钥是 s", 1), ("done.", 0), ("s3cr3t-valu", 11), ("x s3cr3t-", 7)],
+)
+def test_the_start_of_a_secret_waits_for_the_next_text(text: str, held: int):
+    assert unsafe_tail(text, ["s3cr3t-value", ""]) == held
+
+
+def test_card_mode_needs_a_template_and_the_openapi():
+    with pytest.raises(ConfigError, match="card_template_id"):
+        validate_settings({"reply_mode": "card"}, "test")
+    with pytest.raises(ConfigError, match="client_id"):
+        validate_settings({"reply_mode": "card", "card_template_id": "t"}, "test")
+    settings = Settings(reply_mode="card", card_template_id="t", client_id="a", client_secret="b")
+    assert settings.card_content_key == "content" and settings.card_frames_per_second < 20
