@@ -174,7 +174,12 @@ def _operator_parsers(commands: argparse._SubParsersAction) -> None:
     console.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     _store_options(console)
     doctor_text = "preflight: config, network, credentials, store, skills"
-    _add(commands, "doctor", doctor_text, json_output=True)
+    dr = _add(commands, "doctor", doctor_text, json_output=True)
+    dr.add_argument(
+        "--card-to",
+        metavar="STAFF_ID",
+        help="card mode: send this person one test card (proves the template and the key)",
+    )
     init = _add(commands, "init", "scaffold a bot here: dta.toml, knowledge, a skill, an agent")
     init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="default: here")
     init.add_argument("--force", action="store_true", help="overwrite files that exist")
@@ -245,7 +250,7 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
     bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
     bn.add_argument(
         "--only",
-        choices=["pipeline", "stream", "postgres"],
+        choices=["pipeline", "stream", "cards", "postgres"],
         help="run one benchmark (postgres: needs the server; run only when named)",
     )
 

@@ -197,7 +197,7 @@ def console(args: argparse.Namespace) -> int:
 def doctor(args: argparse.Namespace) -> int:
     from agent.doctor import doctor as run_doctor
 
-    return run_doctor(args.config, out=sys.stdout, as_json=args.json)
+    return run_doctor(args.config, out=sys.stdout, as_json=args.json, card_to=args.card_to)
 
 
 def init(args: argparse.Namespace) -> int:
