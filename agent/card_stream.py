@@ -9,7 +9,7 @@
 The card is the reply: its intent takes the event's terminal slot and counts once against
 the write budgets, decided by the gate on the answer's first text, exactly as a text reply
 is decided on its whole text. A reply whose first text the gate refuses gets no card; the
-finished answer then goes through ``Pipeline._act`` like any other, and its refusal (or its
+finished answer then goes through ``Acting.act`` like any other, and its refusal (or its
 approval, as a one-frame card) is recorded there. Acks the model wrote before its reply go
 out first, in order. Nothing else about the run changes: the ack timer, the honest failure
 and the run's end follow the pipeline's rules (``StreamHost`` carries them here).
@@ -57,7 +57,7 @@ Act = Callable[..., Awaitable[RunOutcome]]
 @dataclass(frozen=True)
 class StreamHost:
     """What the pipeline lends a streamed answer: its provider, its way of acting on
-    requests (``Pipeline._act``), its ack, its rule for how a run ends, its ack delay."""
+    requests (``Acting.act``), its ack, its rule for how a run ends, its ack delay."""
 
     provider: StreamingProvider
     act: Act
@@ -365,7 +365,7 @@ class CardReplies:
         run: Run,
         ending: RunEnding | None,
     ) -> None:
-        """What the pipeline's ``_act`` notes after a terminal action, for the card."""
+        """What ``Acting.act`` notes after a terminal action, for the card."""
         outcome.receipts.append(receipt)
         outcome.tally.terminal = ActionKind.REPLY
         outcome.terminal, outcome.terminal_kind = receipt.status, ActionKind.REPLY

@@ -7,21 +7,18 @@ The pipeline gets the event afterwards, on its own loop.
 
 Why we drive the connection ourselves: 0.24.3's ``start()`` cannot be stopped, reconnects
 without delay and dies on a non-JSON frame. We keep the client for what it is good at —
-handler routing, frame types, acks, SYSTEM ping and disconnect — and own the lifecycle:
-bounded connection opening, websocket keepalive as the liveness watchdog (a silent socket
-misses its pongs and is closed), reconnects with exponential backoff and full jitter, and
-a stop that finishes within a bound.
+handler routing, frame types, acks, SYSTEM ping and disconnect (agent/stream_client.py) —
+and own the lifecycle: bounded connection opening, websocket keepalive as the liveness
+watchdog (a silent socket misses its pongs and is closed), reconnects with exponential
+backoff and full jitter, and a stop that finishes within a bound.
 
-Whatever a frame is, it never ends the connection: frames are read as bytes and decoded
-here, so a frame that is not UTF-8 (binary, or a text frame a proxy mangled) is quarantined
-instead of failing the socket; frames up to ``max_frame_bytes`` are read and larger ones up to
-the socket's ceiling (``ConnectorConfig.socket_max_bytes``) are quarantined with only their
-head kept, and acked when their messageId can be found. A frame beyond that ceiling cannot be
-read at all: ``websockets`` refuses it before buffering it and closes the connection with
-1009 (message too big); it is never stored or acked, DingTalk redelivers it a few times
-(each costing a reconnect with backoff, counted in ``stats.oversize_disconnects``) and then
-gives up. The ceiling is what keeps memory bounded. The ``--record`` sink is called for every
-frame, and its failures are counted and logged, never allowed to stop storing and acking.
+Frames: each one read is handed to ``FrameHandler`` (agent/stream_frames.py), which decodes,
+checks, ingests and acks it and never lets a frame end the connection. A frame beyond the
+socket's ceiling (``ConnectorConfig.socket_max_bytes``) cannot be read at all: ``websockets``
+refuses it before buffering it and closes the connection with 1009 (message too big); it is
+never stored or acked, DingTalk redelivers it a few times (each costing a reconnect with
+backoff, counted in ``stats.oversize_disconnects``) and then gives up. The ceiling is what
+keeps memory bounded.
 
 Readiness: with an ``accepting`` predicate (the daemon's store-health flag), the connector
 stores and acks nothing while it is False. A frame arriving then is left unacked (DingTalk
@@ -35,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import logging
 import os
 import random
@@ -49,29 +45,27 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import quote_plus
 
-import httpx
 import websockets
 
-from agent.contracts import Event
-from agent.ingest import (
-    BOT_MESSAGE_TOPIC,
-    MAX_FRAME_BYTES,
-    FrameKind,
-    Ingestor,
-    ParsedFrame,
-    Supersedes,
-    frame_text,
-    parse_frame,
-)
+from agent.ingest import MAX_FRAME_BYTES, Ingestor, Supersedes
 from agent.recorder import FailureLog
+from agent.stream_client import make_client
+from agent.stream_frames import EventSink, FrameHandler, FrameSink
 from storage import Store
 
 log = logging.getLogger("dta.connector")
 
-# Told each new event and its thread generation (from the ingest transaction).
-EventSink = Callable[[Event, int], None]
-# Told every frame as received: text, or bytes when it is not UTF-8 or over the size limit.
-FrameSink = Callable[[str | bytes, float], None]
+__all__ = [
+    "Accepting",
+    "Connector",
+    "ConnectorConfig",
+    "ConnectorStats",
+    "EventSink",
+    "FrameSink",
+    "backoff_delay",
+    "load_sdk",
+]
+
 # The daemon's readiness flag: may frames be stored and acked now? Called often; must be cheap.
 Accepting = Callable[[], bool]
 
@@ -169,16 +163,22 @@ class Connector:
         self.supersedes = supersedes
         self.accepting = accepting
         self.stats = ConnectorStats()
-        self._sink_failures = FailureLog(log, "frame sink failed; the frame is still ingested")
         self._accepting_failures = FailureLog(log, "accepting check failed; not accepting")
         self._sdk = load_sdk(config.endpoint)
+        self.frames = FrameHandler(
+            sdk=self._sdk,
+            stats=self.stats,
+            max_frame_bytes=config.max_frame_bytes,
+            accepting=self._check_accepting,
+            on_event=on_event,
+            on_frame=on_frame,
+            on_ack=on_ack,
+        )
         self._connected = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._ws: Any = None
-        self._ingestor: Ingestor | None = None
-        self._current: tuple[ParsedFrame, str | bytes, float] | None = None
 
     @property
     def connected(self) -> bool:
@@ -230,8 +230,8 @@ class Connector:
             busy_timeout_s=self.config.store_busy_timeout_s,
             schema=self.config.store_schema,
         )
-        self._ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
-        client = self._make_client()
+        self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
+        client = make_client(self._sdk, self.config, self.frames.ingest_current)
         started.set()
         attempt = 0
         try:
@@ -343,7 +343,7 @@ class Connector:
                     except websockets.exceptions.ConnectionClosedOK:
                         break
                     received = True
-                    await self._on_frame(client, ws, data)
+                    await self.frames.handle(client, ws, data)
         except websockets.exceptions.ConnectionClosedError as exc:
             if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
                 self.stats.oversize_disconnects += 1
@@ -370,121 +370,3 @@ class Connector:
             self._connected.clear()
             self._ws = client.websocket = None
         return received
-
-    # ------------------------------------------------------------------ frames
-
-    async def _on_frame(self, client: Any, ws: Any, data: str | bytes) -> None:
-        """Make the frame durable, then ack it. A failure here never ends the connection."""
-        received_at = time.time()
-        started = time.perf_counter()
-        self.stats.last_frame_at = received_at
-        if not self._check_accepting():
-            # Neither stored nor acked: DingTalk delivers it again, to a connection that
-            # can take it. Closing this one is what makes it go elsewhere.
-            self.stats.refused_while_paused += 1
-            await ws.close(code=1000, reason="not accepting frames")
-            return
-        raw = frame_text(data, self.config.max_frame_bytes) if isinstance(data, bytes) else data
-        self._record(raw, received_at)
-        parsed = parse_frame(raw, received_at, self.config.max_frame_bytes)  # never raises
-        if parsed.kind is not FrameKind.EVENT:  # events are counted once stored (new or dup)
-            self.stats.frames[parsed.kind.value] += 1
-        try:
-            if parsed.kind is FrameKind.QUARANTINED:
-                assert self._ingestor is not None
-                result = self._ingestor.store_parsed(parsed, raw, received_at)
-                if result.frame_message_id:
-                    # Acked so DingTalk stops redelivering what can never be parsed.
-                    await ws.send(json.dumps(self._ack(result.frame_message_id, "quarantined")))
-            else:
-                # Only a frame that is UTF-8 within the limit parses as anything but quarantine.
-                assert isinstance(raw, str)
-                self._current = (parsed, raw, received_at)
-                outcome = await client.route_message(json.loads(raw))
-                if outcome == client.TAG_DISCONNECT:
-                    await ws.close()
-        except websockets.exceptions.ConnectionClosed:
-            raise
-        except Exception:
-            # Not acked: DingTalk delivers it again, and the store dedupes it then.
-            log.exception("frame not ingested", extra={"frame_kind": parsed.kind.value})
-            return
-        finally:
-            self._current = None
-        seconds = time.perf_counter() - started
-        self.stats.ack_seconds.append(seconds)
-        if self.on_ack is not None:
-            self.on_ack(seconds)
-
-    def _record(self, raw: str | bytes, received_at: float) -> None:
-        """Hand the frame to the ``--record`` sink; whatever it does, ingest goes on."""
-        if self.on_frame is None:
-            return
-        try:
-            self.on_frame(raw, received_at)
-        except Exception as exc:
-            self.stats.frame_sink_failures += 1
-            self._sink_failures.failed(exc)
-        else:
-            self._sink_failures.succeeded()
-
-    def ingest_current(self) -> None:
-        """Called by the client's handler for the frame being routed: store it durably."""
-        assert self._current is not None and self._ingestor is not None
-        parsed, raw, received_at = self._current
-        result = self._ingestor.store_parsed(parsed, raw, received_at)
-        self.stats.frames[result.kind.value] += 1
-        if result.kind is FrameKind.EVENT and result.event is not None:
-            try:
-                self.on_event(result.event, result.generation)
-            except RuntimeError:
-                # The pipeline's loop is gone (shutting down); the event is stored and
-                # will be picked up at the next start.
-                log.warning("pipeline not running; event left for recovery")
-
-    def _ack(self, frame_message_id: str, response: str) -> dict[str, Any]:
-        ack = self._sdk.AckMessage()
-        ack.code = self._sdk.AckMessage.STATUS_OK
-        ack.headers.message_id = frame_message_id
-        ack.headers.content_type = "application/json"
-        ack.message = "OK"
-        ack.data = {"response": response}
-        return ack.to_dict()
-
-    def _make_client(self) -> Any:
-        sdk, config, connector = self._sdk, self.config, self
-
-        class IngestHandler(sdk.CallbackHandler):  # type: ignore[name-defined,misc]
-            """The only handler: durable ingest, then the SDK sends the ack."""
-
-            async def process(self, message: Any) -> tuple[int, str]:
-                connector.ingest_current()
-                return sdk.AckMessage.STATUS_OK, "OK"
-
-        class StreamClient(sdk.DingTalkStreamClient):  # type: ignore[name-defined,misc]
-            def open_connection(self) -> dict[str, Any] | None:
-                """The SDK's request, with a timeout and without logging the secret."""
-                body = {
-                    "clientId": config.client_id,
-                    "clientSecret": config.client_secret,
-                    "subscriptions": [{"type": "CALLBACK", "topic": BOT_MESSAGE_TOPIC}],
-                    "ua": f"dta/0.1 dingtalk-stream/{sdk.version.VERSION_STRING}",
-                    "localIp": "",
-                }
-                url = f"{config.endpoint}/v1.0/gateway/connections/open"
-                try:
-                    response = httpx.post(url, json=body, timeout=config.open_timeout_s)
-                except httpx.HTTPError as exc:
-                    log.warning("open connection failed", extra={"error": type(exc).__name__})
-                    return None
-                if response.status_code != 200:
-                    log.warning("open connection refused", extra={"status": response.status_code})
-                    return None
-                data = response.json()
-                return data if isinstance(data, dict) and "endpoint" in data else None
-
-        credential = sdk.Credential(config.client_id, config.client_secret)
-        client = StreamClient(credential, logger=logging.getLogger("dta.sdk"))
-        client.register_callback_handler(BOT_MESSAGE_TOPIC, IngestHandler())
-        client.pre_start()
-        return client

@@ -1,0 +1,144 @@
+"""Typed contracts for everything that crosses a boundary in dta.
+
+Every model forbids unknown fields: a provider that tries to slip a ``target`` or a
+``robot`` into an ActionRequest fails validation instead of being quietly obeyed. Reason
+codes are enums whose values are API (tests, metrics and reports count them): add members,
+never rename them.
+
+This package imports nothing from the project so that ``storage`` and ``gates`` can depend
+on it without pulling in the daemon. ``agent.contracts`` is the one import path for every
+boundary type: the modules below are how the types are kept, not where they are imported
+from —
+
+- ``base``: the ``Contract`` base and the ``new_id``/``sha256_text``/``canonical_json`` helpers
+- ``codes``: every enum (reason codes, states, kinds) and the msgtype groups
+- ``events``: the normalised callback (``Event`` and its parts) and the gate's verdict on it
+- ``runs``: ``Run``, its ``Origin`` and ending, task checkpoints and memory candidates
+- ``invocation``: what a provider is handed (``EnrichedInvocation`` and its sourced items)
+- ``actions``: request → intent → attempt → receipt, with the platform's evidence
+- ``cards``: an AI card as the store keeps it
+"""
+
+from agent.contracts.actions import (
+    ActionIntent,
+    ActionRequest,
+    Attempt,
+    Evidence,
+    MemoryCandidateProposal,
+    MessageContent,
+    Receipt,
+    TaskPatch,
+)
+from agent.contracts.base import (
+    Contract,
+    canonical_json,
+    new_id,
+    sha256_text,
+)
+from agent.contracts.cards import (
+    Card,
+)
+from agent.contracts.codes import (
+    MEDIA_MSGTYPES,
+    TEXT_MSGTYPES,
+    ActionKind,
+    AttemptOutcome,
+    CardReason,
+    CardState,
+    Channel,
+    ConversationType,
+    DecisionReason,
+    EngageReason,
+    MediaStatus,
+    MemoryStatus,
+    QuarantineReason,
+    ReceiptStatus,
+    RefusalReason,
+    RunState,
+    SilentReason,
+    TaskStatus,
+    Verdict,
+)
+from agent.contracts.events import (
+    Actor,
+    AgentDefinition,
+    Conversation,
+    Event,
+    ResponseDecision,
+    Robot,
+    SessionWebhook,
+)
+from agent.contracts.invocation import (
+    Burst,
+    BurstMessage,
+    EnrichedInvocation,
+    Identity,
+    MediaItem,
+    QuotedMessage,
+    Sourced,
+)
+from agent.contracts.runs import (
+    MemoryCandidate,
+    Origin,
+    Run,
+    RunEnding,
+    SkillRef,
+    SkillSnapshot,
+    TaskCheckpoint,
+)
+
+__all__ = [
+    "MEDIA_MSGTYPES",
+    "TEXT_MSGTYPES",
+    "ActionIntent",
+    "ActionKind",
+    "ActionRequest",
+    "Actor",
+    "AgentDefinition",
+    "Attempt",
+    "AttemptOutcome",
+    "Burst",
+    "BurstMessage",
+    "Card",
+    "CardReason",
+    "CardState",
+    "Channel",
+    "Contract",
+    "Conversation",
+    "ConversationType",
+    "DecisionReason",
+    "EngageReason",
+    "EnrichedInvocation",
+    "Event",
+    "Evidence",
+    "Identity",
+    "MediaItem",
+    "MediaStatus",
+    "MemoryCandidate",
+    "MemoryCandidateProposal",
+    "MemoryStatus",
+    "MessageContent",
+    "Origin",
+    "QuarantineReason",
+    "QuotedMessage",
+    "Receipt",
+    "ReceiptStatus",
+    "RefusalReason",
+    "ResponseDecision",
+    "Robot",
+    "Run",
+    "RunEnding",
+    "RunState",
+    "SessionWebhook",
+    "SilentReason",
+    "SkillRef",
+    "SkillSnapshot",
+    "Sourced",
+    "TaskCheckpoint",
+    "TaskPatch",
+    "TaskStatus",
+    "Verdict",
+    "canonical_json",
+    "new_id",
+    "sha256_text",
+]

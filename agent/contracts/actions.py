@@ -1,0 +1,142 @@
+"""The way from a provider's request to a side effect, and the proof of what happened.
+
+``ActionRequest`` is what a provider may ask for (no target: the origin is implied), with
+its optional ``TaskPatch`` and ``MemoryCandidateProposal`` items. An approved request
+becomes an ``ActionIntent`` bound to its run's origin; each delivery try is an ``Attempt``
+with the platform's ``Evidence``; the ``Receipt`` is the only proof that something
+happened, or deliberately did not.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agent.contracts.base import Contract
+from agent.contracts.codes import ActionKind, AttemptOutcome, Channel, ReceiptStatus
+from agent.contracts.runs import Origin
+
+
+class TaskPatch(Contract):
+    """A provider's proposed change to the thread's task checkpoint."""
+
+    goal: str | None = None
+    done_when: list[str] | None = None
+    waiting_for: str | None = None
+    status: Literal["working", "waiting", "completed", "cancelled"] | None = None
+
+
+class MemoryCandidateProposal(Contract):
+    kind: Literal["semantic", "episodic", "social", "procedural"] = "semantic"
+    title: str
+    content: str
+    confidence: float = Field(default=0.5, ge=0, le=1)
+    source_refs: list[str] = Field(default_factory=list)
+    supersedes: list[str] = Field(default_factory=list)
+
+
+class ActionRequest(Contract):
+    """What a provider may ask for. It has no target, robot or user: the origin is implied.
+
+    ``ack`` says "seen, this takes a while"; ``reply`` delivers a result; ``ask`` asks one
+    short blocking question; ``silence`` says nothing and must say why.
+    """
+
+    schema_: Literal["dta.action-request/1"] = Field(
+        default="dta.action-request/1", alias="$schema"
+    )
+    kind: ActionKind
+    text: str | None = None
+    markdown: str | None = None
+    title: str | None = None
+    reason: str | None = None
+    memory_candidates: list[MemoryCandidateProposal] = Field(default_factory=list)
+    task: TaskPatch | None = None
+
+    @model_validator(mode="after")
+    def _content_matches_kind(self) -> ActionRequest:
+        has_text = bool(self.text and self.text.strip())
+        has_markdown = bool(self.markdown and self.markdown.strip())
+        if self.kind is ActionKind.SILENCE:
+            if not (self.reason and self.reason.strip()):
+                raise ValueError("a silence request needs a reason")
+            if has_text or has_markdown:
+                raise ValueError("a silence request carries no text")
+        else:
+            if has_text == has_markdown:
+                raise ValueError(f"a {self.kind.value} request needs exactly one of text/markdown")
+        return self
+
+
+class MessageContent(Contract):
+    # "card": a reply delivered as an AI card (see agent/cards.py); its text is the card's
+    # final text, recorded once when the card ends
+    msgtype: Literal["text", "markdown", "card"]
+    text: str
+    title: str | None = None
+
+
+class ActionIntent(Contract):
+    """An approved request bound to its run; the target is copied from the run's origin."""
+
+    schema_: Literal["dta.action-intent/1"] = Field(default="dta.action-intent/1", alias="$schema")
+    intent_id: str
+    run_id: str
+    event_id: str
+    kind: ActionKind
+    idempotency_key: str
+    target: Origin
+    content: MessageContent | None = None
+    chunk: int = 1
+    chunks: int = 1
+    task: TaskPatch | None = None  # the request's task patch, so recovery can settle the task
+    gate_checks: list[str]
+    created_at: float
+
+
+class Evidence(Contract):
+    """What the platform said. Never holds secrets: tokens and webhook sessions are redacted."""
+
+    http_status: int | None = None
+    errcode: int | None = None
+    errmsg: str | None = None
+    process_query_key: str | None = None
+    readback: str | None = None
+    error: str | None = None
+    retries: int = 0
+    channels_tried: list[Channel] = Field(default_factory=list)
+    detail: str | None = None
+    first_receipt_id: str | None = None
+    out_track_id: str | None = None  # the AI card's handle, when the reply was a card
+    frames: int | None = None  # frames of the card DingTalk took (the final one included)
+
+
+class Attempt(Contract):
+    schema_: Literal["dta.attempt/1"] = Field(default="dta.attempt/1", alias="$schema")
+    attempt_id: str
+    intent_id: str
+    channel: Channel
+    started_at: float
+    request_digest: str
+    outcome: AttemptOutcome = AttemptOutcome.STARTED
+    finished_at: float | None = None
+    evidence: Evidence | None = None
+
+
+class Receipt(Contract):
+    """The only proof that something happened (or deliberately did not)."""
+
+    schema_: Literal["dta.receipt/1"] = Field(default="dta.receipt/1", alias="$schema")
+    receipt_id: str
+    run_id: str
+    event_id: str
+    intent_id: str | None = None
+    kind: ActionKind | None = None  # None only when a refused request named no valid kind
+    status: ReceiptStatus
+    reason: str | None = None  # refusal or silence code
+    evidence: Evidence = Field(default_factory=Evidence)
+    gate_version: str
+    skill_snapshot: str  # SkillSnapshot.digest
+    created_at: float
+    updated_at: float

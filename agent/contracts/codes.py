@@ -1,0 +1,191 @@
+"""Every enum of the contracts: verdicts, reason codes, states and kinds.
+
+Their values are API — tests, metrics, reports and stored rows count and compare them — so
+they are kept together under one rule: add members, never rename them. Also here are the
+msgtype groups (``TEXT_MSGTYPES``, ``MEDIA_MSGTYPES``) the readers and the gates share. This
+module imports nothing, so any other contract module can use it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    ENGAGE = "engage"
+    SILENT = "silent"
+
+
+class SilentReason(StrEnum):
+    """Why the robot stays silent. The first nine come from the response gate."""
+
+    DUPLICATE = "duplicate"
+    SELF_MESSAGE = "self_message"
+    PAUSED = "paused"
+    DENIED = "denied"
+    NOT_ALLOWED = "not_allowed"
+    STALE_EVENT = "stale_event"
+    UNSUPPORTED_MSGTYPE = "unsupported_msgtype"
+    EMPTY_MESSAGE = "empty_message"
+    GROUP_NOT_MENTIONED = "group_not_mentioned"
+    # Added by dta: the provider chose silence, or could not produce a valid answer.
+    PROVIDER_SILENCE = "provider_silence"
+    PROVIDER_FAILED = "provider_failed"
+    TASK_CANCELLED = "task_cancelled"  # the actor said stop; the task ends, nothing is said
+    INTERNAL_ERROR = "internal_error"  # the run broke unexpectedly; see the run's failure
+
+
+class EngageReason(StrEnum):
+    DM = "dm"
+    MENTIONED = "mentioned"
+
+
+DecisionReason = SilentReason | EngageReason
+
+
+class RefusalReason(StrEnum):
+    """Why the action gate refused a request. Order here is the gate's order."""
+
+    SCHEMA_INVALID = "schema_invalid"
+    ACTION_NOT_ALLOWED = "action_not_allowed"
+    RUN_SILENT = "run_silent"
+    RUN_TERMINAL = "run_terminal"
+    STALE_GENERATION = "stale_generation"
+    RUN_BUDGET = "run_budget"
+    DUPLICATE_INTENT = "duplicate_intent"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    WRITE_BUDGET = "write_budget"
+    TARGET_UNAVAILABLE = "target_unavailable"
+    CONTENT_TOO_LARGE = "content_too_large"
+    # Added by dta: the text would publish a configured secret or a session webhook URL.
+    SECRET_IN_CONTENT = "secret_in_content"
+
+
+class CardReason(StrEnum):
+    """Why a reply meant for an AI card ended otherwise (on its receipt; same stability rules).
+
+    The first five are fallbacks: the card never carried the answer, so the same answer went
+    as markdown. ``card_cut_off`` is a card that ended with what was streamed and a note
+    that the answer was cut off (a crash, a stall, a provider that broke mid-answer).
+    """
+
+    NO_PERMISSION = "card_no_permission"  # the app lacks Card.Instance.Write / Streaming.Write
+    TEMPLATE_UNPUBLISHED = "card_template_unpublished"
+    KEY_MISMATCH = "card_key_mismatch"  # 500 unknownError: the key is not the streaming variable
+    REFUSED = "card_refused"  # any other definite no to the create
+    THROTTLED = "card_throttled"  # the create stayed throttled until card_stall_s
+    CUT_OFF = "card_cut_off"
+
+
+class QuarantineReason(StrEnum):
+    """Why ingest refused a frame (added by dta; same stability rules)."""
+
+    NOT_JSON = "not_json"
+    BAD_SHAPE = "bad_shape"
+    DATA_NOT_JSON = "data_not_json"
+    MISSING_FIELD = "missing_field"
+    BAD_FIELD = "bad_field"
+    FRAME_TOO_LARGE = "frame_too_large"  # over max_frame_bytes: only a prefix is kept
+    NOT_UTF8 = "not_utf8"  # a (binary) frame that is not UTF-8: kept in base64
+
+
+class ReceiptStatus(StrEnum):
+    ACCEPTED = "accepted"  # the platform took it
+    VERIFIED = "verified"  # an independent readback saw it
+    FAILED = "failed"  # definitely not delivered
+    UNCERTAIN = "uncertain"  # may or may not have been delivered; never resent blindly
+    REFUSED = "refused"  # the action gate said no
+    SILENT = "silent"  # the run chose or was told to stay silent
+
+    @property
+    def delivered(self) -> bool:
+        """DingTalk took the message (and, for ``verified``, a readback saw it)."""
+        return self in (ReceiptStatus.ACCEPTED, ReceiptStatus.VERIFIED)
+
+
+class ActionKind(StrEnum):
+    ACK = "ack"
+    REPLY = "reply"
+    ASK = "ask"
+    SILENCE = "silence"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self is not ActionKind.ACK
+
+    @property
+    def is_message(self) -> bool:
+        return self is not ActionKind.SILENCE
+
+
+class Channel(StrEnum):
+    SESSION_WEBHOOK = "session_webhook"
+    OPENAPI_OTO = "openapi_oto"
+    OPENAPI_GROUP = "openapi_group"
+    NONE = "none"
+    CARD = "card"  # an AI card: created, streamed and finalized through the OpenAPI
+
+
+class AttemptOutcome(StrEnum):
+    STARTED = "started"
+    ACCEPTED = "accepted"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+
+
+class RunState(StrEnum):
+    WORKING = "working"
+    WAITING = "waiting"
+    DONE = "done"
+    SILENT = "silent"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_finished(self) -> bool:
+        return self is not RunState.WORKING
+
+
+# msgtypes whose meaning is their text: with no text and no media there is nothing to read
+TEXT_MSGTYPES = ("text", "richText", "audio")
+
+
+# msgtypes that carry a file DingTalk lets a robot download by its downloadCode
+MEDIA_MSGTYPES = ("picture", "file", "video", "audio")
+
+
+class ConversationType(StrEnum):
+    DM = "dm"
+    GROUP = "group"
+
+
+class TaskStatus(StrEnum):
+    WORKING = "working"
+    WAITING = "waiting"  # asked a question; the actor's next message resumes it
+    COMPLETED = "completed"  # only with receipts for every done_when item
+    CANCELLED = "cancelled"  # stopped by the actor, or superseded by a correction
+    FAILED = "failed"
+
+
+class MediaStatus(StrEnum):
+    FETCHED = "fetched"  # downloaded, checked and stored beside the run
+    MISSING = "missing"  # could not be had: ``missing`` says why; never guessed around
+
+
+class MemoryStatus(StrEnum):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    PUBLISHED = "published"
+
+
+class CardState(StrEnum):
+    CREATED = "created"  # stored before createAndDeliver: it may or may not exist
+    STREAMING = "streaming"  # DingTalk took the create: frames go to it
+    FINALIZED = "finalized"  # DingTalk took the final frame and the finished state
+    ABANDONED = "abandoned"  # it never existed (the create was refused): markdown went instead
+
+    @property
+    def is_open(self) -> bool:
+        """A card that may be spinning in the chat: someone must still finalize it."""
+        return self in (CardState.CREATED, CardState.STREAMING)

@@ -1,0 +1,107 @@
+"""What arrives: a chatbot callback normalised into an ``Event``, and the gate's verdict on it.
+
+``Event`` carries who spoke (``Actor``), where (``Conversation``), to which robot (``Robot``),
+how to answer while it lasts (``SessionWebhook``), and the message's quote and attachments
+as DingTalk described them (never fetched at ingest). ``ResponseDecision`` is the response
+gate's verdict on one event, and ``AgentDefinition`` is the robot's own side of the
+conversation: who it is, for introductions and prompts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agent.contracts.base import Contract
+from agent.contracts.codes import ConversationType, DecisionReason, Verdict
+
+
+class AgentDefinition(Contract):
+    """Who the robot is: used for self-introduction and in prompts."""
+
+    name: str = "小钉"
+    role: str = "团队的数字员工，回答问题、做简单计算、查阅团队知识库"
+    duties: list[str] = Field(
+        default_factory=lambda: ["回答团队知识库里的问题", "做算术计算", "说明自己能做什么"]
+    )
+
+
+class Conversation(Contract):
+    id: str
+    type: ConversationType
+    title: str | None = None
+
+
+class Actor(Contract):
+    user_id: str  # senderStaffId: the id the OpenAPI and `at` use (senderId when it has none)
+    dingtalk_id: str | None = None  # senderId
+    # False for a sender DingTalk gave no staff id (external or cross-corp): user_id is then
+    # their senderId, which ``at.atUserIds`` cannot resolve.
+    has_staff_id: bool = True
+    nick: str | None = None
+    corp_id: str | None = None
+    is_admin: bool = False
+
+
+class Robot(Contract):
+    code: str | None = None
+    chatbot_user_id: str | None = None
+
+
+class SessionWebhook(Contract):
+    url: str
+    expires_at: float  # epoch seconds
+
+    def valid_at(self, now: float, margin_s: float = 0.0) -> bool:
+        return now + margin_s < self.expires_at
+
+
+class Event(Contract):
+    """A chatbot callback, normalised. ``event_id`` is DingTalk's msgId."""
+
+    schema_: Literal["dta.event/1"] = Field(default="dta.event/1", alias="$schema")
+    event_id: str
+    conversation: Conversation
+    actor: Actor
+    robot: Robot
+    msgtype: str
+    text: str = ""
+    mentioned: bool = False
+    at_users: list[str] = Field(default_factory=list)
+    quote: dict[str, Any] | None = None
+    # Media described at ingest (never fetched there): one dict per picture, file, video or
+    # audio, with ``kind``, ``part_of`` (message|quote) and DingTalk's own fields
+    # (downloadCode, fileName, duration, recognition...). See agent/readers.py.
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+    session_webhook: SessionWebhook | None = None
+    created_at: float
+    # Where created_at came from when the callback had no createAt ("frame_header": the
+    # Stream frame's own time); absent when DingTalk's createAt was used.
+    created_at_source: str | None = None
+    received_at: float
+    frame_message_id: str | None = None
+
+    @property
+    def thread_key(self) -> str:
+        """Work is serial per (conversation, actor): one person's thread of requests."""
+        return f"{self.conversation.id}|{self.actor.user_id}"
+
+    @property
+    def addressed(self) -> bool:
+        """Directed at the robot: a DM or an @."""
+        return self.conversation.type is ConversationType.DM or self.mentioned
+
+
+class ResponseDecision(Contract):
+    """The response gate's verdict, written per run as ``response-gate.json``."""
+
+    schema_: Literal["dta.response-decision/1"] = Field(
+        default="dta.response-decision/1", alias="$schema"
+    )
+    event_id: str
+    verdict: Verdict
+    reason: DecisionReason
+    gate_version: str
+    checked: list[str]
+    decided_at: float

@@ -1,0 +1,135 @@
+"""What a provider is handed: the ``EnrichedInvocation`` and the items it is enriched with.
+
+Each item (``Identity``, ``QuotedMessage``, ``Burst``) derives from ``Sourced``: it says where
+it came from and what is missing or cut, and never grants authority. ``MediaItem`` is a
+picture, file, video or audio fetched after the gate. ``EnrichedInvocation.for_provider``
+is the one view a provider may see: webhook URLs, download codes and storage paths are
+left out of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agent.contracts.base import Contract
+from agent.contracts.codes import ActionKind, MediaStatus
+from agent.contracts.events import Event, ResponseDecision
+from agent.contracts.runs import TaskCheckpoint
+
+
+class Sourced(Contract):
+    """Base of invocation items: where it came from, and what is missing or cut."""
+
+    source: str
+    truncated: bool = False
+    original_length: int | None = None
+    missing: str | None = None  # reason the content is unavailable; never guessed
+
+
+class Identity(Sourced):
+    user_id: str
+    name: str | None = None
+    title: str | None = None
+    department: str | None = None
+
+
+class QuotedMessage(Sourced):
+    msg_id: str | None = None
+    author_id: str | None = None
+    author_nick: str | None = None
+    created_at: float | None = None
+    msgtype: str | None = None
+    text: str | None = None
+    from_robot: bool = False
+    # media_id of each quoted picture or file in ``EnrichedInvocation.media``
+    media: list[str] = Field(default_factory=list)
+
+
+class MediaItem(Contract):
+    """A picture, file, video or audio of the message (or of its quote), after the gate.
+
+    ``path`` is where a provider finds the bytes, relative to its run directory; where the
+    daemon stored them (``stored_at``) and the download code are the host's business and
+    are left out of what providers see.
+    """
+
+    media_id: str
+    kind: str  # picture | file | video | audio
+    part_of: Literal["message", "quote"] = "message"
+    status: MediaStatus
+    file_name: str | None = None
+    mime: str | None = None  # sniffed from the bytes, not taken from the name
+    size: int | None = None
+    sha256: str | None = None
+    path: str | None = None
+    stored_at: str | None = None
+    download_code: str | None = None
+    duration_ms: int | None = None
+    recognition: str | None = None  # DingTalk's speech-to-text for audio
+    missing: str | None = None
+    # why it is missing, as a code: refused (DingTalk said no to the code: expired, invalid;
+    # worth a resend), too_large, timeout, failed, no_code
+    problem: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.problem == "refused"
+
+    @property
+    def is_image(self) -> bool:
+        return self.status is MediaStatus.FETCHED and (self.mime or "").startswith("image/")
+
+
+class BurstMessage(Contract):
+    msg_id: str
+    text: str
+    created_at: float
+
+
+class Burst(Sourced):
+    messages: list[BurstMessage] = Field(default_factory=list)
+
+
+class EnrichedInvocation(Contract):
+    """What a behavior skill sees: the event plus quote, burst and identity.
+
+    Sources explain where an item came from; they never grant authority.
+    """
+
+    schema_: Literal["dta.enriched-invocation/1"] = Field(
+        default="dta.enriched-invocation/1", alias="$schema"
+    )
+    run_id: str
+    event: Event
+    response_gate: ResponseDecision | None = None
+    text: str
+    text_truncated: bool = False
+    text_original_length: int | None = None
+    identity: Identity
+    quote: QuotedMessage | None = None
+    burst: Burst | None = None
+    allowed_actions: list[ActionKind]
+    # the thread's waiting task this message answers, with its checkpoint
+    continuation: TaskCheckpoint | None = None
+    # the message's media (and its quote's), fetched after the gate engaged
+    media: list[MediaItem] = Field(default_factory=list)
+
+    def for_provider(self) -> dict[str, Any]:
+        """The invocation as any provider (a model, an external command) may see it.
+
+        The session webhook is left out: its URL lets anyone post into the conversation
+        until it expires — a credential that would bypass the action gate. Download codes
+        and where the daemon keeps media are left out too: providers read ``path``.
+        """
+        data = self.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude={"event": {"session_webhook"}}
+        )
+        for item in data.get("media", []):
+            item.pop("stored_at", None)
+            item.pop("download_code", None)
+        for item in data.get("event", {}).get("attachments", []):
+            for key in ("downloadCode", "pictureDownloadCode"):
+                item.pop(key, None)
+        return data
