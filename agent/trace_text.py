@@ -7,6 +7,7 @@ and the command line say the same thing the same way.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from agent.trace import NEXT_STEP, NO_MATCH, Cause, Trace
 
@@ -50,12 +51,8 @@ def render(trace: Trace) -> list[str]:
     for refusal in trace.refusals:
         detail = f": {refusal['detail']}" if refusal["detail"] else ""
         lines.append(f"  refused {refusal['kind'] or 'request'} ({refusal['reason']}){detail}")
-    for receipt in trace.receipts:
-        reason = f" ({receipt['reason']})" if receipt["reason"] else ""
-        via = f" via {' → '.join(receipt['channels'])}" if receipt["channels"] else ""
-        lines.append(f"  receipt {receipt['kind']}: {receipt['status']}{reason}{via}")
-    for task in trace.tasks:
-        lines.append(f"  task {task['task_id']}: {task['status']} (revision {task['revision']})")
+    lines.extend(receipt_line(receipt) for receipt in trace.receipts)
+    lines.extend(task_line(task) for task in trace.tasks)
     for memory in trace.memory:
         lines.append(
             f"  memory {memory['candidate_id']}: {memory['status']} (revision"
@@ -64,6 +61,18 @@ def render(trace: Trace) -> list[str]:
     lines.append(f"cause: {trace.cause.value} — {trace.summary}")
     lines.append(f"next: {trace.next_step}")
     return lines
+
+
+def receipt_line(receipt: dict[str, Any], every_channel: bool = True) -> str:
+    """One receipt as a line: kind, status, reason and the channels tried (or the last)."""
+    reason = f" ({receipt['reason']})" if receipt["reason"] else ""
+    channels = receipt["channels"] if every_channel else receipt["channels"][-1:]
+    via = f" via {' → '.join(channels)}" if channels else ""
+    return f"  receipt {receipt['kind']}: {receipt['status']}{reason}{via}"
+
+
+def task_line(task: dict[str, Any]) -> str:
+    return f"  task {task['task_id']}: {task['status']} (revision {task['revision']})"
 
 
 def render_search(store_path: str, traces: list[Trace]) -> list[str]:

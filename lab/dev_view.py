@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.trace import GATE_SILENCES, Cause, Trace, inspector, trace_message
+from agent.trace_text import receipt_line, task_line
 from storage import Store
 
 # Hints for silences a builder may not expect, by reason code.
@@ -52,12 +53,8 @@ def story(trace: Trace, log_hint: str = "") -> list[str]:
             lines.append(f"    {intent['kind']} {intent['chunk']} attempts: {tried}")
     for refusal in trace.refusals:
         lines.append(f"  refused by the action gate: {refusal['reason']} {refusal['detail'] or ''}")
-    for receipt in trace.receipts:
-        via = f" via {receipt['channels'][-1]}" if receipt["channels"] else ""
-        reason = f" ({receipt['reason']})" if receipt["reason"] else ""
-        lines.append(f"  receipt {receipt['kind']}: {receipt['status']}{reason}{via}")
-    for task in trace.tasks:
-        lines.append(f"  task {task['task_id']}: {task['status']} (revision {task['revision']})")
+    lines.extend(receipt_line(receipt, every_channel=False) for receipt in trace.receipts)
+    lines.extend(task_line(task) for task in trace.tasks)
     for memory in trace.memory:
         lines.append(
             f"  memory proposed: {memory['title']} — review with `dta memory approve"
