@@ -98,6 +98,7 @@ class DaemonProcess:
         self.config_path = workdir / "dta.toml"
         self.health_port = free_port()
         self.proc: asyncio.subprocess.Process | None = None
+        self.cwd = ROOT  # the daemon runs from the project root
         self.starts = 0
         workdir.mkdir(parents=True, exist_ok=True)
         # Session webhooks may go to the fake and nowhere else.
@@ -132,20 +133,22 @@ class DaemonProcess:
         )
         return env
 
-    async def start(self, timeout: float = 30.0) -> float:
-        """Spawn and wait until ``/readyz`` says the stream is up; returns seconds taken."""
+    def _command(self) -> list[str]:
+        """How ``dta run`` is started (a subclass may add interpreter flags)."""
+        return [sys.executable, "-m", "agent.cli", "run", "--config", str(self.config_path)]
+
+    async def start(self, timeout: float = 30.0, *extra: str) -> float:
+        """Spawn (``extra``: more ``dta run`` arguments, e.g. ``--new-store``) and wait
+        until ``/readyz`` says the stream is up; returns seconds taken."""
         started = time.monotonic()
         self.starts += 1
+        record = ["--record", str(self.record)] if self.record else []
         with (self.workdir / f"daemon-{self.starts}.log").open("wb") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "agent.cli",
-                "run",
-                "--config",
-                str(self.config_path),
-                *(["--record", str(self.record)] if self.record else []),
-                cwd=ROOT,
+                *self._command(),
+                *record,
+                *extra,
+                cwd=self.cwd,
                 env=self._env(),
                 stdout=log,
                 stderr=log,

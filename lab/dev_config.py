@@ -10,18 +10,15 @@ fake model behind the ``openai`` provider, so nothing leaves the machine.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
-import sys
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
-from lab.daemon import BASE_CONFIG, ROOT, DaemonError, DaemonProcess
+from lab.daemon import BASE_CONFIG, ROOT, DaemonProcess
 from lab.fake import FakeDingTalk
 from lab.fake_model import FakeModel
 
@@ -162,29 +159,11 @@ class DevDaemon(DaemonProcess):
         )
         return env
 
-    async def start(self, timeout: float = 30.0) -> float:
-        """Spawn from your folder; ``-P`` so a folder of yours named ``agent`` is never
+    def _command(self) -> list[str]:
+        """From your folder, with ``-P`` so a folder of yours named ``agent`` is never
         imported in place of dta's."""
-        started = time.monotonic()
-        self.starts += 1
-        with (self.workdir / f"daemon-{self.starts}.log").open("wb") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-P",
-                "-m",
-                "agent.cli",
-                "run",
-                "--config",
-                str(self.config_path),
-                cwd=self.cwd,
-                env=self._env(),
-                stdout=log,
-                stderr=log,
-            )
-        if not await self.ready(timeout):
-            await self.stop()
-            raise DaemonError(f"dta run did not become ready:\n{self.log_tail()}")
-        return time.monotonic() - started
+        command = super()._command()
+        return [command[0], "-P", *command[1:]]
 
     async def stop_quickly(self, within: float = 0.6) -> None:
         """SIGTERM, then SIGKILL if it is not gone ``within`` seconds: Ctrl-C must end dev

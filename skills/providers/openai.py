@@ -75,6 +75,11 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+def not_connected(exc: Exception) -> _Retryable:
+    """The request never reached the model: asking again is safe."""
+    return _Retryable(f"cannot connect ({type(exc).__name__})")
+
+
 class OpenAIProvider:
     """Asks a chat-completions endpoint for ActionRequest JSON; one repair round at most."""
 
@@ -182,6 +187,13 @@ class OpenAIProvider:
             return min(exc.retry_after, self.config.max_retry_after_s)
         return min(_backoff(state), self.config.max_retry_after_s)
 
+    def timed_out(self, exc: Exception, evidence: dict[str, Any]) -> ProviderFailed:
+        return ProviderFailed(
+            "timeout",
+            f"no answer within {self.config.timeout_s:g}s ({type(exc).__name__})",
+            evidence,
+        )
+
     async def _post(self, body: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
         if self.config.api_key:
@@ -191,16 +203,12 @@ class OpenAIProvider:
                 self._url, json=body, headers=headers, timeout=self._timeout
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise _Retryable(f"cannot connect ({type(exc).__name__})") from None
+            raise not_connected(exc) from None
         except httpx.RemoteProtocolError:
             # Closed before answering; a completion has no side effects, so asking again is safe.
             raise _Retryable("the server closed the connection without answering") from None
         except httpx.TimeoutException as exc:
-            raise ProviderFailed(
-                "timeout",
-                f"no answer within {self.config.timeout_s:g}s ({type(exc).__name__})",
-                evidence,
-            ) from None
+            raise self.timed_out(exc, evidence) from None
         except httpx.HTTPError as exc:
             raise ProviderFailed(
                 "unavailable", f"HTTP error ({type(exc).__name__})", evidence

@@ -27,7 +27,13 @@ import httpx
 from agent.contracts import EnrichedInvocation
 from skills.loader import Skill
 from skills.providers.base import ProviderFailed, ProviderReply
-from skills.providers.openai import OpenAIProvider, _content, _retry_after, _Retryable
+from skills.providers.openai import (
+    OpenAIProvider,
+    _content,
+    _retry_after,
+    _Retryable,
+    not_connected,
+)
 from skills.providers.streaming import ActionScanner, StreamEvent
 
 
@@ -65,13 +71,9 @@ class StreamingOpenAIProvider(OpenAIProvider):
         try:
             data = await self._stream({**body, "stream": True}, evidence, call)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise _Retryable(f"cannot connect ({type(exc).__name__})") from None
+            raise not_connected(exc) from None
         except httpx.TimeoutException as exc:
-            raise ProviderFailed(
-                "timeout",
-                f"no answer within {self.config.timeout_s:g}s ({type(exc).__name__})",
-                evidence,
-            ) from None
+            raise self.timed_out(exc, evidence) from None
         except httpx.HTTPError as exc:
             if call.reported:
                 raise ProviderFailed(

@@ -7,7 +7,6 @@ import asyncio
 import os
 import sqlite3
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -184,23 +183,8 @@ async def test_a_deleted_store_stops_acking_exits_and_the_restart_refuses(
     assert_one_line(code, output, "missing", "--new-store")
 
     # Told to, it starts on an empty store and answers what was never acked, once.
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "agent.cli",
-        "run",
-        "--config",
-        str(daemon.config_path),
-        "--new-store",
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    daemon.proc = proc
     try:
-        assert await daemon.ready(30), f"not ready after {time.monotonic() - started:.1f}s"
+        await daemon.start(30, "--new-store")
         assert await until(lambda: len(fake.received) == 3, 15)
         await asyncio.sleep(1.5)
         texts = sorted(m.text for m in fake.received)
