@@ -16,6 +16,7 @@ import httpx
 
 from agent.clock import Clock
 from agent.contracts import Channel, Origin
+from agent.http_pool import async_client
 
 # The old OpenAPI answers with HTTP 200 and an errcode. These say "no such user / not in
 # your scope" (worth remembering); these say the token is bad (fetch a new one). Anything
@@ -95,20 +96,14 @@ class DingTalkAPI:
     ) -> None:
         self.config = config
         self.clock = clock
-        # A small pool: loopback or not, a handful of kept-alive connections carry the
-        # load, and httpcore's bookkeeping grows with every connection it has to scan.
-        self._client = client or httpx.AsyncClient(
+        self._client = client or async_client(
             timeout=httpx.Timeout(
                 config.read_timeout_s,
                 connect=config.connect_timeout_s,
                 pool=config.connect_timeout_s,
             ),
-            limits=httpx.Limits(
-                max_connections=config.max_connections,
-                max_keepalive_connections=config.max_connections,
-            ),
+            max_connections=config.max_connections,
             proxy=config.proxy,
-            trust_env=False,
         )
         self._token: str | None = None
         self._token_expires_at = 0.0

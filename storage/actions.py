@@ -26,6 +26,15 @@ class ActionRecords(StoreBase):
         ).fetchone()
         return Receipt.model_validate_json(row[0]) if row else None
 
+    @property
+    def _writes_since_sql(self) -> str:
+        if self.backend == "sqlite":
+            return (
+                "(SELECT MAX(rowid) FROM budget_ledger) - (SELECT rowid FROM budget_ledger"
+                " WHERE at > ? ORDER BY at LIMIT 1) + 1"
+            )
+        return "(SELECT COUNT(*) FROM budget_ledger WHERE at > ?)"
+
     def gate_facts(
         self,
         thread_key: str,
@@ -36,12 +45,18 @@ class ActionRecords(StoreBase):
     ) -> tuple[int, int, int, dict[str, Receipt | None]]:
         """Everything the action gate reads, in one statement (it runs before every write):
         the thread's generation, writes in the conversation since ``minute_ago`` and in
-        total since ``day_ago``, and which of ``keys`` are already held."""
+        total since ``day_ago``, and which of ``keys`` are already held.
+
+        On SQLite the day's total is the span of ledger rows from the first one inside the
+        day to the newest (rows are appended in time order), found through two index
+        lookups instead of counting up to a day of rows before every write. A row removed
+        inside the day (an intent dropped unsent) still counts: the error is on the
+        budget's safe side. PostgreSQL, shared by replicas with their own clocks, counts."""
         marks = ",".join("?" * len(keys))
         row = self.conn.execute(
             "SELECT (SELECT generation FROM threads WHERE thread_key = ?),"
             " (SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?),"
-            " (SELECT COUNT(*) FROM budget_ledger WHERE at > ?),"
+            f" {self._writes_since_sql},"
             f" (SELECT COUNT(*) FROM intents WHERE idempotency_key IN ({marks}))",
             (thread_key, conversation_id, minute_ago, day_ago, *keys),
         ).fetchone()
@@ -51,7 +66,7 @@ class ActionRecords(StoreBase):
                 f"SELECT idempotency_key FROM intents WHERE idempotency_key IN ({marks})", keys
             ).fetchall()
             taken = {key: self.receipt_for_idempotency_key(key) for (key,) in held}
-        return int(row[0] or 0), int(row[1]), int(row[2]), taken
+        return int(row[0] or 0), int(row[1]), int(row[2] or 0), taken
 
     # ------------------------------------------------------------------ intents, attempts
 

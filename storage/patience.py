@@ -9,6 +9,7 @@ and the open attempt left behind is reconciled as ``uncertain`` at the next star
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -45,10 +46,18 @@ async def patiently(write: Callable[[], T], attempts: int | None = 5, wait_s: fl
 
     ``attempts=None`` waits for as long as it takes (a receipt of something that may have
     reached the person is never given up while the daemon runs; a stop cancels the wait).
+    The first try runs without the retry machinery: almost every write succeeds at once.
     """
+    try:
+        return write()
+    except StoreUnavailable as exc:
+        log.warning("store unavailable; trying again", extra={"error": str(exc)[:200]})
+        if attempts == 1:
+            raise
+    await asyncio.sleep(wait_s)
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type(StoreUnavailable),
-        stop=stop_after_attempt(attempts) if attempts is not None else stop_never,
+        stop=stop_after_attempt(attempts - 1) if attempts is not None else stop_never,
         wait=wait_exponential(multiplier=wait_s, max=8 * wait_s),
         before_sleep=before_sleep_log(log, logging.WARNING),
         reraise=True,
