@@ -26,6 +26,7 @@ from agent.contracts import (
 from agent.gate_facts import load_facts
 from agent.memory import candidates_from
 from agent.outcome import RunOutcome
+from agent.reminders import reminder_task
 from gates.action import ActionGate, Refusal
 from storage import Store
 
@@ -41,6 +42,8 @@ ANSWER_REFUSALS = frozenset(
         RefusalReason.ACTION_NOT_ALLOWED,
         RefusalReason.CONTENT_TOO_LARGE,
         RefusalReason.SECRET_IN_CONTENT,
+        RefusalReason.REMINDER_NOT_ALLOWED,
+        RefusalReason.AT_ALL,
     }
 )
 
@@ -96,6 +99,12 @@ class Acting:
             if verdict.request.memory_candidates:
                 proposals = candidates_from(run, verdict.request, self.clock.now())
                 self.store.propose_memory(proposals)
+            reminder = verdict.request.reminder
+            if reminder is not None and verdict.reminder_due is not None:
+                # Scheduled before the reply that confirms it goes out; its id comes from
+                # the event, so a re-executed run finds it already stored.
+                due, now = verdict.reminder_due, self.clock.now()
+                self.store.save_task(reminder_task(run, reminder.text, due, now))
             status: ReceiptStatus | None = None
             receipt = None
             for chunk, intent in enumerate(verdict.intents, start=1):

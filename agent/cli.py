@@ -3,6 +3,7 @@
     dta [--config FILE] [--json] COMMAND ...        (both also accepted after COMMAND)
 
     dta run [--record FILE] [--new-store]           the daemon
+    dta send --user ID | --group CID TEXT           one message as the robot, with a receipt
     dta dev [--demo] [--model fake] [--no-console]  your bot against a local fake DingTalk
     dta dev say [--group CID] [--at-bot] [--from USER] TEXT
     dta trace MSGID | --conversation C --sender U --text T --since 2h --until …
@@ -152,6 +153,19 @@ def _operator_parsers(commands: argparse._SubParsersAction) -> None:
         help="start although the store that ran here before is missing or another file:"
         " old messages DingTalk redelivers may then be answered again",
     )
+    send = _add(
+        commands,
+        "send",
+        "send one message as the robot (through the action gate) and print the receipt",
+        json_output=True,
+        description="Sends one message by the OpenAPI to a person or a group, as the robot:"
+        " through the action gate (write budgets, content limits, no @all) and the broker,"
+        " recorded with a receipt in the configured store. Exit 0 when DingTalk took it.",
+    )
+    to = send.add_mutually_exclusive_group(required=True)
+    to.add_argument("--user", help="staff id: a one-to-one message")
+    to.add_argument("--group", help="openConversationId: a group message")
+    send.add_argument("text", nargs="+", help="the message")
     trace = _add(
         commands,
         "trace",

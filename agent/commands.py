@@ -24,6 +24,7 @@ from storage.integrity import StoreError
 JSON_COMMANDS = frozenset(
     {
         "trace",
+        "send",
         "doctor",
         "skills list",
         "skills probe",
@@ -317,8 +318,30 @@ def lab(args: argparse.Namespace) -> int:
     return report.bench(args.events, args.quick, args.only, as_json=args.json)
 
 
+def send(args: argparse.Namespace) -> int:
+    from agent.operator import receipt_line, send_as_operator
+
+    settings = settings_or_none(args.config)
+    if settings is None:
+        return 2
+    text = " ".join(args.text)
+    try:
+        event, receipts = asyncio.run(
+            send_as_operator(settings, text, user=args.user, group=args.group)
+        )
+    except StoreError as exc:
+        return fail(str(exc))
+    delivered = any(r.status.delivered for r in receipts)
+    if args.json:
+        emit({"event_id": event.event_id, "receipts": [r.to_dict() for r in receipts]})
+    else:
+        print("\n".join(receipt_line(r) for r in receipts) or "no receipt")
+    return 0 if delivered else 1
+
+
 HANDLERS = {
     "run": run,
+    "send": send,
     "trace": trace,
     "console": console,
     "doctor": doctor,

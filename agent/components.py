@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
 from agent.broker import Broker
 from agent.card_api import CardAPI
 from agent.card_pacing import CardPacer
@@ -19,6 +21,7 @@ from agent.crashpoints import CrashPoints
 from agent.invocation import InvocationLimits
 from agent.media import MediaLimits
 from agent.openapi import TransportConfig
+from agent.schedule import SchedulePolicy, parse_quiet_hours
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponsePolicy
 from skills.providers.base import Provider
@@ -52,6 +55,22 @@ def action_policy(settings: Settings) -> ActionPolicy:
         has_openapi_credentials=settings.has_openapi_credentials,
         webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
         secrets=tuple(settings.secret_values),
+        reminders=settings.heartbeat_interval_s is not None,
+        max_reminder_days=settings.max_reminder_days,
+        timezone=settings.timezone,
+    )
+
+
+def schedule_policy(settings: Settings) -> SchedulePolicy:
+    quiet = parse_quiet_hours(settings.quiet_hours) if settings.quiet_hours else None
+    return SchedulePolicy(
+        interval_s=settings.heartbeat_interval_s,
+        follow_up_after_s=settings.follow_up_after_s,
+        max_follow_ups=settings.max_follow_ups,
+        task_expiry_s=settings.task_expiry_s,
+        quiet_hours=quiet,
+        timezone=ZoneInfo(settings.timezone),
+        max_reminder_days=settings.max_reminder_days,
     )
 
 
@@ -120,7 +139,7 @@ def build_provider(settings: Settings) -> Provider:
                 keep_runs=settings.command_keep_runs,
             )
         )
-    return RulesProvider(settings.agent, settings.knowledge_dir)
+    return RulesProvider(settings.agent, settings.knowledge_dir, ZoneInfo(settings.timezone))
 
 
 def build_cards(

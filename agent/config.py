@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -23,6 +24,7 @@ from pydantic import (
 )
 
 from agent.contracts import AgentDefinition
+from agent.schedule import parse_quiet_hours
 
 DINGTALK_API = "https://api.dingtalk.com"
 
@@ -168,6 +170,21 @@ class Settings(BaseModel):
     # that the answer was cut off.
     card_stall_s: float = Field(default=45, gt=0)
 
+    # Proactive work (agent/heartbeat.py): every beat looks for due follow-ups, reminders
+    # and expiries. Off unless ``heartbeat_interval_s`` is set; reminders need it.
+    heartbeat_interval_s: float | None = Field(default=None, ge=1)
+    # A task waiting for an answer gets a follow-up after this long without one (off when
+    # unset), at most ``max_follow_ups`` times; the next one would expire it instead.
+    follow_up_after_s: float | None = Field(default=None, ge=1)
+    max_follow_ups: int = Field(default=1, ge=0, le=10)
+    # A task (not a reminder) still open this long after it began expires (off when unset).
+    task_expiry_s: float | None = Field(default=None, ge=1)
+    # "22:00-08:00" (in ``timezone``): follow-ups due then wait for the end; reminders,
+    # whose time the person chose, do not.
+    quiet_hours: str | None = None
+    timezone: str = "Asia/Shanghai"  # how reminder times are read and said
+    max_reminder_days: float = Field(default=30, gt=0)
+
     # read OpenAPI sends back from DingTalk: receipts say "verified", not just "accepted"
     verify_by_readback: bool = False
     # a run that takes longer than this gets an ack first ("seen, working on it")
@@ -214,6 +231,22 @@ class Settings(BaseModel):
         if isinstance(data, dict) and data.get("client_id") and not data.get("robot_code"):
             data = {**data, "robot_code": data["client_id"]}
         return data
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not a time zone name like Asia/Shanghai") from None
+        return value
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _quiet_hours(cls, value: str | None) -> str | None:
+        if value is not None and parse_quiet_hours(value) is None:
+            raise ValueError(f"{value!r} is not a span like 22:00-08:00")
+        return value or None
 
     @field_validator("store_url")
     @classmethod

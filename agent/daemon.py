@@ -25,6 +25,7 @@ import contextlib
 import logging
 import signal
 import sqlite3
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 from agent.components import build_provider, connector_config
 from agent.config import Settings
 from agent.connector import Connector
-from agent.contracts import Event
+from agent.handoff import ACK_SWITCH_INTERVAL_S, Handoff
 from agent.health import HealthServer
 from agent.metrics import Metrics
 from agent.recorder import FrameRecorder
@@ -228,6 +229,7 @@ class Daemon:
 
     async def _serve(self) -> int:
         loop = asyncio.get_running_loop()
+        sys.setswitchinterval(ACK_SWITCH_INTERVAL_S)  # see agent/handoff.py
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stopping.set)
         async with contextlib.AsyncExitStack() as stack:
@@ -241,9 +243,7 @@ class Daemon:
                 stack.callback(recorder.close)
             metrics: Metrics | None = None
 
-            def hand_over(event: Event, generation: int) -> None:
-                loop.call_soon_threadsafe(runtime.submit, event, generation)
-
+            hand_over = Handoff(loop, runtime.submit)
             recovered = await runtime.start(recovery_loop=True)
             await monitor.probe_once()  # readiness is known before the stream opens
             connector = Connector(
@@ -269,6 +269,9 @@ class Daemon:
                 log.info("health server listening", extra={"url": health.url})
             watch = loop.create_task(monitor.run())
             stack.push_async_callback(_cancel, watch)
+            if runtime.heartbeat is not None:  # proactive work (agent/heartbeat.py)
+                beats = loop.create_task(runtime.heartbeat.run_forever())
+                stack.push_async_callback(_cancel, beats)
             connector.start()
             log.info(
                 "daemon started",

@@ -1,44 +1,135 @@
-"""The outbound HTTP client: httpx, with the pool's per-request bookkeeping made cheap.
+"""The outbound HTTP client: httpx over a lean asyncio network layer, behind a gate.
 
-Before handing out a kept-alive connection, and again when a response ends, httpcore asks
-every idle connection in the pool whether the server has closed it (``is_readable``).
-Through anyio each answer rebuilds the socket's attribute table (with ``getpeername``
-calls) before the one ``poll`` that matters; profiled under a burst, that bookkeeping cost
-the daemon more CPU than the requests themselves. ``CheapReadableBackend`` keeps anyio for
-all I/O and TLS and answers ``is_readable`` from the socket it remembered at connect time.
+Profiled under a burst, the daemon spent more CPU in the HTTP stack's bookkeeping than in
+the requests themselves. Two causes, two remedies, both below httpx's API (so retries,
+timeouts, error classes and ``respx`` in tests work as before):
+
+- httpcore talks to sockets through anyio, which adds cancel scopes, library detection and
+  attribute tables to every read and write, and asks every idle pooled connection "has the
+  server closed you?" through them before each request. ``AsyncioBackend`` speaks to
+  asyncio's transports directly (TLS through ``loop.start_tls``) and answers that question
+  from what the connection has already received.
+- httpcore's pool walks every queued request against every connection each time a request
+  starts or ends, so a burst of runs sending at once makes each send cost more.
+  ``GatedTransport`` lets at most ``max_connections`` requests into the pool (the rest wait
+  on a semaphore, in order, no longer than the pool timeout), each holding its place until
+  its response is closed.
 """
 
 from __future__ import annotations
 
-import socket
+import asyncio
 import ssl
 import typing
 
 import httpcore
 import httpx
-from httpcore._backends.auto import AutoBackend
-from httpcore._utils import is_socket_readable
 
 SocketOption = (
     tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 )
+READ_PAUSE_BYTES = 1 << 20  # stop reading from the socket while this much waits unread
+
+
+class _Connection(asyncio.Protocol):
+    """One socket's bytes, kept until httpcore asks for them; implements httpcore's stream."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._unread = bytearray()
+        self._eof = False
+        self._lost: Exception | None = None
+        self._readable: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._reading_paused = False
+
+    # asyncio's side
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = typing.cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._unread += data
+        if len(self._unread) > READ_PAUSE_BYTES and self.transport is not None:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._lost = exc
+        self._wake()
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake(self) -> None:
+        waiter, self._readable = self._readable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # httpcore's side
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if not self._unread and not self._eof:
+            self._readable = asyncio.get_running_loop().create_future()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._readable
+            except TimeoutError:
+                raise httpcore.ReadTimeout("timed out reading") from None
+        if self._unread:
+            data = bytes(self._unread[:max_bytes])
+            del self._unread[:max_bytes]
+            if self._reading_paused and len(self._unread) < READ_PAUSE_BYTES // 2:
+                self._reading_paused = False
+                if self.transport is not None:
+                    self.transport.resume_reading()
+            return data
+        if self._lost is not None:
+            raise httpcore.ReadError(str(self._lost) or type(self._lost).__name__)
+        return b""  # the server closed the connection
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise httpcore.WriteError("connection closed")
+        transport.write(buffer)
+        if self._writable is not None:  # the socket's buffer is full: wait until it drains
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._writable
+            except TimeoutError:
+                raise httpcore.WriteTimeout("timed out writing") from None
+            if self._lost is not None:
+                raise httpcore.WriteError(str(self._lost))
 
 
 class _Stream(httpcore.AsyncNetworkStream):
-    """anyio's stream, with its raw socket looked up once."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._socket: socket.socket | None = inner.get_extra_info("socket")
+    def __init__(self, connection: _Connection) -> None:
+        self._connection = connection
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
+        return await self._connection.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, timeout)
+        await self._connection.write(buffer, timeout)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        if self._connection.transport is not None:
+            self._connection.transport.close()
 
     async def start_tls(
         self,
@@ -46,18 +137,39 @@ class _Stream(httpcore.AsyncNetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+        connection = self._connection
+        assert connection.transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                tls = await loop.start_tls(
+                    connection.transport, connection, ssl_context, server_hostname=server_hostname
+                )
+        except TimeoutError:
+            await self.aclose()
+            raise httpcore.ConnectTimeout("timed out in the TLS handshake") from None
+        except (OSError, ssl.SSLError) as exc:
+            await self.aclose()
+            raise httpcore.ConnectError(str(exc)) from exc
+        if tls is None:
+            raise httpcore.ConnectError("TLS could not be started")
+        connection.transport = typing.cast(asyncio.Transport, tls)
+        return self
 
     def get_extra_info(self, info: str) -> typing.Any:
-        if info == "is_readable":  # the server closed it (or sent something unasked)
-            return is_socket_readable(self._socket)
-        return self._inner.get_extra_info(info)
+        connection = self._connection
+        transport = connection.transport
+        if info == "is_readable":  # the server closed it, or sent something unasked
+            return bool(connection._unread) or connection._eof or transport is None
+        if transport is None:
+            return None
+        names = {"client_addr": "sockname", "server_addr": "peername"}
+        if info in ("ssl_object", "socket") or info in names:
+            return transport.get_extra_info(names.get(info, info))
+        return None
 
 
-class CheapReadableBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self) -> None:
-        self._inner = AutoBackend()
-
+class AsyncioBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(
         self,
         host: str,
@@ -66,8 +178,13 @@ class CheapReadableBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: typing.Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        return _Stream(stream)
+        loop = asyncio.get_running_loop()
+        local = (local_address, 0) if local_address else None
+        return await _connected(
+            loop.create_connection(_Connection, host, port, local_addr=local),
+            timeout,
+            socket_options,
+        )
 
     async def connect_unix_socket(
         self,
@@ -75,23 +192,87 @@ class CheapReadableBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: typing.Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.connect_unix_socket(path, timeout, socket_options))
+        loop = asyncio.get_running_loop()
+        return await _connected(
+            loop.create_unix_connection(_Connection, path), timeout, socket_options
+        )
 
     async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+        await asyncio.sleep(seconds)
+
+
+async def _connected(
+    opening: typing.Awaitable[tuple[asyncio.BaseTransport, _Connection]],
+    timeout: float | None,
+    socket_options: typing.Iterable[SocketOption] | None,
+) -> _Stream:
+    try:
+        async with asyncio.timeout(timeout):
+            transport, connection = await opening
+    except TimeoutError:
+        raise httpcore.ConnectTimeout("timed out connecting") from None
+    except OSError as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
+    sock = transport.get_extra_info("socket")
+    for option in socket_options or ():
+        sock.setsockopt(*option)
+    return _Stream(connection)
+
+
+class _ReleasingStream(httpx.AsyncByteStream):
+    """A response body that gives its place in the gate back when it is closed."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, gate: asyncio.Semaphore) -> None:
+        self._inner = inner
+        self._gate: asyncio.Semaphore | None = gate
+
+    async def __aiter__(self) -> typing.AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            gate, self._gate = self._gate, None
+            if gate is not None:
+                gate.release()
+
+
+class GatedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, max_connections: int, proxy: str | None) -> None:
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        super().__init__(limits=limits, proxy=proxy, trust_env=False)
+        # httpx takes no network backend of its own; the pool it builds does (httpcore 1.x).
+        if not hasattr(self._pool, "_network_backend"):
+            raise RuntimeError("httpcore changed: the connection pool has no network backend")
+        self._pool._network_backend = AsyncioBackend()
+        self._gate = asyncio.Semaphore(max_connections)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._gate.locked():  # all places taken: wait no longer than the pool would
+            wait = request.extensions.get("timeout", {}).get("pool")
+            try:
+                await asyncio.wait_for(self._gate.acquire(), wait)
+            except TimeoutError:
+                raise httpx.PoolTimeout("no connection free in time", request=request) from None
+        else:
+            await self._gate.acquire()
+        try:
+            response = await super().handle_async_request(request)
+        except BaseException:
+            self._gate.release()
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _ReleasingStream(response.stream, self._gate)
+        return response
 
 
 def async_client(
     *, timeout: httpx.Timeout, max_connections: int, proxy: str | None
 ) -> httpx.AsyncClient:
-    """The one outbound client: every kept-alive connection reused, the pool cheap to scan."""
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
-    )
-    transport = httpx.AsyncHTTPTransport(limits=limits, proxy=proxy, trust_env=False)
-    pool = transport._pool
-    # httpx takes no network backend of its own; the pool it builds does (httpcore 1.x).
-    if not hasattr(pool, "_network_backend"):
-        raise RuntimeError("httpcore changed: the connection pool has no network backend")
-    pool._network_backend = CheapReadableBackend()
+    """The one outbound client: kept-alive connections reused, the pool cheap to run."""
+    transport = GatedTransport(max_connections, proxy)
     return httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False)

@@ -8,8 +8,9 @@ Three things beyond the message itself, each saying where it came from:
   robot card arrives empty — it is marked ``missing`` with the reason, never invented.
 - **burst** — the same person's earlier messages in this conversation within the burst
   window, oldest first, so three quick lines are read as one request.
-- **identity** — name, title and department from the staff directory (cached); when the
-  lookup fails the envelope's nick, marked ``source: envelope``.
+- **identity** — name, title and department from the staff directory (cached, looked up
+  as soon as the run is queued: ``agent.identities``); when the lookup fails the
+  envelope's nick, marked ``source: envelope``.
 - **media** — the message's pictures, files, video and audio (and its quote's), fetched
   here, after the response gate engaged, by ``agent.media`` (never at ingest).
 
@@ -35,16 +36,13 @@ from agent.contracts import (
     Run,
     TaskCheckpoint,
 )
+from agent.identities import IdentityDirectory
 from agent.media import MediaFetcher
-from agent.openapi import DirectoryError
 from agent.readers import quoted_text
 from agent.transport import DingTalkTransport
 from storage import Store
 
 log = logging.getLogger("dta.invocation")
-
-NEGATIVE_TTL_S = 3600.0  # how long "not in the directory" is believed
-
 
 @dataclass(frozen=True)
 class InvocationLimits:
@@ -84,6 +82,8 @@ class InvocationBuilder:
         self.transport = transport
         self.limits = limits or InvocationLimits()
         self.media = media
+        # Staff-directory answers, cached and looked up early (agent/identities.py).
+        self.identities = IdentityDirectory(store, clock, transport, self.limits.identity_ttl_s)
 
     async def build(
         self,
@@ -203,32 +203,4 @@ class InvocationBuilder:
     # ------------------------------------------------------------------ identity
 
     async def identity(self, event: Event) -> Identity:
-        actor = event.actor
-        envelope = Identity(source="envelope", user_id=actor.user_id, name=actor.nick)
-        config = self.transport.config if self.transport is not None else None
-        if config is None or not (config.directory_base_url and config.has_openapi_credentials):
-            return envelope
-        now = self.clock.now()
-        cached = self.store.cached_identity(actor.user_id, now - self.limits.identity_ttl_s)
-        if cached is not None:
-            source = "envelope" if cached.get("missing") else "directory:cache"
-            return Identity(source=source, user_id=actor.user_id, **cached)
-        try:
-            detail = await self.transport.user_detail(actor.user_id)
-        except DirectoryError as exc:
-            log.info("directory lookup failed", extra={"error": str(exc)})
-            fallback = envelope.model_copy(update={"missing": f"directory lookup failed: {exc}"})
-            if exc.definite:
-                # The directory said no (e.g. an external contact): remember that for an
-                # hour, not the full TTL, so each of their messages does not ask again.
-                remembered = {"name": actor.nick, "missing": fallback.missing}
-                aged = now - max(0.0, self.limits.identity_ttl_s - NEGATIVE_TTL_S)
-                self.store.cache_identity(actor.user_id, remembered, aged)
-            return fallback
-        found = {
-            "name": detail.get("name") or actor.nick,
-            "title": detail.get("title") or None,
-            "department": "、".join(str(d) for d in detail.get("dept_names") or []) or None,
-        }
-        self.store.cache_identity(actor.user_id, found, now)
-        return Identity(source="directory", user_id=actor.user_id, **found)
+        return await self.identities.identity(event)

@@ -45,7 +45,9 @@ from agent.contracts import (
 from agent.endings import HONEST_FAILURE, Endings
 from agent.invocation import InvocationBuilder
 from agent.outcome import RunOutcome, touches_task
+from agent.proactive import ProactiveWork
 from agent.recovery import settled_from_records
+from agent.schedule import SchedulePolicy
 from agent.tasks import TaskKeeper
 from gates.action import ActionGate
 from gates.response import ResponseGate
@@ -90,6 +92,7 @@ class Pipeline:
         lease_s: float = 60.0,
         reply_form: str = "text",
         cards: CardReplies | None = None,
+        schedule: SchedulePolicy | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -114,6 +117,14 @@ class Pipeline:
             store=store, clock=clock, action_gate=action_gate, broker=broker, reply_form=reply_form
         )
         self.endings = Endings(store=store, clock=clock, broker=broker, acting=self.acting)
+        # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
+        self.proactive = ProactiveWork(
+            store=store,
+            clock=clock,
+            acting=self.acting,
+            endings=self.endings,
+            policy=schedule or SchedulePolicy(),
+        )
 
     def lease(self, now: float) -> Lease:
         """The claim this runtime puts on a run it opens (renewed while it works)."""
@@ -176,6 +187,9 @@ class Pipeline:
         self, event: Event, skills: Sequence[Any], run: Run, decision: ResponseDecision
     ) -> Run:
         """The engaged path: the task, the provider's answer, its actions, the run's end."""
+        proactive = await self.proactive.handle(event, run)
+        if proactive is not None:
+            return proactive
         start = self.tasks.begin(run, event.text)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
@@ -249,16 +263,25 @@ class Pipeline:
             acting = self.acting
             host = StreamHost(self.provider, acting.act, ack, acting.ending, self.ack_after_s)
             return await self.cards.respond(host, run, invocation, skills, outcome)
-        answer = asyncio.ensure_future(self.provider.respond(invocation, skills))
+        # A timer, not a second task: almost every answer comes before it fires.
+        acking: asyncio.Task[None] | None = None
+
+        def ack_now() -> None:
+            nonlocal acking
+            acking = asyncio.ensure_future(self._ack(run, outcome))
+
+        timer = asyncio.get_running_loop().call_later(self.ack_after_s, ack_now)
         try:
-            try:
-                return await asyncio.wait_for(asyncio.shield(answer), self.ack_after_s)
-            except TimeoutError:
-                await self._ack(run, outcome)
-                return await answer
+            reply = await self.provider.respond(invocation, skills)
+        except BaseException:
+            if acking is not None:
+                acking.cancel()
+            raise
         finally:
-            if not answer.done():  # we stopped waiting (shutdown, crash): so does the provider
-                answer.cancel()
+            timer.cancel()
+        if acking is not None:  # the ack goes out (or fails) before the answer is acted on
+            await acking
+        return reply
 
     async def _ack(self, run: Run, outcome: RunOutcome) -> None:
         if ActionKind.ACK in run.allowed_actions:

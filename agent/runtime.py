@@ -42,12 +42,14 @@ from agent.components import (
     media_limits,
     open_store,
     response_policy,
+    schedule_policy,
     transport_config,
 )
 from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dispatcher import Dispatcher
+from agent.heartbeat import build_heartbeat
 from agent.ingest import FrameKind, Ingestor, IngestResult
 from agent.invocation import InvocationBuilder
 from agent.media import MediaFetcher
@@ -136,7 +138,10 @@ class Runtime:
             lease_s=settings.run_lease_s,
             reply_form=settings.reply_mode,
             cards=self.cards,
+            schedule=schedule_policy(settings),
         )
+        # Proactive work (agent/heartbeat.py): None unless heartbeat_interval_s is set.
+        self.heartbeat = build_heartbeat(settings, self.store, self.clock, self)
         self.dispatcher = Dispatcher(settings.max_concurrent_runs)
         # Told how long each event took from receipt to finished run (metrics).
         self.on_run_finished: Callable[[float], None] | None = None
@@ -217,7 +222,21 @@ class Runtime:
             self._spilling = True
             return False
         self._queue(event, generation)
+        self._look_up_sender(event)
         return True
+
+    def _look_up_sender(self, event: Event) -> None:
+        """Start the sender's directory lookup while the run waits for its turn, when the
+        robot will answer (agent/identities.py)."""
+        identities = self.pipeline.invocations.identities
+        if not identities.enabled:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # queued from outside the loop (tests): the run looks it up itself
+        if self.response_gate.engages(event, self.clock.now()):
+            identities.prefetch(event)
 
     def _queue(self, event: Event, generation: int | None = None) -> None:
         self._inflight.add(event.event_id)
@@ -293,6 +312,7 @@ class Runtime:
             self.store.renew_leases(self.owner, sorted(self._inflight), until)
             self.store.renew_threads(self.owner, sorted(self._threads), until)
             self._renewed_at = now
+        self.pipeline.invocations.identities.flush()
         queued = 0
         for event_id, retry in list(self._retries.items()):
             if force or retry.due <= now:
@@ -309,7 +329,7 @@ class Runtime:
         self._watermark = pending[0].rowid - 1 if pending else max(self._watermark, top)
         queued = 0
         for item in pending:
-            event_id = item.event.event_id
+            event_id = item.event_id
             if event_id in self._inflight or event_id in self._retries:
                 continue
             if not item.free_for(self.owner, now):
@@ -385,6 +405,8 @@ class Runtime:
         await self.dispatcher.cancel(timeout=5)
         # What was left unfinished is let go at once rather than when the leases run out:
         # the next start, or another replica, takes it over without waiting.
+        with contextlib.suppress(Exception):
+            await self.pipeline.invocations.identities.aclose()
         with contextlib.suppress(Exception):
             self.store.renew_leases(self.owner, held, 0.0)
             self.store.renew_threads(self.owner, sorted(self._threads), 0.0)

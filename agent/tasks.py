@@ -60,12 +60,17 @@ class TaskKeeper:
         self.clock = clock
 
     def _move(self, task: TaskCheckpoint, run: Run, **changes: object) -> TaskCheckpoint | None:
+        now = self.clock.now()
+        if changes.get("status") is TaskStatus.WAITING:
+            # Waiting (again) for the person: follow-ups count from now (agent/schedule.py).
+            changes = {"waiting_since": now, "follow_ups": 0, **changes}
         moved = task.model_copy(
             update={
                 **changes,
+                "origin": task.origin or run.origin,
                 "revision": task.revision + 1,
                 "updated_by_run": run.run_id,
-                "updated_at": self.clock.now(),
+                "updated_at": now,
             }
         )
         if self.store.save_task(moved):
@@ -75,9 +80,9 @@ class TaskKeeper:
 
     def begin(self, run: Run, text: str) -> TaskStart:
         """Before the provider: resume, stop or supersede the thread's active task."""
-        if (taken := self.taken_by(run)) is not None:  # re-execution after a crash
-            return TaskStart(continuation=taken)
         active = self.store.active_task(run.thread_key)
+        if active is not None and active.updated_by_run == run.run_id:
+            return TaskStart(continuation=active)  # re-execution after a crash
         stop = is_stop(text)
         if active is None:
             return TaskStart(stop=stop)
@@ -141,5 +146,7 @@ class TaskKeeper:
             updated_by_run=run.run_id,
             created_at=now,
             updated_at=now,
+            origin=run.origin,
+            waiting_since=now,
         )
         return task if self.store.save_task(task) else None

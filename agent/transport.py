@@ -85,6 +85,20 @@ def _throttled(response: httpx.Response) -> bool:
     return False
 
 
+def _refused_recipients(data: dict[str, Any]) -> str | None:
+    """DingTalk's per-recipient no, in its own words (``flowControlledStaffIdList``: sent
+    too often to that person; ``invalidStaffIdList``: no such person for this robot)."""
+    said = []
+    for field, meaning in (
+        ("flowControlledStaffIdList", "flow-controlled"),
+        ("invalidStaffIdList", "invalid staff id"),
+    ):
+        ids = data.get(field)
+        if isinstance(ids, list) and ids:
+            said.append(f"{meaning} ({field}: {', '.join(map(str, ids))[:200]})")
+    return "; ".join(said) or None
+
+
 def _retry_after(response: httpx.Response, clock_now: float) -> float | None:
     value = response.headers.get("retry-after")
     if not value:
@@ -280,8 +294,10 @@ class DingTalkTransport(Addressing, DingTalkAPI):
         if errcode not in (0, None):
             gone = errcode == SESSION_GONE_ERRCODE
             return Delivery(AttemptOutcome.FAILED, evidence, session_gone=gone)
-        if data.get("invalidStaffIdList") or data.get("flowControlledStaffIdList"):
-            evidence.detail = "recipient invalid or flow-controlled"
+        refused = _refused_recipients(data)
+        if refused:
+            # batchSend's per-recipient answer: these people got nothing, whatever the key.
+            evidence.detail = refused
             return Delivery(AttemptOutcome.FAILED, evidence)
         proof = (
             errcode == 0 if channel is Channel.SESSION_WEBHOOK else bool(evidence.process_query_key)

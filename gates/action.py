@@ -32,6 +32,7 @@ from agent.contracts import (
     Run,
     new_id,
 )
+from gates.reminders import ReminderLimits, mentions_everyone, reminder_problem, reminder_time
 
 GATE_VERSION = "action-gate/1"
 # A session webhook URL lets anyone post into the conversation while it lives.
@@ -53,6 +54,10 @@ class ActionPolicy:
     webhook_expiry_margin_s: float = 30.0
     # values that must never be said in a conversation (app secret, model keys)
     secrets: tuple[str, ...] = ()
+    # Reminders need the heartbeat to deliver them; naive times are read in ``timezone``.
+    reminders: bool = False
+    max_reminder_days: float = 30.0
+    timezone: str = "Asia/Shanghai"
 
 
 @dataclass
@@ -91,6 +96,7 @@ class Approval:
     request: ActionRequest
     intents: list[ActionIntent]
     checked: list[str]
+    reminder_due: float | None = None  # epoch seconds of the request's approved reminder
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,12 @@ class _Case:
     @property
     def as_card(self) -> bool:
         return self.form == "card" and self.request.kind is ActionKind.REPLY
+
+    @cached_property
+    def reminder_due(self) -> float | None:
+        """The reminder's time in epoch seconds (None: no reminder, or an unreadable time)."""
+        reminder = self.request.reminder
+        return None if reminder is None else reminder_time(reminder.at, self.policy.timezone)
 
     @property
     def allowed_pieces(self) -> int:
@@ -323,6 +335,31 @@ def _content(c: _Case) -> _Refused | None:
     return None
 
 
+def _reminder(c: _Case) -> _Refused | None:
+    """Only for the person who asked, where they asked, in the future within the limit, and
+    only when a heartbeat will deliver it (``gates/reminders.py``)."""
+    reminder = c.request.reminder
+    if reminder is None:
+        return None
+    policy = c.policy
+    problem = reminder_problem(
+        reminder,
+        c.request.kind,
+        c.run.origin,
+        c.reminder_due,
+        c.facts.now,
+        ReminderLimits(policy.reminders, policy.max_reminder_days * DAY_S),
+    )
+    return None if problem is None else _Refused(RefusalReason.REMINDER_NOT_ALLOWED, problem)
+
+
+def _at_all(c: _Case) -> _Refused | None:
+    """Nothing the robot says @s everyone (an operator's send included)."""
+    if mentions_everyone(f"{c.request.title or ''}\n{c.body}"):
+        return _Refused(RefusalReason.AT_ALL, "the text @s everyone")
+    return None
+
+
 class _Check(NamedTuple):
     name: str
     test: Callable[[_Case], _Refused | None]
@@ -342,6 +379,8 @@ CHECKS: tuple[_Check, ...] = (
     _Check("write_budget", _write_budget, messages_only=True),
     _Check("target", _target, messages_only=True),
     _Check("content", _content, messages_only=True),
+    _Check("reminder", _reminder, messages_only=True),
+    _Check("at_all", _at_all, messages_only=True),
 )
 
 
@@ -370,7 +409,8 @@ class ActionGate:
                 return Refusal(
                     refused.reason, refused.detail, checked, case.kind, refused.first_receipt
                 )
-        return Approval(case.request, _intents(case, checked), checked)
+        due = case.reminder_due if case.request.reminder is not None else None
+        return Approval(case.request, _intents(case, checked), checked, due)
 
 
 def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:

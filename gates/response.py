@@ -87,12 +87,39 @@ def _is_empty(f: _Facts) -> bool:
     return event.msgtype in TEXT_MSGTYPES
 
 
-# (name, predicate, reason): checked in this order, first match decides.
-_SILENT_RULES: list[tuple[str, Callable[[_Facts], bool], SilentReason]] = [
+def _kind(f: _Facts) -> str | None:
+    scheduled = f.event.scheduled
+    return scheduled.kind if scheduled is not None else None
+
+
+def _beat(f: _Facts) -> bool:
+    return _kind(f) == "beat"
+
+
+def _beat_items(f: _Facts) -> list[str]:
+    return f.event.scheduled.items if f.event.scheduled is not None else []
+
+
+def _beat_postponed(f: _Facts) -> bool:
+    return f.event.scheduled is not None and f.event.scheduled.postponed > 0
+
+
+# (name, predicate, reason): checked in this order, first match decides. A silent reason
+# makes the verdict silent, an engage reason engages (the runtime's own events engage here,
+# past the operator's stops, and never as a person's message would).
+_RULES: list[tuple[str, Callable[[_Facts], bool], DecisionReason]] = [
     ("paused", lambda f: f.policy.paused, SilentReason.PAUSED),
     ("self_message", _is_self, SilentReason.SELF_MESSAGE),
+    # A heartbeat is recorded, never answered: its due items are events of their own.
+    ("heartbeat_due", lambda f: _beat(f) and bool(_beat_items(f)), SilentReason.HEARTBEAT_DUE),
+    ("quiet_hours", lambda f: _beat(f) and _beat_postponed(f), SilentReason.QUIET_HOURS),
+    ("heartbeat_idle", _beat, SilentReason.HEARTBEAT_IDLE),
+    # ``dta send``: the operator chose the recipient (only a pause stops it).
+    ("operator", lambda f: _kind(f) == "operator", EngageReason.OPERATOR),
     ("denied", _is_denied, SilentReason.DENIED),
     ("not_allowed", _is_not_allowed, SilentReason.NOT_ALLOWED),
+    # A due item goes to the person its task came from, if they are still allowed.
+    ("scheduled", lambda f: _kind(f) is not None, EngageReason.SCHEDULED),
     (
         # Stale on arrival: DingTalk delivered it too late. A message that arrived fresh
         # and waited on us (a restart, a queue) is still ours to answer; judging it by
@@ -132,10 +159,11 @@ class ResponseGate:
     def decide(self, event: Event, now: float) -> ResponseDecision:
         facts = _Facts(event=event, now=now, policy=self.policy)
         checked: list[str] = []
-        for name, predicate, reason in _SILENT_RULES:
+        for name, predicate, reason in _RULES:
             checked.append(name)
             if predicate(facts):
-                return self._decision(event, Verdict.SILENT, reason, checked, now)
+                verdict = Verdict.SILENT if isinstance(reason, SilentReason) else Verdict.ENGAGE
+                return self._decision(event, verdict, reason, checked, now)
         checked.append("engage")
         engage = (
             EngageReason.DM

@@ -10,12 +10,10 @@ absolute rates on shared machines are noise, the ratio is not.
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
 
 import httpx
 
@@ -123,22 +121,11 @@ def bench_pipeline(count: int) -> PipelineBench:
     )
 
 
-def bench(events: int | None, as_json: bool, out: TextIO, quick: bool, only: str | None) -> int:
+def bench(events: int | None, quick: bool, only: str | None) -> dict[str, object]:
     """Run the benchmarks; each figure sits next to its baseline from the same run."""
     report: dict[str, object] = {"quick": quick}
     if only in (None, "pipeline"):
-        count = events or (1000 if quick else 5000)
-        pipeline = bench_pipeline(count)
-        report["pipeline"] = asdict(pipeline)
-        if not as_json:
-            print(
-                f"pipeline: {pipeline.events} events in {pipeline.pipeline_seconds}s"
-                f" = {pipeline.pipeline_events_per_s} events/s ({pipeline.replies} replies)\n"
-                f"  bare store writes (same rows, same transactions):"
-                f" {pipeline.bare_events_per_s} events/s\n"
-                f"  ratio pipeline / bare = {pipeline.ratio}",
-                file=out,
-            )
+        report["pipeline"] = asdict(bench_pipeline(events or (1000 if quick else 5000)))
     if only in (None, "stream"):
         with tempfile.TemporaryDirectory(prefix="dta-bench-stream-") as tmp:
             figures = asyncio.run(bench_stream(quick, Path(tmp)))
@@ -148,53 +135,18 @@ def bench(events: int | None, as_json: bool, out: TextIO, quick: bool, only: str
             ratios[f"{dta.platform_latency_ms:g}ms"] = {
                 "replies_per_s_dta_over_bare": round(dta.replies_per_s / bare.replies_per_s, 2),
                 "ack_p99_dta_over_bare": round(dta.ack_p99_ms / bare.ack_p99_ms, 3),
+                "cpu_per_message_dta_over_bare": round(
+                    dta.cpu_ms_per_message / bare.cpu_ms_per_message, 2
+                ),
             }
         report["stream_ratios"] = ratios
-        if not as_json:
-            print("stream (real connector, fake gateway, same run):", file=out)
-            for f in figures:
-                print(
-                    f"  platform {f.platform_latency_ms:g} ms  {f.contestant:<5}"
-                    f" ack p50 {f.ack_p50_ms} ms, p99 {f.ack_p99_ms} ms"
-                    f" ({f.steady_messages} msgs steady);"
-                    f" burst {f.burst_messages} → {f.replies_per_s} replies/s",
-                    file=out,
-                )
-            print(f"  ratios dta/bare: {ratios}", file=out)
     if only in (None, "cards"):
-        report["cards"] = cards = asdict(run_bench_cards(quick))
-        if not as_json:
-            print(
-                f"cards ({cards['questions']} questions, {cards['answer_chars']}-character"
-                f" answers streamed by the fake model): plain reply p50"
-                f" {cards['plain_reply_p50_ms']} ms; card shown p50"
-                f" {cards['card_shown_p50_ms']} ms, first frame p50"
-                f" {cards['card_first_frame_p50_ms']} ms (x{cards['first_frame_over_plain']}),"
-                f" final frame p50 {cards['card_final_p50_ms']} ms;"
-                f" {cards['frames_per_card']} frames per card",
-                file=out,
-            )
+        report["cards"] = asdict(run_bench_cards(quick))
     if only == "postgres":  # needs a server: run when asked for by name
         from lab.bench_pg import bench_pipeline_pg, bench_replicas
 
-        count = events or (500 if quick else 2000)
-        pg = bench_pipeline_pg(count)
+        pg = bench_pipeline_pg(events or (500 if quick else 2000))
         replicas = [asdict(f) for f in bench_replicas(100 if quick else 300)]
         speedup = round(replicas[1]["replies_per_s"] / replicas[0]["replies_per_s"], 2)
         report["postgres"] = {"pipeline": pg, "replicas": replicas, "three_over_one": speedup}
-        if not as_json:
-            print(
-                f"postgres pipeline: {pg['pipeline_events_per_s']} events/s; bare writes of"
-                f" the same rows {pg['bare_events_per_s']} events/s; ratio {pg['ratio']}",
-                file=out,
-            )
-            for f in replicas:
-                print(
-                    f"  {f['replicas']} replica(s), platform {f['platform_latency_ms']:g} ms:"
-                    f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s",
-                    file=out,
-                )
-            print(f"  three replicas / one = {speedup}", file=out)
-    if as_json:
-        print(json.dumps(report, indent=2), file=out)
-    return 0
+    return report

@@ -44,6 +44,14 @@ class StreamFigures:
     burst_seconds: float
     replies_per_s: float
     replies: int
+    steady_rate_per_s: float
+    cpu_ms_per_message: float  # the contestant's process, user + system, over the burst
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -114,6 +122,9 @@ async def measure(
         # One sender per message: several quick lines from one person are deliberately
         # answered once by dta (a newer message supersedes older runs), which would not
         # compare like with like.
+        pid = daemon.pid if daemon is not None else bare.pid  # type: ignore[union-attr]
+        assert pid is not None
+        cpu_before = _cpu_seconds(pid)
         mark = len(fake.received)
         t0 = time.monotonic()
         for i in range(burst):
@@ -121,6 +132,7 @@ async def measure(
         await until(lambda: len(fake.received) >= mark + burst, 120)
         seconds = time.monotonic() - t0
         replies = len(fake.received) - mark
+        cpu = _cpu_seconds(pid) - cpu_before
     finally:
         if daemon is not None:
             await daemon.stop()
@@ -139,6 +151,8 @@ async def measure(
         burst_seconds=round(seconds, 3),
         replies_per_s=round(replies / seconds, 1) if seconds > 0 else float("nan"),
         replies=replies,
+        steady_rate_per_s=rate,
+        cpu_ms_per_message=round(1000 * cpu / max(replies, 1), 3),
     )
 
 
@@ -147,7 +161,7 @@ LATENCIES_S = (0.0, 0.03)  # loopback, and a send answered in 30 ms as from a re
 
 async def bench_stream(quick: bool, workdir: Path) -> list[StreamFigures]:
     """Both contestants at each platform latency; neither shares a process, store or fake."""
-    rate, steady_s, burst = (50.0, 2.0, 200) if quick else (100.0, 5.0, 1000)
+    rate, steady_s, burst = (100.0, 2.0, 200) if quick else (200.0, 5.0, 1000)
     figures = []
     for latency in LATENCIES_S:
         for kind in ("bare", "dta"):

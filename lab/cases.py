@@ -94,6 +94,24 @@ class RestartSpec(_Model):
     crash: CrashPoint | None = None
 
 
+class OperatorSpec(_Model):
+    """dta extension: ``dta send`` — one message from the operator to a user or a group."""
+
+    msg: str | None = None  # the event id, so expectations can name it
+    user: str | None = None
+    group: str | None = None
+    text: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_recipient(self) -> OperatorSpec:
+        if (self.user is None) == (self.group is None):
+            raise ValueError("an operator send names exactly one of user, group")
+        return self
+
+
+STEP_KINDS = ("send", "frame", "redeliver", "fault", "restart", "wait", "operator")
+
+
 class Step(_Model):
     at: float | None = Field(default=None, ge=0)
     send: SendSpec | None = None
@@ -102,6 +120,7 @@ class Step(_Model):
     fault: dict[str, Any] | None = None
     restart: RestartSpec | bool | None = None
     wait: float | None = Field(default=None, ge=0)
+    operator: OperatorSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -116,19 +135,18 @@ class Step(_Model):
     def _exactly_one_kind(self) -> Step:
         kinds = [
             name
-            for name in ("send", "frame", "redeliver", "fault", "restart", "wait")
+            for name in STEP_KINDS
             if getattr(self, name) is not None and getattr(self, name) is not False
         ]
         if len(kinds) != 1:
             raise ValueError(
-                "a step needs exactly one of send, frame, redeliver, fault, restart, wait;"
-                f" got {kinds or 'none'}"
+                f"a step needs exactly one of {', '.join(STEP_KINDS)}; got {kinds or 'none'}"
             )
         return self
 
     @property
     def kind(self) -> str:
-        for name in ("send", "frame", "redeliver", "fault", "restart", "wait"):
+        for name in STEP_KINDS:
             value = getattr(self, name)
             if value is not None and value is not False:
                 return name

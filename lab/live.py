@@ -46,6 +46,10 @@ def live_skip_reason(case: Case) -> str | None:
         return "restarts and crash points need the in-process harness"
     if "wait" in kinds:
         return "waits on the virtual clock"
+    if "operator" in kinds:
+        return "operator sends (dta send) do not come over the stream"
+    if case.config.get("heartbeat_interval_s") is not None:
+        return "heartbeats are fired on the virtual clock"
     if any((step.at or 0) >= 60 for step in case.steps):
         return "spans a minute or more of virtual time"
     arrivals: Counter[tuple[float, str]] = Counter()

@@ -40,6 +40,14 @@ def _py_spy() -> str:
     return found
 
 
+def _record(fmt: str, target: Path) -> list[str]:
+    return [_py_spy(), "record", "-r", RATE_HZ, "-f", fmt, "-o", str(target)]
+
+
+def _target(events: int) -> list[str]:
+    return [sys.executable, "-m", "lab.profile", "--pipeline-target", str(events)]
+
+
 def _suffix(fmt: str) -> str:
     return ".svg" if fmt == "flamegraph" else ".txt"
 
@@ -47,8 +55,7 @@ def _suffix(fmt: str) -> str:
 def profile_pipeline(out: Path, fmt: str, events: int) -> None:
     target = out / f"pipeline{_suffix(fmt)}"
     subprocess.run(
-        [_py_spy(), "record", "-r", RATE_HZ, "-f", fmt, "-o", str(target), "--"]
-        + [sys.executable, "-m", "lab.profile", "--pipeline-target", str(events)],
+        [*_record(fmt, target), "--", *_target(events)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -75,8 +82,7 @@ async def profile_stream(out: Path, fmt: str, burst: int) -> None:
                 fake.inject({"msg": f"w{i}", "from": f"w{i}", "text": f"{i} + 1 等于多少"})
             await until(lambda: len(fake.received) >= 5, 30)
             spy = subprocess.Popen(
-                [_py_spy(), "record", "-r", RATE_HZ, "-f", fmt, "-o", str(target)]
-                + ["--pid", str(daemon.pid)],
+                [*_record(fmt, target), "--pid", str(daemon.pid)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

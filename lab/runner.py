@@ -21,6 +21,8 @@ from agent.clock import VirtualClock
 from agent.components import build_provider
 from agent.config import Settings
 from agent.crashpoints import Crash, CrashPoints
+from agent.operator import operator_event
+from agent.operator import send as operator_send
 from agent.runtime import Runtime
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
@@ -116,6 +118,7 @@ class CaseRun:
         self.frames = 0
         self.runtime: Runtime | None = None
         self.settings: Settings | None = None
+        self.next_beat: float | None = None  # when the heartbeat is on: the next beat's time
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()
@@ -149,6 +152,12 @@ class CaseRun:
         assert self.settings is not None
         provider = case_provider(self.case, self.settings)
         runtime = Runtime(self.settings, clock=self.clock, crash=self.crash, provider=provider)
+        if runtime.heartbeat is not None:
+            # Beats are aligned to the case's start; the runner fires them (see _advance),
+            # so no task sleeps on the virtual clock and races it ahead.
+            runtime.heartbeat.anchor = LAB_EPOCH
+            if self.next_beat is None:
+                self.next_beat = runtime.heartbeat.next_beat(LAB_EPOCH)
         await runtime.start()
         return runtime
 
@@ -170,25 +179,38 @@ class CaseRun:
     # ------------------------------------------------------------------ steps
 
     async def _advance(self, moment: float) -> None:
-        """Move the clock, delivering the unacked frames that fall due on the way.
+        """Move the clock, delivering the unacked frames and firing the heartbeat's beats
+        that fall due on the way, in time order (a beat first when both fall due at once).
 
         Frames delivered at the same instant arrive back to back, before the runtime has
         worked on any of them (as when a user sends three lines at once, or DingTalk
         redelivers while the first delivery is still being handled). The runtime is
-        drained whenever time moves on.
+        drained whenever time moves on, and after each beat.
         """
         if moment > self.clock.now():
             await self._drain()
-        while self.unacked:
+        while True:
             self.unacked.sort(key=lambda item: item[0])
-            due, data = self.unacked[0]
-            if due > moment:
+            frame_due = self.unacked[0][0] if self.unacked else float("inf")
+            beat_due = self.next_beat if self.next_beat is not None else float("inf")
+            if min(frame_due, beat_due) > moment:
                 break
-            self.unacked.pop(0)
-            self.clock.advance_to(due)
-            await self._deliver(callback_frame(data, self._frame_id(), now=due), data)
+            if beat_due <= frame_due:
+                self.clock.advance_to(beat_due)
+                await self._beat()
+            else:
+                due, data = self.unacked.pop(0)
+                self.clock.advance_to(due)
+                await self._deliver(callback_frame(data, self._frame_id(), now=due), data)
             await self._drain()
         self.clock.advance_to(moment)
+
+    async def _beat(self) -> None:
+        """One beat at the virtual now, then the next one is due a slot later."""
+        assert self.runtime is not None and self.runtime.heartbeat is not None
+        heartbeat = self.runtime.heartbeat
+        self.next_beat = heartbeat.next_beat(self.clock.now())
+        heartbeat.beat()
 
     def _frame_id(self) -> str:
         self.frames += 1
@@ -222,6 +244,18 @@ class CaseRun:
                 await self._restart()
         elif kind == "wait":
             await self._advance(self.clock.now() + (step.wait or 0.0))
+        elif kind == "operator":
+            assert step.operator is not None and self.settings is not None and self.runtime
+            spec = step.operator
+            event = operator_event(
+                spec.text,
+                self.clock.now(),
+                user=spec.user,
+                group=spec.group,
+                robot_code=self.settings.robot_code,
+                event_id=spec.msg,
+            )
+            await operator_send(self.runtime.store, self.runtime.pipeline, event)
 
     async def _deliver(self, raw: str, data: dict[str, Any] | None) -> None:
         assert self.runtime is not None

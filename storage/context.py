@@ -46,14 +46,16 @@ class ContextRecords(StoreBase):
         ).fetchone()
         return json.loads(row[0]) if row else None
 
-    def cache_identity(self, user_id: str, identity: dict[str, Any], fetched_at: float) -> None:
+    def cache_identities(self, found: dict[str, tuple[dict[str, Any], float]]) -> None:
+        """Remember directory answers (user id → (fields, fetched at)), in one transaction."""
         with self._tx() as conn:
-            conn.execute(
-                "INSERT INTO identity_cache (user_id, fetched_at, identity_json)"
-                " VALUES (?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET"
-                " fetched_at = excluded.fetched_at, identity_json = excluded.identity_json",
-                (user_id, fetched_at, json.dumps(identity, ensure_ascii=False)),
-            )
+            for user_id, (fields, at) in found.items():
+                conn.execute(
+                    "INSERT INTO identity_cache (user_id, fetched_at, identity_json)"
+                    " VALUES (?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET"
+                    " fetched_at = excluded.fetched_at, identity_json = excluded.identity_json",
+                    (user_id, at, json.dumps(fields, ensure_ascii=False)),
+                )
 
     # ------------------------------------------------------------------ tasks
 
@@ -71,8 +73,9 @@ class ContextRecords(StoreBase):
         with self._tx() as conn:
             if task.revision == 1:
                 cursor = conn.execute(
-                    "INSERT INTO tasks (task_id, scope_id, status, revision,"
-                    " updated_at, task_json) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    "INSERT INTO tasks (task_id, scope_id, status, revision, updated_at,"
+                    " task_json, due_at, waiting_since, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (
                         task.task_id,
                         task.scope_id,
@@ -80,17 +83,24 @@ class ContextRecords(StoreBase):
                         task.revision,
                         task.updated_at,
                         task.to_json(),
+                        task.due_at,
+                        task.waiting_since,
+                        task.created_at,
                     ),
                 )
             else:
                 cursor = conn.execute(
-                    "UPDATE tasks SET status = ?, revision = ?, updated_at = ?, task_json = ?"
+                    "UPDATE tasks SET status = ?, revision = ?, updated_at = ?, task_json = ?,"
+                    " due_at = ?, waiting_since = ?, created_at = ?"
                     " WHERE task_id = ? AND revision = ?",
                     (
                         task.status.value,
                         task.revision,
                         task.updated_at,
                         task.to_json(),
+                        task.due_at,
+                        task.waiting_since,
+                        task.created_at,
                         task.task_id,
                         task.revision - 1,
                     ),

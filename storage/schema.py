@@ -193,6 +193,13 @@ MIGRATIONS: list[str] = [
         used INTEGER NOT NULL
     );
     """,
+    # 7: proactive work (agent/heartbeat.py): what the heartbeat looks up each beat
+    """
+    ALTER TABLE tasks ADD COLUMN due_at REAL;
+    ALTER TABLE tasks ADD COLUMN waiting_since REAL;
+    ALTER TABLE tasks ADD COLUMN created_at REAL;
+    CREATE INDEX tasks_due ON tasks (status, due_at);
+    """,
 ]
 
 

@@ -184,6 +184,13 @@ PG_MIGRATIONS: list[str] = [
         used BIGINT NOT NULL
     );
     """,
+    # 4: proactive work: what the heartbeat looks up each beat (SQLite's 7)
+    """
+    ALTER TABLE tasks ADD COLUMN due_at DOUBLE PRECISION;
+    ALTER TABLE tasks ADD COLUMN waiting_since DOUBLE PRECISION;
+    ALTER TABLE tasks ADD COLUMN created_at DOUBLE PRECISION;
+    CREATE INDEX tasks_due ON tasks (status, due_at);
+    """,
 ]
 
 

@@ -28,6 +28,7 @@ from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.inspect import InspectRecords
+from storage.schedule import ScheduleRecords
 from storage.work import Lease, PendingWork, WorkRecords
 
 
@@ -41,7 +42,13 @@ class Counts:
 
 
 class Store(
-    EventRecords, WorkRecords, CardRecords, ActionRecords, ContextRecords, InspectRecords
+    EventRecords,
+    WorkRecords,
+    CardRecords,
+    ActionRecords,
+    ContextRecords,
+    InspectRecords,
+    ScheduleRecords,
 ):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 
@@ -69,7 +76,7 @@ class Store(
             "quarantine": "DELETE FROM quarantine WHERE received_at < :before",
             "budget_ledger": "DELETE FROM budget_ledger WHERE at < :before",
             "tasks": "DELETE FROM tasks WHERE updated_at < :before"
-            " AND status NOT IN ('working', 'waiting')",
+            " AND status NOT IN ('working', 'waiting', 'scheduled')",
             "memory_candidates": "DELETE FROM memory_candidates WHERE created_at < :before"
             " AND status IN ('rejected', 'published')",
             "identity_cache": "DELETE FROM identity_cache WHERE fetched_at < :before",

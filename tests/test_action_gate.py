@@ -38,6 +38,8 @@ ORDER = [
     "write_budget",
     "target",
     "content",
+    "reminder",
+    "at_all",
 ]
 FIRST = Receipt(
     receipt_id="r1",
@@ -98,6 +100,12 @@ REFUSING = [
     ("target", RefusalReason.TARGET_UNAVAILABLE, {"run": run_for(event(), webhook=EXPIRED)}),
     ("content", RefusalReason.CONTENT_TOO_LARGE, {"raw": {"kind": "ack", "text": "x" * 4000}}),
     ("content", RefusalReason.SECRET_IN_CONTENT, {"raw": REPLY, "secrets": ("12",)}),
+    (
+        "reminder",
+        RefusalReason.REMINDER_NOT_ALLOWED,
+        {"raw": {**REPLY, "reminder": {"at": "2030-01-01T10:00:00+08:00", "text": "x"}}},
+    ),
+    ("at_all", RefusalReason.AT_ALL, {"raw": {"kind": "reply", "text": "@所有人 明天放假"}}),
 ]
 
 
@@ -270,3 +278,15 @@ def test_load_facts_reads_what_an_approved_intent_left_in_the_store(tmp_path):
         assert load_facts(store, run, T0 + 61).writes_last_minute == 0
     finally:
         store.close()
+
+
+def test_the_days_writes_count_only_the_last_day(store):
+    """The day's total, whichever way the store finds it, leaves out older writes."""
+    for n, at in enumerate((T0 - 3 * 86_400, T0 - 2 * 86_400, T0 - 100, T0 - 50, T0 - 10)):
+        run = run_for(event(msg_id=f"old-{n}"))
+        (intent,) = decide(run=run, f=load_facts(store, run, at)).intents
+        assert store.add_intent(intent.model_copy(update={"created_at": at}))
+    run = run_for(event(msg_id="now"))
+    facts_now = load_facts(store, run, T0)
+    assert (facts_now.writes_last_day, facts_now.writes_last_minute) == (3, 2)
+    assert load_facts(store, run, T0 + 5 * 86_400).writes_last_day == 0

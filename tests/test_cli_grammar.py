@@ -40,6 +40,7 @@ def test_help_never_fails_and_documents_exit_codes(command, capsys):
 
 FULL = [
     ["run"],
+    ["send", "--user", "u1", "hi"],
     ["dev"],
     ["dev", "say", "hi"],
     ["trace", "m1"],

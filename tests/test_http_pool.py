@@ -1,14 +1,19 @@
 """The outbound client's pool: connections are reused, and one the server closed is not."""
 
 import asyncio
+import ssl
 
 import httpx
+import pytest
+import trustme
 from aiohttp import web
 
-from agent.http_pool import CheapReadableBackend, async_client
+from agent.http_pool import AsyncioBackend, GatedTransport, async_client
 
 
-async def _server(keepalive_s: float) -> tuple[web.AppRunner, str, list[int]]:
+async def _server(
+    keepalive_s: float, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, str, list[int]]:
     peers: list[int] = []
 
     async def answer(request: web.Request) -> web.Response:
@@ -19,7 +24,7 @@ async def _server(keepalive_s: float) -> tuple[web.AppRunner, str, list[int]]:
     app.router.add_post("/send", answer)
     runner = web.AppRunner(app, keepalive_timeout=keepalive_s)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
     await site.start()
     port = runner.addresses[0][1]
     return runner, f"http://127.0.0.1:{port}/send", peers
@@ -29,10 +34,10 @@ def _client() -> httpx.AsyncClient:
     return async_client(timeout=httpx.Timeout(5.0), max_connections=4, proxy=None)
 
 
-async def test_the_client_uses_the_cheap_backend():
+async def test_the_client_uses_the_asyncio_backend():
     async with _client() as client:
         backend = client._transport._pool._network_backend  # type: ignore[attr-defined]
-        assert isinstance(backend, CheapReadableBackend)
+        assert isinstance(backend, AsyncioBackend)
 
 
 async def test_sequential_requests_share_one_connection():
@@ -55,5 +60,80 @@ async def test_a_connection_the_server_closed_is_not_reused():
             await asyncio.sleep(0.5)  # the server closes the idle connection meanwhile
             assert (await client.post(url, json={})).status_code == 200
         assert len(set(peers)) == 2
+    finally:
+        await runner.cleanup()
+
+
+async def test_no_more_requests_in_flight_than_connections():
+    busy = {"now": 0, "most": 0}
+
+    async def slow(request: web.Request) -> web.Response:
+        busy["now"] += 1
+        busy["most"] = max(busy["most"], busy["now"])
+        await asyncio.sleep(0.02)
+        busy["now"] -= 1
+        return web.json_response({"errcode": 0})
+
+    app = web.Application()
+    app.router.add_post("/send", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/send"
+    try:
+        async with async_client(timeout=httpx.Timeout(5.0), max_connections=2, proxy=None) as c:
+            answers = await asyncio.gather(*(c.post(url, json={"i": i}) for i in range(10)))
+            assert [a.status_code for a in answers] == [200] * 10
+            assert busy["most"] == 2
+            async with c.stream("POST", url, json={}) as held, c.stream("POST", url) as held2:
+                assert held.status_code == held2.status_code == 200
+                # both places are held until the bodies are closed: a third waits, then times out
+                with pytest.raises(httpx.PoolTimeout):
+                    await c.post(url, json={}, timeout=httpx.Timeout(5.0, pool=0.1))
+            assert (await c.post(url, json={})).status_code == 200  # places given back
+    finally:
+        await runner.cleanup()
+
+
+async def test_tls_with_a_verified_certificate(tmp_path):
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_ctx)
+    runner, url, peers = await _server(keepalive_s=30, ssl_context=server_ctx)
+    url = url.replace("http://127.0.0.1", "https://localhost")
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    try:
+        transport = GatedTransport(2, None)
+        transport._pool._ssl_context = client_ctx  # type: ignore[attr-defined]
+        async with httpx.AsyncClient(transport=transport) as client:
+            for _ in range(3):
+                answer = await client.post(url, json={})
+                assert answer.json() == {"errcode": 0}
+        assert len(set(peers)) == 1  # the second and third reused the TLS connection
+        async with httpx.AsyncClient(transport=GatedTransport(2, None)) as untrusting:
+            with pytest.raises(httpx.ConnectError):  # not signed by a CA it trusts
+                await untrusting.post(url, json={})
+    finally:
+        await runner.cleanup()
+
+
+async def test_failures_keep_their_httpx_classes():
+    async def never(request: web.Request) -> web.Response:
+        await asyncio.sleep(5)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/slow", never)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    try:
+        async with _client() as client:
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post(f"http://127.0.0.1:{port}/slow", timeout=0.2)
+            with pytest.raises(httpx.ConnectError):  # nobody listens on port 1
+                await client.post("http://127.0.0.1:1/send", json={})
     finally:
         await runner.cleanup()

@@ -1,5 +1,6 @@
 """The enriched invocation: quote, burst, identity and truncation, each with its source."""
 
+import asyncio
 import json
 
 import httpx
@@ -283,3 +284,24 @@ async def test_context_md_fences_cannot_be_closed_by_message_text(store, tmp_pat
     assert fence in context  # longer than the four backticks inside the message
     inside = context.split(fence, 1)[1].split("`" * 5, 1)[0]
     assert "Allowed actions: everything" in inside
+
+
+@respx.mock
+async def test_a_prefetched_lookup_is_shared_and_its_answer_reaches_the_store(store, tmp_path):
+    respx.post("https://api.test/v1.0/oauth2/accessToken").mock(
+        return_value=httpx.Response(200, json={"accessToken": "t", "expireIn": 7200})
+    )
+    users = respx.post(f"{OAPI}/topapi/v2/user/get").mock(
+        return_value=httpx.Response(200, json={"errcode": 0, "result": {"name": "张三"}})
+    )
+    ev = stored(store, msg_id="m1")
+    b = builder(store, directory(tmp_path))
+    b.identities.prefetch(ev)
+    first, second = await asyncio.gather(b.identity(ev), b.identity(ev))
+    assert first.name == second.name == "张三" and users.call_count == 1
+    assert store.cached_identity("u1", T0 - 1) is None  # kept in memory until a flush
+    assert b.identities.flush() == 1
+    cached = store.cached_identity("u1", T0 - 1)
+    assert cached == {"name": "张三", "title": None, "department": None}
+    later = await builder(store, directory(tmp_path)).identity(ev)  # a new process
+    assert later.source == "directory:cache" and users.call_count == 1

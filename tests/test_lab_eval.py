@@ -135,8 +135,8 @@ async def _failing_ids(paths: list[Path]) -> set[str]:
 
 
 async def test_gate_answering_unmentioned_group_messages_fails_named_cases(monkeypatch):
-    broken = [rule for rule in gates.response._SILENT_RULES if rule[0] != "group_not_mentioned"]
-    monkeypatch.setattr(gates.response, "_SILENT_RULES", broken)
+    broken = [rule for rule in gates.response._RULES if rule[0] != "group_not_mentioned"]
+    monkeypatch.setattr(gates.response, "_RULES", broken)
     shared = shared_cases()
     failing = await _failing_ids([PROJECT_CASES, *shared])
     assert "group-at-someone-else-is-silent" in failing

@@ -27,6 +27,7 @@ from agent.contracts.actions import (
     MemoryCandidateProposal,
     MessageContent,
     Receipt,
+    ReminderProposal,
     TaskPatch,
 )
 from agent.contracts.base import (
@@ -66,6 +67,7 @@ from agent.contracts.events import (
     Event,
     ResponseDecision,
     Robot,
+    Scheduled,
     SessionWebhook,
 )
 from agent.contracts.invocation import (
@@ -124,11 +126,13 @@ __all__ = [
     "Receipt",
     "ReceiptStatus",
     "RefusalReason",
+    "ReminderProposal",
     "ResponseDecision",
     "Robot",
     "Run",
     "RunEnding",
     "RunState",
+    "Scheduled",
     "SessionWebhook",
     "SilentReason",
     "SkillRef",

@@ -36,6 +36,21 @@ class MemoryCandidateProposal(Contract):
     supersedes: list[str] = Field(default_factory=list)
 
 
+class ReminderProposal(Contract):
+    """A reminder a provider proposes with its reply: ``text`` at ``at``.
+
+    ``at`` is ISO 8601; without an offset it is read in the configured ``timezone``. A
+    reminder is only ever for the person who asked, in the conversation they asked in:
+    ``user_id`` and ``conversation_id`` may be given only to say so (the action gate
+    refuses any other value), never to address someone else.
+    """
+
+    at: str = Field(min_length=1, max_length=64)
+    text: str = Field(min_length=1, max_length=500)
+    user_id: str | None = None
+    conversation_id: str | None = None
+
+
 class ActionRequest(Contract):
     """What a provider may ask for. It has no target, robot or user: the origin is implied.
 
@@ -53,6 +68,7 @@ class ActionRequest(Contract):
     reason: str | None = None
     memory_candidates: list[MemoryCandidateProposal] = Field(default_factory=list)
     task: TaskPatch | None = None
+    reminder: ReminderProposal | None = None  # set with a reply that confirms it
 
     @model_validator(mode="after")
     def _content_matches_kind(self) -> ActionRequest:
@@ -63,6 +79,8 @@ class ActionRequest(Contract):
                 raise ValueError("a silence request needs a reason")
             if has_text or has_markdown:
                 raise ValueError("a silence request carries no text")
+            if self.reminder is not None:
+                raise ValueError("a reminder is confirmed in words: not with a silence")
         else:
             if has_text == has_markdown:
                 raise ValueError(f"a {self.kind.value} request needs exactly one of text/markdown")

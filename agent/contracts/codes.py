@@ -33,11 +33,21 @@ class SilentReason(StrEnum):
     PROVIDER_FAILED = "provider_failed"
     TASK_CANCELLED = "task_cancelled"  # the actor said stop; the task ends, nothing is said
     INTERNAL_ERROR = "internal_error"  # the run broke unexpectedly; see the run's failure
+    # Added by dta for proactive work (agent/heartbeat.py, agent/proactive.py):
+    HEARTBEAT_IDLE = "heartbeat_idle"  # a beat found nothing due: recorded, nothing sent
+    HEARTBEAT_DUE = "heartbeat_due"  # a beat found due work: each item is its own event
+    QUIET_HOURS = "quiet_hours"  # a beat in quiet hours: follow-ups postponed, never dropped
+    TASK_EXPIRED = "task_expired"  # a task nobody answered in time ended ``expired``
+    NOT_DUE = "not_due"  # the task moved (answered, cancelled) after the beat found it due
 
 
 class EngageReason(StrEnum):
     DM = "dm"
     MENTIONED = "mentioned"
+    # Added by dta: work the heartbeat found due (a follow-up, a reminder, an expiry), and
+    # a message an operator sends with ``dta send``; both go to a recorded origin only.
+    SCHEDULED = "scheduled"
+    OPERATOR = "operator"
 
 
 DecisionReason = SilentReason | EngageReason
@@ -59,6 +69,10 @@ class RefusalReason(StrEnum):
     CONTENT_TOO_LARGE = "content_too_large"
     # Added by dta: the text would publish a configured secret or a session webhook URL.
     SECRET_IN_CONTENT = "secret_in_content"
+    # Added by dta: a reminder for someone other than the requester or their conversation,
+    # in the past or beyond ``max_reminder_days``, or with no heartbeat to deliver it.
+    REMINDER_NOT_ALLOWED = "reminder_not_allowed"
+    AT_ALL = "at_all"  # the text @s everyone (@所有人, @all): never sent
 
 
 class CardReason(StrEnum):
@@ -165,6 +179,9 @@ class TaskStatus(StrEnum):
     COMPLETED = "completed"  # only with receipts for every done_when item
     CANCELLED = "cancelled"  # stopped by the actor, or superseded by a correction
     FAILED = "failed"
+    # Added by dta for proactive work:
+    SCHEDULED = "scheduled"  # a reminder waiting for its time (never a continuation)
+    EXPIRED = "expired"  # nobody answered within the follow-ups or ``task_expiry_s``
 
 
 class MediaStatus(StrEnum):

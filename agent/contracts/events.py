@@ -57,8 +57,28 @@ class SessionWebhook(Contract):
         return now + margin_s < self.expires_at
 
 
+class Scheduled(Contract):
+    """What makes an event the runtime's own rather than a person's message.
+
+    ``beat``: one heartbeat (``items`` are the events it dispatched, ``postponed`` the
+    follow-ups quiet hours held back). ``follow_up``, ``reminder``, ``expiry``: one due item
+    of the task ``task_id``, due at ``due_at``; its event id is derived from both, so a
+    second beat or a second replica finds it already stored. ``operator``: ``dta send``.
+    """
+
+    kind: Literal["beat", "follow_up", "reminder", "expiry", "operator"]
+    task_id: str | None = None
+    due_at: float | None = None
+    items: list[str] = Field(default_factory=list)
+    postponed: int = 0
+
+
 class Event(Contract):
-    """A chatbot callback, normalised. ``event_id`` is DingTalk's msgId."""
+    """A chatbot callback, normalised. ``event_id`` is DingTalk's msgId.
+
+    Events the runtime makes itself (heartbeats, their due items, operator sends) carry
+    ``scheduled``; they go through the same gates, and DingTalk never sent them.
+    """
 
     schema_: Literal["dta.event/1"] = Field(default="dta.event/1", alias="$schema")
     event_id: str
@@ -81,6 +101,7 @@ class Event(Contract):
     created_at_source: str | None = None
     received_at: float
     frame_message_id: str | None = None
+    scheduled: Scheduled | None = None
 
     @property
     def thread_key(self) -> str:

@@ -48,6 +48,14 @@ class TaskCheckpoint(Contract):
     updated_by_run: str
     created_at: float
     updated_at: float
+    # Proactive work (agent/heartbeat.py). ``origin`` is where the task came from: the only
+    # place a follow-up or a reminder may go. A ``reminder`` is due at ``due_at``; a task
+    # that waits gets follow-ups counted from ``waiting_since``.
+    kind: Literal["task", "reminder"] = "task"
+    origin: Origin | None = None
+    due_at: float | None = None
+    waiting_since: float | None = None
+    follow_ups: int = 0
 
 
 class SkillRef(Contract):
@@ -136,6 +144,9 @@ class MemoryCandidate(Contract):
     @staticmethod
     def id_for(scope_id: str, content: str) -> str:
         return "mem_" + sha256_text(f"{scope_id}\n{content.strip()}")[:20]
+
+
+TaskCheckpoint.model_rebuild()
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,10 @@ class ParsedFaults:
     drop: bool = False  # stream: cut the current connection without a close handshake
     zombie: bool = False  # stream: the current connection goes silent
     refuse_s: float | None = None  # stream: refuse new connections for this many real seconds
+    # batchSend's per-recipient answer: these staff ids are flow-controlled or invalid from
+    # now on (the send answers 200 with a processQueryKey and lists them; they get nothing)
+    flow_controlled: list[str] | None = None
+    invalid_users: list[str] | None = None
 
 
 def _bool(target: str, key: str, value: Any) -> bool:
@@ -198,6 +202,20 @@ def _parse_stream(inner: Any, parsed: ParsedFaults) -> None:
     parsed.refuse_s = None if refuse is None else float(refuse)
 
 
+def _parse_recipients(inner: Any, parsed: ParsedFaults) -> None:
+    """``{"flow_controlled": ["u1"], "invalid": ["u9"]}``: lists of staff ids."""
+    if not isinstance(inner, dict) or not inner:
+        raise ValueError(f"fault 'recipients' must be a non-empty object, got {inner!r}")
+    unknown = sorted(set(inner) - {"flow_controlled", "invalid"})
+    if unknown:
+        raise ValueError(f"fault 'recipients': unknown key(s) {', '.join(map(repr, unknown))}")
+    for key, value in inner.items():
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ValueError(f"fault recipients.{key} must list staff ids, got {value!r}")
+    parsed.flow_controlled = inner.get("flow_controlled")
+    parsed.invalid_users = inner.get("invalid")
+
+
 def parse_fault_spec(spec: Any) -> ParsedFaults:
     """Check a whole spec before arming any of it, so a bad spec changes nothing."""
     if not isinstance(spec, dict) or not spec:
@@ -210,9 +228,11 @@ def parse_fault_spec(spec: Any) -> ParsedFaults:
             parsed.disconnect = True
         elif target == "stream":
             _parse_stream(inner, parsed)
+        elif target == "recipients":
+            _parse_recipients(inner, parsed)
         elif target in _FAULT_KEYS:
             _parse_target(target, inner, parsed)
         else:
-            known = ", ".join([*_FAULT_KEYS, "stream", "disconnect"])
+            known = ", ".join([*_FAULT_KEYS, "stream", "recipients", "disconnect"])
             raise ValueError(f"unknown fault {target!r} (known: {known})")
     return parsed

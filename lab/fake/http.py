@@ -265,13 +265,17 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
         _reject_api(400, "invalidParameter.openConversationId", "openConversationId 不合法")
     fields = _message_param(body)
     key = secrets.token_urlsafe(24)
+    # batchSend answers per recipient: flow-controlled or invalid ones get nothing.
+    flow = [u for u in users if u in platform.flow_controlled] if oto else []
+    invalid = [u for u in users if u in platform.invalid_users] if oto else []
+    reached = [u for u in users if u not in flow and u not in invalid] if oto else []
 
     keep = partial(
         platform.accept,
         channel="openapi_oto" if oto else "openapi_group",
         conversation_id=None if oto else conversation,
         conversation_type="dm" if oto else "group",
-        user_ids=list(users) if oto else [],
+        user_ids=reached,
         process_query_key=key,
         robot_code=platform.robot_code,
         **fields,
@@ -280,10 +284,11 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
     fault = platform.take_fault("openapi")
     if fault is not None:
         return await _faulted(platform, fault, keep, _api_fault_body)
-    keep()
+    if reached or not oto:
+        keep()
     if platform.send_latency_s:
         await asyncio.sleep(platform.send_latency_s)
-    extra = {"invalidStaffIdList": [], "flowControlledStaffIdList": []} if oto else {}
+    extra = {"invalidStaffIdList": invalid, "flowControlledStaffIdList": flow} if oto else {}
     return web.json_response({"processQueryKey": key, **extra})
 
 

@@ -120,6 +120,8 @@ class PlatformState:
         self.faults: list[Fault] = []
         self.faults_seen: list[dict[str, Any]] = []
         self.webhook_expired = False
+        self.flow_controlled: set[str] = set()  # batchSend lists these, delivers nothing
+        self.invalid_users: set[str] = set()
         self.request_log: list[dict[str, Any]] = []
         # download code -> the file it stands for; download URL token -> (file, fault)
         self.files: dict[str, FakeFile] = {}
@@ -138,6 +140,10 @@ class PlatformState:
         self.faults.extend(parsed.faults)
         if parsed.webhook_expired is not None:
             self.webhook_expired = parsed.webhook_expired
+        if parsed.flow_controlled is not None:
+            self.flow_controlled = set(parsed.flow_controlled)
+        if parsed.invalid_users is not None:
+            self.invalid_users = set(parsed.invalid_users)
         self.faults_seen.append(copy.deepcopy(spec))
         return parsed
 

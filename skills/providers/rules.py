@@ -10,6 +10,10 @@ The checks run in a fixed order and the first hit produces the single reply:
 4. a matching section of the team's Markdown knowledge folder, with its source;
 5. otherwise "I don't know", naming what was checked.
 
+A request to be reminded (「明天上午10点提醒我交报销」, "remind me at 3pm to …") is answered
+with one short reply that says when, carrying the reminder for the action gate
+(``reminders``); the heartbeat delivers it.
+
 Before those, ``followup`` reads the invocation as a whole: a waiting task, a quote, a
 request that is missing what it needs (one short ``ask``), the actor's name.
 
@@ -23,10 +27,11 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from agent.contracts import ActionKind, AgentDefinition, ConversationType, EnrichedInvocation
 from skills.loader import Skill, allowed_actions
-from skills.providers import arithmetic, followup, media
+from skills.providers import arithmetic, followup, media, reminders
 from skills.providers.base import ProviderReply, ask, reply, silence
 from skills.providers.knowledge import KnowledgeBase, Match, excerpt
 
@@ -153,9 +158,15 @@ class RulesProvider:
 
     name: str = "rules"
 
-    def __init__(self, agent: AgentDefinition, knowledge_dir: Path | None) -> None:
+    def __init__(
+        self,
+        agent: AgentDefinition,
+        knowledge_dir: Path | None,
+        timezone: ZoneInfo | None = None,
+    ) -> None:
         self.agent = agent
         self.knowledge = KnowledgeBase(knowledge_dir)
+        self.timezone = timezone or ZoneInfo("Asia/Shanghai")  # how reminder times are read
 
     async def respond(
         self, invocation: EnrichedInvocation, skills: Sequence[Skill]
@@ -198,6 +209,10 @@ class RulesProvider:
             remembered = followup.remember(text)
             if remembered is not None:
                 return remembered
+            sent_at = invocation.event.created_at
+            reminder = reminders.reminder_reply(text, sent_at, self.timezone, english)
+            if reminder is not None:
+                return reminder
         answer = self.answer(invocation.text)
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]

@@ -1,0 +1,158 @@
+"""The heartbeat on a real store (SQLite and PostgreSQL): beats once per slot across
+replicas, idle beats send nothing, due reminders go once by the OpenAPI, a pause holds them."""
+
+import httpx
+import pytest
+import respx
+
+from agent.clock import VirtualClock
+from agent.config import Settings
+from agent.contracts import ReceiptStatus, SilentReason, TaskStatus
+from agent.runtime import Runtime
+from tests.factories import T0, callback, frame
+
+API = "https://api.test"
+HOOK = "https://oapi.example/robot/sendBySession"
+START = T0 - T0 % 60  # on a beat
+
+
+@pytest.fixture
+def settings(store_settings):
+    return Settings(
+        **store_settings,
+        openapi_base_url=API,
+        client_id="app",
+        client_secret="sekret",
+        robot_code="robot-1",
+        identity_lookup=False,
+        webhook_origins=["https://oapi.example"],
+        heartbeat_interval_s=60,
+        follow_up_after_s=600,
+    )
+
+
+@pytest.fixture
+def platform():
+    """The parts of DingTalk a reminder touches; each route counts its calls."""
+    with respx.mock(assert_all_called=False) as mock:
+        routes = {
+            "token": mock.post(f"{API}/v1.0/oauth2/accessToken").mock(
+                return_value=httpx.Response(200, json={"accessToken": "tok", "expireIn": 7200})
+            ),
+            "oto": mock.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+                return_value=httpx.Response(
+                    200,
+                    json={
+                        "processQueryKey": "pqk",
+                        "invalidStaffIdList": [],
+                        "flowControlledStaffIdList": [],
+                    },
+                )
+            ),
+            "webhook": mock.post(url__startswith=HOOK).mock(
+                return_value=httpx.Response(200, json={"errcode": 0, "errmsg": "ok"})
+            ),
+        }
+        yield routes
+
+
+async def booted(settings, clock):
+    runtime = Runtime(settings, clock=clock)
+    await runtime.start()
+    return runtime
+
+
+async def test_an_idle_beat_is_recorded_and_calls_nobody(settings, platform):
+    clock = VirtualClock(START + 60)
+    runtime = await booted(settings, clock)
+    beat = runtime.heartbeat.beat()
+    await runtime.drain_store()
+    assert beat is not None and beat.event_id == f"beat:{int(START + 60)}"
+    (receipt,) = runtime.store.receipts(beat.event_id)
+    assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "heartbeat_idle")
+    assert all(route.call_count == 0 for route in platform.values())
+    assert runtime.heartbeat.beat() is None  # the same slot, again: nothing
+    await runtime.aclose()
+
+
+async def test_a_reminder_goes_once_whichever_replica_beats(settings, platform):
+    clock = VirtualClock(START)
+    first = await booted(settings, clock)
+    first.ingest(frame(callback(text="10分钟后提醒我喝水", created_at=START)), START)
+    await first.drain_store()
+    (task,) = first.store.tasks()
+    assert (task.kind, task.status, task.due_at) == ("reminder", TaskStatus.SCHEDULED, START + 600)
+    assert task.origin is not None and task.origin.user_id == "u1"
+
+    clock.advance_to(START + 600)
+    second = Runtime(settings, clock=clock)  # a replica on the same store, in the same slot
+    beat = first.heartbeat.beat()
+    assert beat is not None
+    assert beat.scheduled.items == [f"reminder:{task.task_id}:{int(START + 600)}"]
+    assert second.heartbeat.beat() is None
+    await first.drain_store()
+    clock.advance_to(START + 660)
+    assert second.heartbeat.beat() is not None  # the next slot: nothing due any more
+    await second.drain_store()
+
+    assert platform["oto"].call_count == 1
+    sent = platform["oto"].calls.last.request
+    assert b'"userIds":["u1"]' in sent.content and "喝水".encode() in sent.content
+    (done,) = first.store.tasks()
+    assert done.status is TaskStatus.COMPLETED and done.evidence
+    await second.aclose()
+    await first.aclose()
+
+
+async def test_a_pause_holds_due_work_and_a_later_beat_sends_it(settings, platform):
+    clock = VirtualClock(START)
+    runtime = await booted(settings, clock)
+    runtime.ingest(frame(callback(text="1分钟后提醒我喝水", created_at=START)), START)
+    await runtime.drain_store()
+    await runtime.aclose()
+
+    clock.advance_to(START + 120)
+    paused = await booted(settings.with_overrides({"paused": True}), clock)
+    beat = paused.heartbeat.beat()
+    await paused.drain_store()
+    assert beat is not None and beat.scheduled.items == []
+    (receipt,) = paused.store.receipts(beat.event_id)
+    assert receipt.reason == SilentReason.PAUSED.value
+    await paused.aclose()
+
+    clock.advance_to(START + 180)
+    resumed = await booted(settings, clock)
+    assert resumed.heartbeat.beat() is not None
+    await resumed.drain_store()
+    assert platform["oto"].call_count == 1
+    assert "晚了" in platform["oto"].calls.last.request.content.decode()  # 2 min late
+    await resumed.aclose()
+
+
+async def test_a_follow_up_goes_to_the_tasks_origin_by_the_openapi(settings, platform):
+    clock = VirtualClock(START)
+    runtime = await booted(settings, clock)
+    runtime.ingest(frame(callback(text="帮我算一下", created_at=START)), START)
+    await runtime.drain_store()
+    (task,) = runtime.store.tasks()
+    assert task.status is TaskStatus.WAITING and task.waiting_since == START
+    clock.advance_to(START + 600)
+    runtime.heartbeat.beat()
+    await runtime.drain_store()
+    assert platform["webhook"].call_count == 1  # the question, on the session webhook
+    assert platform["oto"].call_count == 1  # the follow-up, by the OpenAPI
+    (moved,) = runtime.store.tasks()
+    assert (moved.status, moved.follow_ups, moved.waiting_since) == (
+        TaskStatus.WAITING,
+        1,
+        START + 600,
+    )
+    # The person answers: the task resumes and completes as before; nothing more follows.
+    runtime.ingest(frame(callback(msg_id="m2", text="3*4", created_at=START + 700)), START + 700)
+    await runtime.drain_store()
+    clock.advance_to(START + 1800)
+    runtime.heartbeat.beat()
+    await runtime.drain_store()
+    assert platform["oto"].call_count == 1
+    assert runtime.store.tasks()[0].status is TaskStatus.COMPLETED
+    await runtime.aclose()
