@@ -276,3 +276,35 @@ def async_client(
     """The one outbound client: kept-alive connections reused, the pool cheap to run."""
     transport = GatedTransport(max_connections, proxy)
     return httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False)
+
+
+async def post_json(
+    transport: httpx.AsyncBaseTransport,
+    url: str,
+    body: object,
+    headers: dict[str, str],
+    timeout: httpx.Timeout,
+    params: dict[str, str] | None = None,
+) -> httpx.Response:
+    """POST ``body`` as JSON straight to ``transport`` and read the whole answer.
+
+    What ``AsyncClient.post`` does for a JSON call to an API, without the layers this
+    daemon never uses on its sends (cookies, auth flows, redirects, event hooks, base URL
+    merging), which profiled at a third of the client's cost per request. Errors are
+    httpx's own classes, as from the client.
+    """
+    request = httpx.Request(
+        "POST",
+        url,
+        params=params,
+        json=body,
+        headers=headers,
+        extensions={"timeout": timeout.as_dict()},
+    )
+    response = await transport.handle_async_request(request)
+    response.request = request
+    try:
+        await response.aread()
+    finally:
+        await response.aclose()
+    return response

@@ -16,7 +16,7 @@ import httpx
 
 from agent.clock import Clock
 from agent.contracts import Channel, Origin
-from agent.http_pool import async_client
+from agent.http_pool import GatedTransport, post_json
 
 # The old OpenAPI answers with HTTP 200 and an errcode. These say "no such user / not in
 # your scope" (worth remembering); these say the token is bad (fetch a new one). Anything
@@ -88,6 +88,9 @@ def json_object(response: httpx.Response) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+_HEADERS = {"Accept": "application/json", "User-Agent": "dta"}
+
+
 class DingTalkAPI:
     """The HTTP client, the token, and the OpenAPI calls that are not deliveries."""
 
@@ -96,19 +99,40 @@ class DingTalkAPI:
     ) -> None:
         self.config = config
         self.clock = clock
-        self._client = client or async_client(
-            timeout=httpx.Timeout(
-                config.read_timeout_s,
-                connect=config.connect_timeout_s,
-                pool=config.connect_timeout_s,
-            ),
-            max_connections=config.max_connections,
-            proxy=config.proxy,
+        self._timeout = httpx.Timeout(
+            config.read_timeout_s, connect=config.connect_timeout_s, pool=config.connect_timeout_s
         )
+        # JSON calls go straight to our own transport (``post_json``); a client handed in
+        # (tests, a caller's own transport) is used as it is.
+        self._direct: GatedTransport | None = None
+        if client is None:
+            self._direct = GatedTransport(config.max_connections, config.proxy)
+            client = httpx.AsyncClient(
+                timeout=self._timeout, transport=self._direct, trust_env=False
+            )
+        self._client = client
         self._token: str | None = None
         self._token_expires_at = 0.0
         # The one token request in flight, shared by every caller that needs a token now.
         self._token_fetch: asyncio.Task[str] | None = None
+
+    async def post(
+        self,
+        url: str,
+        body: object,
+        headers: dict[str, str] | None = None,
+        *,
+        params: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> httpx.Response:
+        """POST ``body`` as JSON; the whole answer is read. httpx's errors as they come."""
+        timeout = self._timeout if timeout_s is None else httpx.Timeout(timeout_s)
+        if self._direct is None:
+            return await self._client.post(
+                url, json=body, headers=headers, params=params, timeout=timeout
+            )
+        sent = {**_HEADERS, **headers} if headers else _HEADERS
+        return await post_json(self._direct, url, body, sent, timeout, params)
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -143,9 +167,9 @@ class DingTalkAPI:
     async def _fetch_token(self) -> str:
         now = self.clock.now()
         cfg = self.config
-        response = await self._client.post(
+        response = await self.post(
             f"{cfg.openapi_base_url}/v1.0/oauth2/accessToken",
-            json={"appKey": cfg.client_id, "appSecret": cfg.client_secret},
+            {"appKey": cfg.client_id, "appSecret": cfg.client_secret},
         )
         data = json_object(response)
         token = data.get("accessToken")
@@ -179,9 +203,9 @@ class DingTalkAPI:
                     headers=headers,
                 )
             elif channel is Channel.OPENAPI_GROUP:
-                response = await self._client.post(
+                response = await self.post(
                     f"{base}/v1.0/robot/groupMessages/query",
-                    json={
+                    {
                         "robotCode": robot,
                         "openConversationId": target.conversation_id,
                         "processQueryKey": key,
@@ -203,10 +227,10 @@ class DingTalkAPI:
             raise DownloadError("no OpenAPI credentials to download with")
         try:
             token = await self.access_token()
-            response = await self._client.post(
+            response = await self.post(
                 f"{cfg.openapi_base_url}/v1.0/robot/messageFiles/download",
-                json={"downloadCode": download_code, "robotCode": cfg.robot_code},
-                headers={"x-acs-dingtalk-access-token": token},
+                {"downloadCode": download_code, "robotCode": cfg.robot_code},
+                {"x-acs-dingtalk-access-token": token},
             )
         except TokenError as exc:
             raise DownloadError(f"no access token ({exc})") from None
@@ -265,11 +289,11 @@ class DingTalkAPI:
             raise DirectoryError("no OpenAPI credentials")
         try:
             token = await self.access_token()
-            response = await self._client.post(
+            response = await self.post(
                 f"{self.config.directory_base_url}/topapi/v2/user/get",
+                {"userid": user_id, "language": "zh_CN"},
                 params={"access_token": token},
-                json={"userid": user_id, "language": "zh_CN"},
-                timeout=self.config.directory_timeout_s,
+                timeout_s=self.config.directory_timeout_s,
             )
         except (httpx.HTTPError, TokenError) as exc:
             raise DirectoryError(type(exc).__name__) from None

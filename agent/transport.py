@@ -236,7 +236,7 @@ class DingTalkTransport(Addressing, DingTalkAPI):
             headers["x-acs-dingtalk-access-token"] = await self._token_for_send()
         request.may_have_arrived = True
         try:
-            response = await self._client.post(request.url, json=request.body, headers=headers)
+            response = await self.post(request.url, request.body, headers)
         except (*_NOT_CONNECTED, *_NOT_SENT):
             request.may_have_arrived = False
             raise
