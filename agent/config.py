@@ -109,9 +109,11 @@ class Settings(BaseModel):
     send_retries: int = Field(default=3, ge=0, le=10)
     max_retry_after_s: float = Field(default=30, ge=0)
     http_proxy: str | None = None  # e.g. http://proxy:3128 for the OpenAPI and webhooks
-    # Kept-alive connections to DingTalk. More help when DingTalk answers slowly; fewer
-    # cost less CPU (httpcore's pool scans every connection on every request).
-    http_max_connections: int = Field(default=16, ge=1, le=100)
+    # Requests in flight to DingTalk at once (and kept-alive connections). 8 at a 100 ms
+    # answer time is 80 requests/s, more than the ~20 QPS per API a standard app gets;
+    # more only help a platform that answers slowly, and each costs CPU on every request
+    # (httpcore's pool checks every connection against every other).
+    http_max_connections: int = Field(default=8, ge=1, le=100)
 
     # runtime
     store_path: Path = Path(".dta/dta.db")
@@ -237,7 +239,7 @@ class Settings(BaseModel):
     def _timezone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # "Asia" is a directory
             raise ValueError(f"{value!r} is not a time zone name like Asia/Shanghai") from None
         return value
 

@@ -41,7 +41,7 @@ class TransportConfig:
     # Session webhooks are contacted only on these origins (scheme://host[:port]); the
     # default is DingTalk's own, so a config that forgets them can only be too strict.
     webhook_origins: tuple[str, ...] = ("https://oapi.dingtalk.com",)
-    max_connections: int = 16
+    max_connections: int = 8
     proxy: str | None = None
     directory_base_url: str | None = None  # the oapi host for user details
     directory_timeout_s: float = 2.0

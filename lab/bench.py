@@ -105,11 +105,11 @@ async def bench_pipeline_on(store: dict[str, object], count: int) -> tuple[float
     return seconds, stub.answered
 
 
-def bench_pipeline(count: int) -> PipelineBench:
+def bench_pipeline(count: int, synchronous: str = "normal") -> PipelineBench:
     with tempfile.TemporaryDirectory(prefix="dta-bench-") as tmp:
-        target = {"store_path": Path(tmp) / "pipeline.db"}
+        target = {"store_path": Path(tmp) / "pipeline.db", "store_synchronous": synchronous}
         seconds, replies = asyncio.run(bench_pipeline_on(target, count))
-        bare = write_bare_rows(Path(tmp) / "bare.db", count)
+        bare = write_bare_rows(Path(tmp) / "bare.db", count, synchronous)
     return PipelineBench(
         events=count,
         pipeline_seconds=round(seconds, 3),
@@ -125,7 +125,16 @@ def bench(events: int | None, quick: bool, only: str | None) -> dict[str, object
     """Run the benchmarks; each figure sits next to its baseline from the same run."""
     report: dict[str, object] = {"quick": quick}
     if only in (None, "pipeline"):
-        report["pipeline"] = asdict(bench_pipeline(events or (1000 if quick else 5000)))
+        count = events or (1000 if quick else 5000)
+        normal = bench_pipeline(count)
+        report["pipeline"] = asdict(normal)
+        # The same load with every commit synced to disk (survives power loss, not only a
+        # crash of dta): what store_synchronous = "full" costs, in the same run.
+        full = bench_pipeline(count, "full")
+        report["pipeline_synchronous_full"] = {
+            **asdict(full),
+            "full_over_normal": round(full.pipeline_events_per_s / normal.pipeline_events_per_s, 3),
+        }
     if only in (None, "stream"):
         with tempfile.TemporaryDirectory(prefix="dta-bench-stream-") as tmp:
             figures = asyncio.run(bench_stream(quick, Path(tmp)))

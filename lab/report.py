@@ -151,6 +151,12 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
             f" {pipeline['bare_events_per_s']} events/s"
         )
         yield f"  ratio pipeline / bare = {pipeline['ratio']}"
+    if full := report.get("pipeline_synchronous_full"):
+        yield (
+            f"  store_synchronous = full: {full['pipeline_events_per_s']} events/s"
+            f" ({full['full_over_normal']} of normal); bare writes {full['bare_events_per_s']}"
+            f" events/s; ratio {full['ratio']}"
+        )
     if report.get("stream"):
         yield "stream (real connector, fake gateway, same run):"
         for f in report["stream"]:
