@@ -9,6 +9,7 @@ the honest failure and a streamed card's finished answer.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from agent.broker import Broker
@@ -74,22 +75,24 @@ class Acting:
         outcome: RunOutcome,
         settle_last: bool = True,
         answer: bool = True,
+        supersedable: bool = True,
     ) -> RunOutcome:
         """Each request through the action gate, then the broker. ``answer``: the
-        provider's (delivered in ``reply_form``); the host's own short words go as text."""
+        provider's (delivered in ``reply_form``); the host's own short words go as text.
+        ``supersedable=False``: a newer message in the thread does not make the request
+        stale (a due reminder answers nothing, so nothing the person says supersedes it)."""
         tally = outcome.tally
         for index, raw in enumerate(requests):
-            verdict = self.action_gate.decide(
-                raw,
+            facts = load_facts(
+                self.store,
                 run,
-                tally,
-                load_facts(
-                    self.store,
-                    run,
-                    self.clock.now(),
-                    self.broker.transport.webhook_problem(run.origin),
-                ),
-                form=self.reply_form if answer else "text",
+                self.clock.now(),
+                self.broker.transport.webhook_problem(run.origin),
+            )
+            if not supersedable:
+                facts = replace(facts, thread_generation=run.generation)
+            verdict = self.action_gate.decide(
+                raw, run, tally, facts, form=self.reply_form if answer else "text"
             )
             if isinstance(verdict, Refusal):
                 outcome.receipts.append(self.refuse(run, verdict))

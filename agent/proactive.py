@@ -113,7 +113,11 @@ class ProactiveWork:
         else:
             text = follow_up_text(item.task, english)
         outcome = RunOutcome()
-        await self.acting.act(run, [{"kind": "reply", "text": text}], outcome, answer=False)
+        # A reminder answers no message, so the person's newer one does not supersede it;
+        # a follow-up does wait on the person, and their word makes it stale.
+        reminder = item.kind == "reminder"
+        request = [{"kind": "reply", "text": text}]
+        await self.acting.act(run, request, outcome, answer=False, supersedable=not reminder)
         self.settle(item, run, outcome.terminal)
         return self.endings.finish(run, outcome, outcome.final_state())
 

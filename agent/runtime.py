@@ -226,17 +226,17 @@ class Runtime:
         return True
 
     def _look_up_sender(self, event: Event) -> None:
-        """Start the sender's directory lookup while the run waits for its turn, when the
-        robot will answer (agent/identities.py)."""
+        """Start the sender's directory lookup while the run waits for its turn, for a
+        message directed at the robot (a DM or an @: what the response gate engages on,
+        without deciding it twice; agent/identities.py)."""
         identities = self.pipeline.invocations.identities
-        if not identities.enabled:
+        if not (identities.enabled and event.addressed):
             return
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return  # queued from outside the loop (tests): the run looks it up itself
-        if self.response_gate.engages(event, self.clock.now()):
-            identities.prefetch(event)
+        identities.prefetch(event)
 
     def _queue(self, event: Event, generation: int | None = None) -> None:
         self._inflight.add(event.event_id)

@@ -21,14 +21,16 @@ class ScheduleRecords(StoreBase):
         created_before: float | None,
         limit: int = 500,
     ) -> list[TaskCheckpoint]:
-        """Tasks that may have something due at ``now``, oldest first: reminders whose time
-        has come, tasks waiting since before ``waiting_before`` (follow-ups) and open tasks
-        begun before ``created_before`` (expiry). ``None`` turns a condition off."""
+        """Tasks that may have something due at ``now``: reminders whose time has come,
+        tasks waiting since before ``waiting_before`` (follow-ups) and open tasks begun
+        before ``created_before`` (expiry). ``None`` turns a condition off. Reminders come
+        first, then the oldest: follow-ups held back by quiet hours never crowd a reminder
+        out of the ``limit``."""
         rows = self.conn.execute(
             "SELECT task_json FROM tasks WHERE (status = 'scheduled' AND due_at <= ?)"
             " OR (status = 'waiting' AND waiting_since <= ?)"
             " OR (status IN ('working', 'waiting') AND created_at <= ?)"
-            " ORDER BY rowid LIMIT ?",
+            " ORDER BY CASE WHEN status = 'scheduled' THEN 0 ELSE 1 END, rowid LIMIT ?",
             (now, waiting_before, created_before, limit),
         ).fetchall()
         return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]

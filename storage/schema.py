@@ -198,6 +198,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN due_at REAL;
     ALTER TABLE tasks ADD COLUMN waiting_since REAL;
     ALTER TABLE tasks ADD COLUMN created_at REAL;
+    UPDATE tasks SET created_at = json_extract(task_json, '$.created_at');
     CREATE INDEX tasks_due ON tasks (status, due_at);
     """,
 ]

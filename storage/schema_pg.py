@@ -189,6 +189,7 @@ PG_MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN due_at DOUBLE PRECISION;
     ALTER TABLE tasks ADD COLUMN waiting_since DOUBLE PRECISION;
     ALTER TABLE tasks ADD COLUMN created_at DOUBLE PRECISION;
+    UPDATE tasks SET created_at = CAST(task_json::json ->> 'created_at' AS DOUBLE PRECISION);
     CREATE INDEX tasks_due ON tasks (status, due_at);
     """,
 ]

@@ -7,7 +7,7 @@ import respx
 
 from agent.clock import VirtualClock
 from agent.config import Settings
-from agent.contracts import ReceiptStatus, SilentReason, TaskStatus
+from agent.contracts import Origin, ReceiptStatus, SilentReason, TaskCheckpoint, TaskStatus
 from agent.runtime import Runtime
 from tests.factories import T0, callback, frame
 
@@ -156,3 +156,99 @@ async def test_a_follow_up_goes_to_the_tasks_origin_by_the_openapi(settings, pla
     assert platform["oto"].call_count == 1
     assert runtime.store.tasks()[0].status is TaskStatus.COMPLETED
     await runtime.aclose()
+
+
+async def test_a_message_from_the_person_does_not_supersede_their_due_reminder(settings, platform):
+    clock = VirtualClock(START)
+    runtime = await booted(settings, clock)
+    runtime.ingest(frame(callback(text="10分钟后提醒我喝水", created_at=START)), START)
+    await runtime.drain_store()
+    clock.advance_to(START + 600)
+    assert runtime.heartbeat.beat() is not None  # the reminder's event is stored and queued
+    # The person writes before the reminder's run acts: a newer message in the thread.
+    runtime.ingest(frame(callback(msg_id="m2", text="你好", created_at=START + 600)), START + 600)
+    await runtime.drain_store()
+    assert platform["oto"].call_count == 1
+    assert "喝水".encode() in platform["oto"].calls.last.request.content
+    reminder = next(t for t in runtime.store.tasks() if t.kind == "reminder")
+    assert reminder.status is TaskStatus.COMPLETED
+    await runtime.aclose()
+
+
+async def test_a_cancel_in_a_group_cancels_only_the_askers_reminders_there(settings, platform):
+    clock = VirtualClock(START)
+    runtime = await booted(settings, clock)
+    asks = [
+        ("m1", "u1", "cid-g1", "10分钟后提醒我喝水"),
+        ("m2", "u2", "cid-g1", "10分钟后提醒我开会"),
+        ("m3", "u1", "cid-g2", "10分钟后提醒我交报销"),
+    ]
+    for msg, user, group, text in asks:
+        data = callback(msg_id=msg, user=user, group=group, at_bot=True, text=text)
+        runtime.ingest(frame(data), START)
+    await runtime.drain_store()
+    cancel = callback(msg_id="m4", user="u1", group="cid-g1", at_bot=True, text="取消提醒")
+    runtime.ingest(frame(cancel), START + 1)
+    await runtime.drain_store()
+    status = {t.goal: t.status for t in runtime.store.tasks()}
+    assert status == {
+        "喝水": TaskStatus.CANCELLED,
+        "开会": TaskStatus.SCHEDULED,  # someone else's, in the same group
+        "交报销": TaskStatus.SCHEDULED,  # the same person's, in another group
+    }
+    await runtime.aclose()
+
+
+def test_due_reminders_come_before_follow_ups_within_a_beats_limit(store):
+    """Quiet hours hold follow-ups back beat after beat: they must not fill the beat's
+    window and keep a reminder that came later from being found."""
+    origin = Origin(conversation_id="cid", conversation_type="dm", user_id="u1")
+    for n in range(3):
+        store.save_task(
+            TaskCheckpoint(
+                task_id=f"t{n}", scope_id="cid|u1", status=TaskStatus.WAITING, revision=1,
+                goal="g", updated_by_run="r", created_at=START, updated_at=START,
+                origin=origin, waiting_since=START,
+            )
+        )  # fmt: skip
+    store.save_task(
+        TaskCheckpoint(
+            task_id="rem", scope_id="cid|u1", status=TaskStatus.SCHEDULED, revision=1,
+            goal="喝水", updated_by_run="r", created_at=START, updated_at=START,
+            kind="reminder", origin=origin, due_at=START + 60,
+        )
+    )  # fmt: skip
+    (first,) = store.due_tasks(START + 900, START + 300, None, limit=1)
+    assert first.task_id == "rem"
+    assert len(store.due_tasks(START + 900, START + 300, None)) == 4
+
+
+def test_tasks_from_before_the_heartbeat_can_still_expire(store_target, monkeypatch):
+    """Migration 7 (PostgreSQL 4) fills in when each open task began, so a task left
+    open by an older dta expires after ``task_expiry_s`` like any other."""
+    import storage.schema
+    import storage.schema_pg
+    from storage import Store
+
+    where, schema = store_target
+    migrations = storage.schema.MIGRATIONS
+    monkeypatch.setattr(storage.schema, "MIGRATIONS", migrations[:6])
+    monkeypatch.setattr(storage.schema_pg, "PG_MIGRATIONS", storage.schema_pg.PG_MIGRATIONS[:3])
+    old = Store(where, schema=schema)
+    task = TaskCheckpoint(
+        task_id="t-old", scope_id="cid|u1", status=TaskStatus.WORKING, revision=1, goal="g",
+        updated_by_run="r", created_at=START, updated_at=START,
+    )  # fmt: skip
+    old.conn.execute(
+        "INSERT INTO tasks (task_id, scope_id, status, revision, updated_at, task_json)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (task.task_id, task.scope_id, task.status.value, 1, START, task.to_json()),
+    )
+    old.close()
+    monkeypatch.undo()
+    new = Store(where, schema=schema)
+    try:
+        (found,) = new.due_tasks(START + 7200, None, START + 3600)
+        assert found.task_id == "t-old"
+    finally:
+        new.close()

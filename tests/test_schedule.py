@@ -32,7 +32,7 @@ MORNING = 1_767_225_600.0  # 2026-01-01 08:00 in Shanghai
         ("提醒我明天下午3点半开会", False, "2026-01-02T15:30:00+08:00", "开会"),
         ("后天晚上8点提醒我给妈妈打电话", False, "2026-01-03T20:00:00+08:00", "给妈妈打电话"),
         ("10分钟后提醒我喝水", False, "2026-01-01T08:10:00+08:00", "喝水"),
-        ("七点提醒我下班", False, "2026-01-02T07:00:00+08:00", "下班"),
+        ("七点提醒我下班", False, "2026-01-01T19:00:00+08:00", "下班"),  # a waking hour
         ("remind me tomorrow at 10am to submit expenses", True, "2026-01-02T10:00:00+08:00",
          "submit expenses"),
         ("remind me in 2 hours to stretch", True, "2026-01-01T10:00:00+08:00", "stretch"),
@@ -44,6 +44,83 @@ def test_reminders_are_read_in_the_time_zone_and_confirmed_saying_when(text, eng
     assert answer["reminder"] == {"at": at, "text": what}
     assert answer["kind"] == "reply" and what in answer["text"]
     assert ("tomorrow" in answer["text"] or "明天" in answer["text"]) == ("02T" in at)
+
+
+AFTERNOON = MORNING + 6 * 3600  # 2026-01-01 14:00 in Shanghai
+
+
+@pytest.mark.parametrize(
+    ("text", "english", "sent", "at", "what"),
+    [
+        # An hour without 上午/下午 is a waking hour: today's 15:00, not tomorrow's 03:00.
+        ("3点提醒我开会", False, AFTERNOON, "2026-01-01T15:00:00+08:00", "开会"),
+        ("提醒我3点开会", False, MORNING, "2026-01-01T15:00:00+08:00", "开会"),
+        ("10点提醒我开会", False, AFTERNOON, "2026-01-02T10:00:00+08:00", "开会"),
+        ("明天3点提醒我开会", False, MORNING, "2026-01-02T15:00:00+08:00", "开会"),
+        ("12点提醒我吃饭", False, MORNING, "2026-01-01T12:00:00+08:00", "吃饭"),
+        ("中午1点提醒我吃饭", False, MORNING, "2026-01-01T13:00:00+08:00", "吃饭"),
+        ("晚上8点提醒我复盘", False, MORNING, "2026-01-01T20:00:00+08:00", "复盘"),
+        # 晚上12点 / 凌晨12点 are midnight, not noon
+        ("晚上12点提醒我睡觉", False, MORNING, "2026-01-02T00:00:00+08:00", "睡觉"),
+        ("今晚12点提醒我睡觉", False, MORNING, "2026-01-02T00:00:00+08:00", "睡觉"),
+        ("凌晨12点提醒我抢票", False, MORNING, "2026-01-02T00:00:00+08:00", "抢票"),
+        ("明天凌晨3点提醒我抢票", False, MORNING, "2026-01-02T03:00:00+08:00", "抢票"),
+        ("明早8点提醒我带伞", False, MORNING, "2026-01-02T08:00:00+08:00", "带伞"),
+        ("明晚8点提醒我带伞", False, MORNING, "2026-01-02T20:00:00+08:00", "带伞"),
+        # a day said before 提醒我 counts; one in what to be reminded of does not
+        ("明天提醒我10点开会", False, MORNING, "2026-01-02T10:00:00+08:00", "开会"),
+        ("下午3点提醒我准备明天的会", False, MORNING, "2026-01-01T15:00:00+08:00",
+         "准备明天的会"),
+        # relative times as a whole, not their last number
+        ("一个半小时后提醒我喝水", False, MORNING, "2026-01-01T09:30:00+08:00", "喝水"),
+        ("1.5小时后提醒我喝水", False, MORNING, "2026-01-01T09:30:00+08:00", "喝水"),
+        ("1小时30分钟后提醒我喝水", False, MORNING, "2026-01-01T09:30:00+08:00", "喝水"),
+        ("半小时后提醒我喝水", False, MORNING, "2026-01-01T08:30:00+08:00", "喝水"),
+        ("remind me in 1 hour 30 minutes to stretch", True, MORNING,
+         "2026-01-01T09:30:00+08:00", "stretch"),
+        ("remind me at 10am tomorrow to call Bob", True, MORNING, "2026-01-02T10:00:00+08:00",
+         "call Bob"),
+        ("remind me tomorrow at 3 to call Bob", True, MORNING, "2026-01-02T15:00:00+08:00",
+         "call Bob"),
+        ("remind me at 12am to call Bob", True, MORNING, "2026-01-02T00:00:00+08:00", "call Bob"),
+    ],
+)  # fmt: skip
+def test_reminder_times_are_read_as_a_person_means_them(text, english, sent, at, what):
+    answer = reminder_reply(text, sent, TZ, english)
+    assert answer.get("reminder") == {"at": at, "text": what}, answer["text"]
+
+
+@pytest.mark.parametrize(
+    ("text", "english", "sent"),
+    [
+        ("提醒我多喝一点水", False, MORNING),  # 一点 is "a little", not one o'clock
+        ("提醒我下周一10点开会", False, MORNING),  # a day it does not count: not today
+        ("周五上午10点提醒我交周报", False, MORNING),
+        ("大后天上午10点提醒我交周报", False, MORNING),
+        ("每天上午10点提醒我打卡", False, MORNING),  # not a one-off
+        ("3天后上午10点提醒我续费", False, MORNING),
+        ("上午15点提醒我开会", False, MORNING),  # the hour and the part of day disagree
+        ("晚上2点提醒我收衣服", False, MORNING),  # which night?
+        ("25点提醒我开会", False, MORNING),
+        ("10点70分提醒我开会", False, MORNING),
+        ("remind me on Monday at 10am to call Bob", True, MORNING),
+        ("remind me at 10am next week to call Bob", True, MORNING),
+        ("remind me the day after tomorrow at 10am to call Bob", True, MORNING),
+        ("remind me at 13pm to call Bob", True, MORNING),
+        ("remind me at 10:75am to call Bob", True, MORNING),
+    ],
+)
+def test_a_time_that_cannot_be_read_for_certain_is_asked_for(text, english, sent):
+    answer = reminder_reply(text, sent, TZ, english)
+    assert "reminder" not in answer, answer["text"]
+    assert ("When should I" in answer["text"]) if english else ("什么时候" in answer["text"])
+
+
+def test_a_time_that_has_passed_is_said_to_have_passed():
+    for text, english in (("今天上午7点提醒我开会", False), ("remind me today at 7am to x", True)):
+        answer = reminder_reply(text, MORNING, TZ, english)
+        assert "reminder" not in answer
+        assert ("passed" in answer["text"]) if english else ("已经过了" in answer["text"])
 
 
 def test_a_reminder_without_a_time_is_asked_for_never_guessed():
@@ -121,8 +198,9 @@ def test_quiet_hours_cross_midnight_and_bad_ones_stop_start_up():
         assert parse_quiet_hours(bad) is None
         with pytest.raises(ConfigError, match="quiet_hours"):
             validate_settings({"quiet_hours": bad}, "test")
-    with pytest.raises(ConfigError, match="timezone"):
-        validate_settings({"timezone": "Mars/Olympus"}, "test")
+    for bad in ("Mars/Olympus", "Asia", ""):  # "Asia" is a folder of zones, not one
+        with pytest.raises(ConfigError, match="timezone"):
+            validate_settings({"timezone": bad}, "test")
     assert Settings().heartbeat_interval_s is None  # off unless set
 
 
@@ -183,3 +261,14 @@ def test_the_action_gate_keeps_reminders_to_the_asker_and_within_limits():
         assert why in refused.detail
     off = _decide({"at": "2025-10-10T10:00:00+08:00", "text": "x"}, reminders=False)
     assert isinstance(off, Refusal) and "heartbeat" in off.detail
+
+
+def test_a_reminder_that_would_say_something_unsayable_is_refused_when_it_is_set():
+    at = "2025-10-10T10:00:00+08:00"
+    everyone = _decide({"at": at, "text": "@所有人 开会"})
+    assert isinstance(everyone, Refusal) and everyone.reason.value == "at_all"
+    gate = ActionGate(ActionPolicy(robot_code=ROBOT, reminders=True, secrets=("s3cr3t-key",)))
+    facts = ActionFacts(now=T0, thread_generation=1, writes_last_minute=0, writes_last_day=0)
+    raw = {"kind": "reply", "text": "好的", "reminder": {"at": at, "text": "key: s3cr3t-key"}}
+    secret = gate.decide(raw, run_for(event(user="u1")), RunTally(), facts)
+    assert isinstance(secret, Refusal) and secret.reason.value == "secret_in_content"
