@@ -229,6 +229,7 @@ class Connector:
             self.config.store_synchronous,
             busy_timeout_s=self.config.store_busy_timeout_s,
             schema=self.config.store_schema,
+            checkpoints=False,  # acks never wait for a WAL checkpoint (storage/base.py)
         )
         self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
         client = make_client(self._sdk, self.config, self.frames.ingest_current)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,16 @@ from storage.integrity import (
 from storage.postgres import PgConnection, is_postgres_url, probe_pg, schema_for
 from storage.schema import migrate
 
+_WRITERS: dict[str, threading.Lock] = {}
+_WRITERS_GUARD = threading.Lock()
+
+
+def _writers_of(path: str) -> threading.Lock:
+    """The one lock this process's writers of the SQLite file at ``path`` take turns on."""
+    key = os.path.realpath(path)
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault(key, threading.Lock())
+
 
 class StoreBase:
     """One SQLite connection, its transactions, and the row writers several parts share.
@@ -49,8 +61,11 @@ class StoreBase:
         busy_timeout_s: float = 10.0,
         *,
         schema: str | None = None,
+        checkpoints: bool = True,
     ) -> None:
         self.path = str(path)
+        self._writers: threading.Lock | None = None
+        self._busy_timeout_s = busy_timeout_s
         self.identity: FileIdentity | None = None
         self.db: sqlite_utils.Database | None = None
         self._conn: Any
@@ -62,8 +77,10 @@ class StoreBase:
                 )
             else:
                 self.backend = "sqlite"
-                self.db = self._open(synchronous, busy_timeout_s)
+                self.db = self._open(synchronous, busy_timeout_s, checkpoints)
                 self._conn = self.db.conn
+                if self.path != ":memory:":
+                    self._writers = _writers_of(self.path)
         except StoreError:
             raise
         except (sqlite3.Error, OSError) as exc:
@@ -91,7 +108,9 @@ class StoreBase:
         left unfinished is a dead process's, and runs of a thread are serial in memory."""
         return self.backend == "sqlite"
 
-    def _open(self, synchronous: str, busy_timeout_s: float) -> sqlite_utils.Database:
+    def _open(
+        self, synchronous: str, busy_timeout_s: float, checkpoints: bool
+    ) -> sqlite_utils.Database:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we open transactions explicitly (see _tx).
@@ -102,6 +121,11 @@ class StoreBase:
                 db.enable_wal()
                 self.identity = file_identity(self.path)
             db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            if not checkpoints:
+                # The commit that crosses the WAL's size limit copies it into the database
+                # file, which takes milliseconds; a connection whose commits an ack waits
+                # for leaves that to the others (the pipeline's writes always follow).
+                db.execute("PRAGMA wal_autocheckpoint = 0")
             db.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
         except BaseException:
@@ -133,16 +157,38 @@ class StoreBase:
     @contextmanager
     def _tx(self) -> Iterator[Any]:
         """One write transaction; IMMEDIATE so concurrent SQLite writers queue instead of
-        failing (PostgreSQL locks rows as they are written)."""
+        failing (PostgreSQL locks rows as they are written).
+
+        Writers of one SQLite file in this process (the connector's thread storing frames,
+        the loop running the pipeline) also take turns on a lock of their own: a writer
+        that finds SQLite's lock taken sleeps in its busy handler for a millisecond or more
+        before it looks again, which is what an ack waiting behind a run's write would
+        pay; this lock hands over the moment the other commits."""
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        with self._turn():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # also after a failed COMMIT: never leave one open
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This process's turn to write the SQLite file; waited for as long as SQLite's own
+        busy timeout, then "database is locked" as SQLite would say."""
+        lock = self._writers
+        if lock is None:
+            yield
+            return
+        if not lock.acquire(timeout=self._busy_timeout_s):
+            raise sqlite3.OperationalError("database is locked (by another writer here)")
         try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # also after a failed COMMIT: never leave one open
-                conn.execute("ROLLBACK")
-            raise
+            yield
+        finally:
+            lock.release()
 
     def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         row = self._conn.execute(sql, params).fetchone()
