@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from aiohttp import WSMsgType
 
-from agent.clock import SystemClock
 from agent.connector import (
     PAUSED_CHECK_FAILED,
     PAUSED_NOT_ACCEPTING,
@@ -67,14 +66,6 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDingTalk]:
-    platform = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0)
-    await platform.start()
-    yield platform
-    await platform.stop()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.clock import SystemClock
 from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 from storage import Store
@@ -31,14 +30,6 @@ def port_is_free(port: int) -> bool:
 
 async def eventually(check, timeout: float = 10.0, interval: float = 0.05) -> bool:
     return await until(check, timeout, interval)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDingTalk]:
-    platform = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0)
-    await platform.start()
-    yield platform
-    await platform.stop()
 
 
 @pytest.fixture

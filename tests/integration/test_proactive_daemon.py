@@ -7,12 +7,8 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
-from agent.clock import SystemClock
 from agent.contracts import TaskStatus
 from lab.daemon import ROOT, DaemonProcess, until
 from lab.fake import FakeDingTalk
@@ -24,14 +20,6 @@ REMIND_SOON = (
     "print(json.dumps({'kind': 'reply', 'text': '好的，3 秒后提醒你喝水',"
     " 'reminder': {'at': at, 'text': '喝水'}}))"
 )
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDingTalk]:
-    platform = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0)
-    await platform.start()
-    yield platform
-    await platform.stop()
 
 
 def reminders(fake: FakeDingTalk) -> list[str]:

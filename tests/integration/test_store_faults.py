@@ -7,13 +7,10 @@ import asyncio
 import os
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
 
-from agent.clock import SystemClock
 from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 from storage import Store
@@ -133,14 +130,6 @@ async def test_run_refuses_a_read_only_store(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- under a daemon
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDingTalk]:
-    platform = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0)
-    await platform.start()
-    yield platform
-    await platform.stop()
 
 
 async def wait_exit(daemon: DaemonProcess, timeout: float) -> int | None:
