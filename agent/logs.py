@@ -27,6 +27,8 @@ _TOKEN_HEADER = re.compile(
     r"(access[-_]?token(?:[\\\"'=:,\s]|%22|%3A|%3D)+(?:b[\\\"'])?)[A-Za-z0-9._~+/-]{8,}",
     re.IGNORECASE,
 )
+# Cheap first look: text without either word cannot hold what the two patterns mask.
+_MAYBE_SENSITIVE = re.compile(r"session=|token", re.IGNORECASE)
 MASK = "***"
 _TOKEN_NAMES = frozenset({"accesstoken", "xacsdingtalkaccesstoken"})
 
@@ -42,6 +44,8 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         if secret:
             text = text.replace(secret, MASK)
+    if _MAYBE_SENSITIVE.search(text) is None:
+        return text
     text = _SESSION.sub(rf"\1{MASK}", text)
     return _TOKEN_HEADER.sub(rf"\1{MASK}", text)
 
