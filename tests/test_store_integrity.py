@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -298,3 +299,33 @@ def test_claim_refuses_while_another_daemon_holds_the_store(tmp_path: Path) -> N
     with claim_store(path), pytest.raises(StoreError) as raised:
         claim_store(path)
     assert raised.value.problem is StoreProblem.IN_USE
+
+
+def test_writers_of_one_file_in_this_process_take_turns(tmp_path: Path) -> None:
+    """Two connections (the connector's and the loop's) wait for each other's commit on a
+    lock of their own; a turn held past the busy timeout reads as "database is locked"."""
+    first = Store(tmp_path / "dta.db", busy_timeout_s=5.0)
+    second = Store(tmp_path / "dta.db", busy_timeout_s=0.2)
+    try:
+        with first._tx(), pytest.raises(sqlite3.OperationalError, match="locked"), second._tx():
+            pass
+        holding, released = threading.Event(), threading.Event()
+
+        def hold() -> None:  # a connection of the thread's own, as the connector has
+            theirs = Store(tmp_path / "dta.db", busy_timeout_s=5.0)
+            with theirs._tx():
+                holding.set()
+                released.wait(5)
+            theirs.close()
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        holding.wait(5)
+        threading.Timer(0.1, released.set).start()
+        with first._tx() as conn:  # waits for the thread's commit, then writes
+            conn.execute("INSERT INTO threads (thread_key, generation) VALUES ('t', 1)")
+        thread.join(5)
+        assert second.thread_generation("t") == 1
+    finally:
+        first.close()
+        second.close()
