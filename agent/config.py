@@ -272,6 +272,18 @@ class Settings(BaseModel):
         return self.store_url or str(self.store_path)
 
     @model_validator(mode="after")
+    def _scheduling_needs_a_heartbeat(self) -> Settings:
+        # Follow-ups, expiry and quiet hours happen on beats: set without one, they would
+        # silently never happen.
+        needing = ("follow_up_after_s", "task_expiry_s", "quiet_hours")
+        orphans = [name for name in needing if getattr(self, name) is not None]
+        if orphans and self.heartbeat_interval_s is None:
+            raise ValueError(
+                f"{', '.join(orphans)} need heartbeat_interval_s: they happen on its beats"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _provider_is_configured(self) -> Settings:
         if self.provider == "openai" and not (self.openai_base_url and self.openai_model):
             raise ValueError(

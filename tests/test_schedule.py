@@ -202,6 +202,11 @@ def test_quiet_hours_cross_midnight_and_bad_ones_stop_start_up():
         with pytest.raises(ConfigError, match="timezone"):
             validate_settings({"timezone": bad}, "test")
     assert Settings().heartbeat_interval_s is None  # off unless set
+    orphans = ({"follow_up_after_s": 600}, {"task_expiry_s": 86400}, {"quiet_hours": "22:00-08:00"})
+    for orphan in orphans:
+        with pytest.raises(ConfigError, match="heartbeat_interval_s"):
+            validate_settings(orphan, "test")
+        validate_settings({**orphan, "heartbeat_interval_s": 60}, "test")
 
 
 def test_every_replica_names_a_beat_the_same_way():
