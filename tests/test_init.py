@@ -29,6 +29,26 @@ def test_init_writes_a_bot_that_loads(tmp_path, monkeypatch):
     assert "dta dev" in out.getvalue()
 
 
+def test_uncommenting_a_block_sets_top_level_keys(tmp_path, monkeypatch):
+    """The commented examples sit above the ``[agent]`` table: uncommented, they are the
+    robot's settings, not fields of its agent."""
+    scaffold(tmp_path, io.StringIO())
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "dta.toml"
+    text = config.read_text(encoding="utf-8")
+    text = text.replace('provider = "rules"', "")
+    for line in ("# heartbeat_interval_s = 60", "# follow_up_after_s = 3600"):
+        text = text.replace(line, line.removeprefix("# "))
+    for line in text.splitlines():  # the model block, as a reader would uncomment it
+        if line.startswith(("# provider = \"openai\"", "# openai_")):
+            text = text.replace(line, line.removeprefix("# "))
+    config.write_text(text, encoding="utf-8")
+    settings = load_settings(config, env={})
+    assert settings.provider == "openai" and settings.openai_model == "qwen-plus"
+    assert (settings.heartbeat_interval_s, settings.follow_up_after_s) == (60, 3600)
+    assert settings.agent.name == "小智"
+
+
 def test_the_example_agent_answers_with_an_action_request(tmp_path):
     scaffold(tmp_path, io.StringIO())
     run = tmp_path / "run"
