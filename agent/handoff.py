@@ -15,10 +15,13 @@ pipeline for about a millisecond per statement rather than five.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 
 from agent.contracts import Event
+
+log = logging.getLogger("dta.connector")
 
 ACK_SWITCH_INTERVAL_S = 0.001
 
@@ -55,4 +58,7 @@ class Handoff:
             batch, self._pending = self._pending, []
             self._scheduled = False
         for event, generation in batch:
-            self._deliver(event, generation)
+            try:
+                self._deliver(event, generation)
+            except Exception:  # one bad hand-over must not drop the rest of the batch
+                log.exception("event not handed over; it waits in the store for recovery")

@@ -252,14 +252,14 @@ class GatedTransport(httpx.AsyncHTTPTransport):
         self._gate = asyncio.Semaphore(max_connections)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._gate.locked():  # all places taken: wait no longer than the pool would
-            wait = request.extensions.get("timeout", {}).get("pool")
-            try:
-                await asyncio.wait_for(self._gate.acquire(), wait)
-            except TimeoutError:
-                raise httpx.PoolTimeout("no connection free in time", request=request) from None
-        else:
-            await self._gate.acquire()
+        # All places taken: wait no longer than the pool would. (``asyncio.timeout``, not
+        # ``wait_for``: a place won just as the wait is cancelled is then never lost.)
+        wait = request.extensions.get("timeout", {}).get("pool")
+        try:
+            async with asyncio.timeout(wait):
+                await self._gate.acquire()
+        except TimeoutError:
+            raise httpx.PoolTimeout("no connection free in time", request=request) from None
         try:
             response = await super().handle_async_request(request)
         except BaseException:

@@ -50,8 +50,10 @@ class ActionRecords(StoreBase):
         On SQLite the day's total is the span of ledger rows from the first one inside the
         day to the newest (rows are appended in time order), found through two index
         lookups instead of counting up to a day of rows before every write. A row removed
-        inside the day (an intent dropped unsent) still counts: the error is on the
-        budget's safe side. PostgreSQL, shared by replicas with their own clocks, counts."""
+        inside the day (an intent dropped unsent) still counts, on the budget's safe side;
+        at the day's edge, writes stamped a moment out of order (concurrent runs) can move
+        the count by those few rows. PostgreSQL, shared by replicas with their own clocks,
+        counts."""
         marks = ",".join("?" * len(keys))
         row = self.conn.execute(
             "SELECT (SELECT generation FROM threads WHERE thread_key = ?),"
