@@ -327,6 +327,10 @@ class Connector:
                 open_timeout=self.config.open_timeout_s,
                 close_timeout=2,
                 max_size=self.config.socket_max_bytes,
+                # Frames are a kilobyte or two and acks a few dozen bytes: compressing
+                # each one cost both ends more CPU than it saved on the wire. Not offering
+                # the extension is always allowed (RFC 7692); the server sends plain frames.
+                compression=None,
             ) as ws:
                 self._ws = client.websocket = ws
                 self._connected.set()
