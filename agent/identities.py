@@ -53,8 +53,16 @@ class IdentityDirectory:
         )
 
     def prefetch(self, event: Event) -> None:
-        """Start looking the sender up now if the run will need it (call from the loop)."""
-        if self.enabled and self._known(event.actor.user_id) is None:
+        """Start looking the sender up now, for a message directed at the robot (a DM or an
+        @: what the response gate engages on, without deciding it twice). Outside a running
+        loop (tests queueing by hand) the run looks it up itself."""
+        if not (self.enabled and event.addressed):
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._known(event.actor.user_id) is None:
             self._lookup(event)
 
     async def identity(self, event: Event) -> Identity:

@@ -222,21 +222,9 @@ class Runtime:
             self._spilling = True
             return False
         self._queue(event, generation)
-        self._look_up_sender(event)
+        # The sender's directory lookup starts now, while the run waits for its turn.
+        self.pipeline.invocations.identities.prefetch(event)
         return True
-
-    def _look_up_sender(self, event: Event) -> None:
-        """Start the sender's directory lookup while the run waits for its turn, for a
-        message directed at the robot (a DM or an @: what the response gate engages on,
-        without deciding it twice; agent/identities.py)."""
-        identities = self.pipeline.invocations.identities
-        if not (identities.enabled and event.addressed):
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return  # queued from outside the loop (tests): the run looks it up itself
-        identities.prefetch(event)
 
     def _queue(self, event: Event, generation: int | None = None) -> None:
         self._inflight.add(event.event_id)
