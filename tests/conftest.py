@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from storage import Store
+from tests.environment import unavailable
 
 PG_URL = os.environ.get("DTA_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
 
@@ -25,10 +26,7 @@ def require_postgres() -> None:
     try:
         psycopg.connect(PG_URL, connect_timeout=3).close()
     except psycopg.OperationalError as exc:
-        reason = f"PostgreSQL at {PG_URL} unreachable: {str(exc).strip()[:200]}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"PostgreSQL at {PG_URL} unreachable: {str(exc).strip()[:200]}")
 
 
 @pytest.fixture

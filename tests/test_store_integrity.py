@@ -23,6 +23,7 @@ import pytest
 from storage import Store
 from storage.integrity import StoreError, StoreProblem, quick_check
 from storage.lock import StoreLock, claim_store, lock_path
+from tests.environment import unavailable
 
 PAGE = 4096
 
@@ -66,10 +67,10 @@ def read_only(path: Path) -> Iterator[None]:
             path.chmod(0o644)
         return
     if shutil.which("chattr") is None:
-        pytest.skip("running as root without chattr: cannot make a file read-only")
+        unavailable("running as root without chattr: cannot make a file read-only")
     done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
     if done.returncode != 0:
-        pytest.skip(f"chattr +i not supported here: {done.stderr.decode().strip()}")
+        unavailable(f"chattr +i not supported here: {done.stderr.decode().strip()}")
     try:
         yield
     finally:

@@ -35,6 +35,7 @@ from agent.ingest import KEPT_HEAD_CHARS
 from agent.recorder import FrameRecorder
 from lab.fake import FakeDingTalk
 from storage import Store
+from tests.environment import unavailable
 from tests.factories import callback, frame
 
 MiB = 1024 * 1024
@@ -137,7 +138,7 @@ async def test_a_failing_recorder_never_stops_ingest(
     fake, store, make_connector, events, sink: str, caplog
 ) -> None:
     if sink == "recorder-on-full-disk" and not DEV_FULL.exists():
-        pytest.skip("needs /dev/full (Linux)")
+        unavailable("needs /dev/full (Linux)")
     recorder = FrameRecorder(DEV_FULL, []) if sink == "recorder-on-full-disk" else None
     with caplog.at_level(logging.WARNING, logger="dta"):
         connector = await make_connector(on_frame=recorder or _raising_sink)
