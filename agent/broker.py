@@ -91,6 +91,20 @@ class Broker:
             updated_at=now,
         )
 
+    def refuse_duplicate(self, run: Run, intent: ActionIntent) -> Receipt:
+        """Another execution claimed the intent's key between the gate and here: a refused
+        receipt that names the first one."""
+        first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
+        receipt = self.receipt(
+            run,
+            intent.kind,
+            ReceiptStatus.REFUSED,
+            reason=RefusalReason.DUPLICATE_INTENT.value,
+            evidence=Evidence(first_receipt_id=first.receipt_id if first else None),
+        )
+        self.store.add_receipt(receipt)
+        return receipt
+
     async def execute(
         self,
         run: Run,
@@ -108,17 +122,7 @@ class Broker:
                 await self.transport.prepare(channel)
                 attempt, request = self._attempt(intent, channel)
         if not self.store.add_intent(intent, attempt):
-            # Another execution claimed the key between the gate and here.
-            first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
-            receipt = self.receipt(
-                run,
-                intent.kind,
-                ReceiptStatus.REFUSED,
-                reason=RefusalReason.DUPLICATE_INTENT.value,
-                evidence=Evidence(first_receipt_id=first.receipt_id if first else None),
-            )
-            self.store.add_receipt(receipt)
-            return receipt
+            return self.refuse_duplicate(run, intent)
         if intent.kind is ActionKind.SILENCE:
             receipt = self.receipt(
                 run,

@@ -52,7 +52,6 @@ from agent.contracts import (
     MessageContent,
     Receipt,
     ReceiptStatus,
-    RefusalReason,
     Run,
     RunEnding,
     new_id,
@@ -345,17 +344,8 @@ class CardBroker:
         """A whole answer as a card in one frame (a provider that does not stream)."""
         assert intent.content is not None
         handle = await self.open(run, intent)
-        if handle is None:
-            first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
-            receipt = self.broker.receipt(
-                run,
-                intent.kind,
-                ReceiptStatus.REFUSED,
-                reason=RefusalReason.DUPLICATE_INTENT.value,
-                evidence=Evidence(first_receipt_id=first.receipt_id if first else None),
-            )
-            self.store.add_receipt(receipt)
-            return receipt
+        if handle is None:  # another execution holds the key
+            return self.broker.refuse_duplicate(run, intent)
         return await self.finish(run, handle, intent.content.text, ending)
 
     # ------------------------------------------------------------------ records

@@ -80,6 +80,21 @@ def not_connected(exc: Exception) -> _Retryable:
     return _Retryable(f"cannot connect ({type(exc).__name__})")
 
 
+def json_body(response: httpx.Response, evidence: dict[str, Any]) -> dict[str, Any]:
+    """The answer's JSON object, or ``unavailable`` when the body is not one."""
+    try:
+        data = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        raise ProviderFailed(
+            "unavailable",
+            f"HTTP {response.status_code} but the body is not a JSON object",
+            evidence,
+        )
+    return data
+
+
 class OpenAIProvider:
     """Asks a chat-completions endpoint for ActionRequest JSON; one repair round at most."""
 
@@ -223,15 +238,7 @@ class OpenAIProvider:
             raise ProviderFailed(
                 "rejected", f"HTTP {status}: {self._server_message(response)}", evidence
             )
-        try:
-            data = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            data = None
-        if not isinstance(data, dict):
-            raise ProviderFailed(
-                "unavailable", f"HTTP {status} but the body is not a JSON object", evidence
-            )
-        return data
+        return json_body(response, evidence)
 
     def _server_message(self, response: httpx.Response) -> str:
         """The server's own error message, truncated, with anything key-like blanked out."""

@@ -32,6 +32,7 @@ from skills.providers.openai import (
     _content,
     _retry_after,
     _Retryable,
+    json_body,
     not_connected,
 )
 from skills.providers.streaming import ActionScanner, StreamEvent
@@ -99,14 +100,7 @@ class StreamingOpenAIProvider(OpenAIProvider):
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # A server that does not stream: its whole answer, reported as one frame.
                 await response.aread()
-                try:
-                    data = response.json()
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    data = None
-                if not isinstance(data, dict):
-                    raise ProviderFailed(
-                        "unavailable", f"HTTP {status} but the body is not a JSON object", evidence
-                    )
+                data = json_body(response, evidence)
                 content = _content(data, evidence)
                 if isinstance(content, str):
                     self._report(call, content)
