@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import httpx
@@ -131,11 +131,15 @@ class Addressing:
             return "session webhook expired"
         return None
 
+    @cached_property
+    def _webhook_prefixes(self) -> tuple[str, ...]:
+        return tuple(f"{origin}/" for origin in self.webhook_origins)
+
     def _foreign_webhook(self, url: str) -> str | None:
         """The evidence line for a webhook URL off the allowed origins (None when on one)."""
         # A URL that starts with an allowed origin and a "/" can only reach that origin (the
         # authority ends at that "/"): most sends end here, without parsing the URL.
-        if url.startswith(tuple(f"{origin}/" for origin in self.webhook_origins)):
+        if url.startswith(self._webhook_prefixes):
             return None
         if webhook_origin(url) in self.webhook_origins:
             return None

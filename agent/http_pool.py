@@ -270,14 +270,6 @@ class GatedTransport(httpx.AsyncHTTPTransport):
         return response
 
 
-def async_client(
-    *, timeout: httpx.Timeout, max_connections: int, proxy: str | None
-) -> httpx.AsyncClient:
-    """The one outbound client: kept-alive connections reused, the pool cheap to run."""
-    transport = GatedTransport(max_connections, proxy)
-    return httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False)
-
-
 async def post_json(
     transport: httpx.AsyncBaseTransport,
     url: str,

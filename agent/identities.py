@@ -70,13 +70,11 @@ class IdentityDirectory:
         envelope = Identity(source="envelope", user_id=actor.user_id, name=actor.nick)
         if not self.enabled:
             return envelope
-        known = self._known(actor.user_id)
+        known, source = self._known(actor.user_id), "directory:cache"
         if known is None:
-            known = await asyncio.shield(self._lookup(event))
-        source = "envelope" if known.get("missing") else "directory"
-        if source == "directory" and known.pop("_cached", False):
-            source = "directory:cache"
-        known.pop("_cached", None)
+            known, source = await asyncio.shield(self._lookup(event)), "directory"
+        if known.get("missing"):
+            source = "envelope"
         return Identity(source=source, user_id=actor.user_id, **known)
 
     def flush(self) -> int:
@@ -101,13 +99,12 @@ class IdentityDirectory:
         self.flush()
 
     def _known(self, user_id: str) -> dict[str, Any] | None:
-        """A fresh answer from memory or the store (a copy the caller may change)."""
+        """A fresh answer already had: in memory, else in the store's cache."""
         now = self.clock.now()
         held = self._unwritten.get(user_id)
         if held is not None and held[1] > now - self.ttl_s:
-            return {**held[0], "_cached": True}
-        cached = self.store.cached_identity(user_id, now - self.ttl_s)
-        return {**cached, "_cached": True} if cached is not None else None
+            return held[0]
+        return self.store.cached_identity(user_id, now - self.ttl_s)
 
     def _lookup(self, event: Event) -> asyncio.Task[dict[str, Any]]:
         user_id = event.actor.user_id
@@ -131,14 +128,14 @@ class IdentityDirectory:
                 # The directory said no (e.g. an external contact): remember that for an
                 # hour, not the full TTL, so each of their messages does not ask again.
                 self._remember(actor.user_id, missing, now - max(0.0, self.ttl_s - NEGATIVE_TTL_S))
-            return dict(missing)
+            return missing
         found = {
             "name": detail.get("name") or actor.nick,
             "title": detail.get("title") or None,
             "department": "、".join(str(d) for d in detail.get("dept_names") or []) or None,
         }
         self._remember(actor.user_id, found, now)
-        return dict(found)
+        return found
 
     def _remember(self, user_id: str, found: dict[str, Any], fetched_at: float) -> None:
         self._unwritten[user_id] = (found, fetched_at)

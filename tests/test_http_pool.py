@@ -8,7 +8,7 @@ import pytest
 import trustme
 from aiohttp import web
 
-from agent.http_pool import AsyncioBackend, GatedTransport, async_client
+from agent.http_pool import AsyncioBackend, GatedTransport
 
 
 async def _server(
@@ -30,8 +30,10 @@ async def _server(
     return runner, f"http://127.0.0.1:{port}/send", peers
 
 
-def _client() -> httpx.AsyncClient:
-    return async_client(timeout=httpx.Timeout(5.0), max_connections=4, proxy=None)
+def _client(max_connections: int = 4) -> httpx.AsyncClient:
+    """The client DingTalkAPI builds: its gated transport, no environment proxies."""
+    transport = GatedTransport(max_connections, None)
+    return httpx.AsyncClient(timeout=httpx.Timeout(5.0), transport=transport, trust_env=False)
 
 
 async def test_the_client_uses_the_asyncio_backend():
@@ -81,7 +83,7 @@ async def test_no_more_requests_in_flight_than_connections():
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     url = f"http://127.0.0.1:{runner.addresses[0][1]}/send"
     try:
-        async with async_client(timeout=httpx.Timeout(5.0), max_connections=2, proxy=None) as c:
+        async with _client(max_connections=2) as c:
             answers = await asyncio.gather(*(c.post(url, json={"i": i}) for i in range(10)))
             assert [a.status_code for a in answers] == [200] * 10
             assert busy["most"] == 2
