@@ -149,6 +149,10 @@ class Runtime:
         self._threads: set[str] = set()  # thread leases held in a shared store
         self._retries: dict[str, _Retry] = {}  # interrupted by the store, waiting to go again
         self._spilling = False  # memory is full: new events wait in the store, in order
+        # While spilling, the pass that refills memory runs once a tenth of it is free,
+        # not after every run: each pass reads a queue's worth of the store.
+        limit = settings.max_queued_runs
+        self._refill_at = limit - max(1, limit // 10)
         self._watermark = 0  # every stored event at or below this rowid has a finished run
         self._renewed_at = float("-inf")
         self._wake = asyncio.Event()
@@ -246,7 +250,8 @@ class Runtime:
                 self._inflight.discard(event.event_id)
                 if held and not self.store.exclusive:
                     self._release_thread(event.thread_key)
-                self._wake.set()
+                if self._spilling and self.queued <= self._refill_at:
+                    self._wake.set()
             if run is not None and run.state.is_finished and self.on_run_finished is not None:
                 self.on_run_finished(max(0.0, self.clock.now() - event.received_at))
 
@@ -325,8 +330,10 @@ class Runtime:
             if self.queued >= self.settings.max_queued_runs:
                 self._spilling = True  # the rest waits for room, and new events behind it
                 return queued
-            self._queue(item.event)
-            queued += 1
+            event = self.store.get_event(event_id)
+            if event is not None:
+                self._queue(event)
+                queued += 1
         if len(pending) < limit and self._spilling:
             log.info("run queue caught up with the store")
             self._spilling = False
@@ -345,7 +352,8 @@ class Runtime:
 
     async def _recover_forever(self) -> None:
         """The daemon's recovery loop: a pass every ``recovery_interval_s``, sooner when a
-        run ends while events wait in the store or an interrupted run's wait is over."""
+        tenth of memory is free while events wait in the store, or when an interrupted run's
+        wait is over."""
         failures = 0
         while True:
             wait = self.settings.recovery_interval_s

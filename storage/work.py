@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.contracts import Event, ResponseDecision, Run, RunState
+from agent.contracts import ResponseDecision, Run, RunState
 from storage.base import StoreBase
 
 
@@ -36,13 +36,8 @@ class PendingWork:
 
     rowid: int
     event_id: str
-    event_json: str  # parsed only for the work actually queued: most of it is in memory
     owner: str | None
     lease_until: float
-
-    @property
-    def event(self) -> Event:
-        return Event.model_validate_json(self.event_json)
 
     def free_for(self, owner: str, now: float) -> bool:
         """May ``owner`` work on it? Its own work, a run not yet opened, or an expired lease."""
@@ -152,17 +147,20 @@ class WorkRecords(StoreBase):
         return cursor.rowcount
 
     def unfinished_work(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingWork]:
-        """Stored events without a finished run, oldest first, from ``after_rowid`` on."""
+        """Stored events without a finished run, oldest first, from ``after_rowid`` on.
+
+        Without the events themselves: under a burst most of this work is already in
+        memory, and the caller reads (``get_event``) only what it queues."""
         rows = self.conn.execute(
-            "SELECT e.rowid, e.event_id, e.event_json, r.owner, r.lease_until FROM events e"
+            "SELECT e.rowid, e.event_id, r.owner, r.lease_until FROM events e"
             " LEFT JOIN runs r ON r.event_id = e.event_id"
             " WHERE e.rowid > ? AND (r.run_id IS NULL OR r.state = ?)"
             " ORDER BY e.rowid LIMIT ?",
             (after_rowid, RunState.WORKING.value, limit),
         ).fetchall()
         return [
-            PendingWork(rowid, event_id, event, owner, lease or 0.0)
-            for rowid, event_id, event, owner, lease in rows
+            PendingWork(rowid, event_id, owner, lease or 0.0)
+            for rowid, event_id, owner, lease in rows
         ]
 
     def runs_per_owner(self) -> dict[str, int]:

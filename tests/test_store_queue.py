@@ -170,6 +170,46 @@ async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(
     await runtime.aclose()
 
 
+@respx.mock
+async def test_a_backlog_in_the_store_is_refilled_in_batches_not_after_every_run(settings):
+    """While events wait in the store, the recovery loop refills memory once a tenth of
+    it is free: each pass reads a queue's worth of rows, so a pass per finished run
+    would cost the most exactly when the daemon is busiest."""
+    async def answer_a_moment_later(request):
+        await asyncio.sleep(0.001)  # runs end one by one, each on a later turn of the loop
+        return httpx.Response(200, json={"errcode": 0, "errmsg": "ok"})
+
+    route = respx.post(url__startswith=HOOK).mock(side_effect=answer_a_moment_later)
+    settings = settings.with_overrides(
+        {"max_queued_runs": 50, "max_concurrent_runs": 1, "recovery_interval_s": 30}
+    )
+    runtime = Runtime(settings, clock=SystemClock())
+    passes = 0
+    original = runtime.store.unfinished_work
+
+    def counted(*args, **kwargs):
+        nonlocal passes
+        passes += 1
+        return original(*args, **kwargs)
+
+    runtime.store.unfinished_work = counted
+    await runtime.start(recovery_loop=True)
+    now = SystemClock().now()
+    for n in range(1, 301):
+        data = callback(msg_id=f"m{n}", user=f"u{n}", text=f"{n}+1", created_at=now)
+        runtime.ingest(frame(data))
+    assert runtime.queued == 50  # the other 250 wait in the store
+    for _ in range(400):
+        if route.call_count == 300:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(answered(route)) == sorted(f"m{n}" for n in range(1, 301))  # once each
+    # 250 waited in the store, refilled 5 or more at a time: 50 passes at most (one per
+    # finished run would be 250), plus the start's and the one that finds the store empty.
+    assert passes <= 55, passes
+    await runtime.aclose()
+
+
 def make_run(run_id: str = "run_1"):
     return run_for(event()).model_copy(update={"run_id": run_id})
 
