@@ -141,14 +141,17 @@ _RULES: list[tuple[str, Callable[[_Facts], bool], DecisionReason]] = [
     ("empty_message", _is_empty, SilentReason.EMPTY_MESSAGE),
 ]
 
+_RULE_NAMES = [name for name, _, _ in _RULES]
+
 
 class ResponseGate:
     def __init__(self, policy: ResponsePolicy) -> None:
         self.policy = policy
 
     def engages(self, event: Event, now: float) -> bool:
-        """Will the robot answer this event?"""
-        return self.decide(event, now).verdict is Verdict.ENGAGE
+        """Will the robot answer this event? (The verdict alone, without its record.)"""
+        reason, _ = self._first_match(event, now)
+        return not isinstance(reason, SilentReason)
 
     def supersedes(self, event: Event, now: float) -> bool:
         """Does this event make the older runs of its thread stale? (Ingest asks.) Only a
@@ -157,20 +160,22 @@ class ResponseGate:
         return bool(event.text.strip()) and self.engages(event, now)
 
     def decide(self, event: Event, now: float) -> ResponseDecision:
+        reason, checked = self._first_match(event, now)
+        verdict = Verdict.SILENT if isinstance(reason, SilentReason) else Verdict.ENGAGE
+        return self._decision(event, verdict, reason, checked, now)
+
+    def _first_match(self, event: Event, now: float) -> tuple[DecisionReason, list[str]]:
+        """The first rule that matches (or the engage at the end), and the rules checked."""
         facts = _Facts(event=event, now=now, policy=self.policy)
-        checked: list[str] = []
-        for name, predicate, reason in _RULES:
-            checked.append(name)
+        for index, (_, predicate, reason) in enumerate(_RULES):
             if predicate(facts):
-                verdict = Verdict.SILENT if isinstance(reason, SilentReason) else Verdict.ENGAGE
-                return self._decision(event, verdict, reason, checked, now)
-        checked.append("engage")
+                return reason, _RULE_NAMES[: index + 1]
         engage = (
             EngageReason.DM
             if event.conversation.type is ConversationType.DM
             else EngageReason.MENTIONED
         )
-        return self._decision(event, Verdict.ENGAGE, engage, checked, now)
+        return engage, [*_RULE_NAMES, "engage"]
 
     @staticmethod
     def _decision(
@@ -181,6 +186,6 @@ class ResponseGate:
             verdict=verdict,
             reason=reason,
             gate_version=GATE_VERSION,
-            checked=list(checked),
+            checked=checked,
             decided_at=now,
         )

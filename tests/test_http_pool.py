@@ -1,4 +1,5 @@
-"""The outbound client's pool: connections are reused, and one the server closed is not."""
+"""The outbound client's pool: connections are reused, one the server closed is not, and
+no more are open than the limit."""
 
 import asyncio
 import ssl
@@ -64,6 +65,24 @@ async def test_a_connection_the_server_closed_is_not_reused():
         assert len(set(peers)) == 2
     finally:
         await runner.cleanup()
+
+
+async def test_connections_to_several_origins_stay_within_the_limit():
+    first, url_a, peers_a = await _server(keepalive_s=30)
+    second, url_b, peers_b = await _server(keepalive_s=30)
+    try:
+        async with _client(max_connections=2) as client:
+            pool = client._transport._pool  # type: ignore[attr-defined]
+            for _ in range(3):
+                await asyncio.gather(client.post(url_a, json={}), client.post(url_a, json={}))
+                assert len(pool._idle) == 2
+                await asyncio.gather(client.post(url_b, json={}), client.post(url_b, json={}))
+                assert len(pool._idle) == 2  # A's were closed to make room, not kept beside
+        # Each switch of origin opened two new connections: three rounds, six per server.
+        assert len(set(peers_a)) == len(set(peers_b)) == 6
+    finally:
+        await first.cleanup()
+        await second.cleanup()
 
 
 async def test_no_more_requests_in_flight_than_connections():
