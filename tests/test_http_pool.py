@@ -9,7 +9,8 @@ import pytest
 import trustme
 from aiohttp import web
 
-from agent.http_pool import AsyncioBackend, GatedTransport
+from agent.http_backend import AsyncioBackend
+from agent.http_pool import GatedTransport
 
 
 async def _server(
