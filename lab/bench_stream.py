@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 from agent.clock import SystemClock
 from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
@@ -46,12 +49,37 @@ class StreamFigures:
     replies: int
     steady_rate_per_s: float
     cpu_ms_per_message: float  # the contestant's process, user + system, over the burst
+    # dta only: the steady phase's ack p99 as the daemon itself saw it (frame received to
+    # ack sent, its ``dta_ack_latency_seconds`` histogram), as the bucket bound that holds
+    # it. Against ``ack_p99_ms`` it tells the daemon's own delay from frames queued behind
+    # it (a stalled write) and the fake's.
+    daemon_ack_p99_at_most_ms: float | None = None
 
 
 def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process so far (``/proc/PID/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _daemon_ack_p99_ms(daemon: DaemonProcess) -> float | None:
+    """The upper bound of the histogram bucket holding the daemon's 99th-percentile ack;
+    None if that is the open-ended bucket."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        text = (await client.get(daemon.url("/metrics"), timeout=10)).text
+    counts: list[tuple[float, float]] = []
+    for family in text_string_to_metric_families(text):
+        if family.name == "dta_ack_latency_seconds":
+            counts = [
+                (float(sample.labels["le"]), sample.value)
+                for sample in family.samples
+                if sample.name.endswith("_bucket")
+            ]
+    if not counts:
+        return None
+    total = counts[-1][1]
+    bound = next(le for le, count in counts if count >= 0.99 * total)
+    return None if bound == float("inf") else bound * 1000
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -118,6 +146,7 @@ async def measure(
             if frame.get("msg_id") in wanted and frame.get("latency_ms") is not None
         ]
         await until(lambda: len(fake.received) >= 5 + steady, 60)
+        in_daemon = await _daemon_ack_p99_ms(daemon) if daemon is not None else None
 
         # One sender per message: several quick lines from one person are deliberately
         # answered once by dta (a newer message supersedes older runs), which would not
@@ -153,6 +182,7 @@ async def measure(
         replies=replies,
         steady_rate_per_s=rate,
         cpu_ms_per_message=round(1000 * cpu / max(replies, 1), 3),
+        daemon_ack_p99_at_most_ms=in_daemon,
     )
 
 

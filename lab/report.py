@@ -167,6 +167,11 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
                 f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s,"
                 f" {f['cpu_ms_per_message']} CPU ms/message"
             )
+            if f.get("daemon_ack_p99_at_most_ms") is not None:
+                yield (
+                    "    its own histogram: 99 % of acks sent within"
+                    f" {f['daemon_ack_p99_at_most_ms']:g} ms of the frame's arrival"
+                )
         for latency, ratio in report.get("stream_ratios", {}).items():
             yield (
                 f"  platform {latency}: replies/s dta/bare"
