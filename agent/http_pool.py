@@ -188,7 +188,7 @@ class GatedTransport(httpx.AsyncHTTPTransport):
 
 async def post_json(
     transport: httpx.AsyncBaseTransport,
-    url: str,
+    url: str | httpx.URL,
     body: object,
     headers: dict[str, str],
     timeout: httpx.Timeout,

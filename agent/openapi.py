@@ -115,10 +115,19 @@ class DingTalkAPI:
         self._token_expires_at = 0.0
         # The one token request in flight, shared by every caller that needs a token now.
         self._token_fetch: asyncio.Task[str] | None = None
+        # The directory's URL with the current token as its query (see ``_with_token``).
+        self._token_url: tuple[str, str, httpx.URL] | None = None
+
+    def _with_token(self, url: str, token: str) -> httpx.URL:
+        """``url?access_token=token``, built once per token: httpx's URL building costs
+        more than the rest of the request object, on every first message of a sender."""
+        if self._token_url is None or self._token_url[:2] != (url, token):
+            self._token_url = (url, token, httpx.URL(url, params={"access_token": token}))
+        return self._token_url[2]
 
     async def post(
         self,
-        url: str,
+        url: str | httpx.URL,
         body: object,
         headers: dict[str, str] | None = None,
         *,
@@ -290,9 +299,8 @@ class DingTalkAPI:
         try:
             token = await self.access_token()
             response = await self.post(
-                f"{self.config.directory_base_url}/topapi/v2/user/get",
+                self._with_token(f"{self.config.directory_base_url}/topapi/v2/user/get", token),
                 {"userid": user_id, "language": "zh_CN"},
-                params={"access_token": token},
                 timeout_s=self.config.directory_timeout_s,
             )
         except (httpx.HTTPError, TokenError) as exc:
