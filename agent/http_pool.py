@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import typing
+from functools import partial
 
 import httpcore
 import httpx
@@ -57,7 +58,7 @@ class IdlePool:
             self._busy -= 1
             await connection.aclose()
             raise
-        response.stream = _ReturningStream(response.stream, self, connection)
+        response.stream = _ClosingStream(response.stream, partial(self.give_back, connection))
         return response
 
     async def _take(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
@@ -101,18 +102,17 @@ class IdlePool:
         await self.aclose()
 
 
-class _ReturningStream:
-    """A response body that gives its connection back to the pool when it is closed."""
+class _ClosingStream(httpx.AsyncByteStream):
+    """A response body that runs ``then`` once, after the body is closed: a connection
+    handed back to ``IdlePool``, a place given back in ``GatedTransport``'s gate."""
 
     def __init__(
         self,
         inner: typing.AsyncIterable[bytes],
-        pool: IdlePool,
-        connection: httpcore.AsyncHTTPConnection,
+        then: typing.Callable[[], typing.Awaitable[None]],
     ) -> None:
         self._inner = inner
-        self._pool = pool
-        self._connection: httpcore.AsyncHTTPConnection | None = connection
+        self._then: typing.Callable[[], typing.Awaitable[None]] | None = then
 
     async def __aiter__(self) -> typing.AsyncIterator[bytes]:
         async for chunk in self._inner:
@@ -120,33 +120,13 @@ class _ReturningStream:
 
     async def aclose(self) -> None:
         try:
-            close = getattr(self._inner, "aclose", None)
+            close = getattr(self._inner, "aclose", None)  # a mocked body may have none
             if close is not None:
                 await close()
         finally:
-            connection, self._connection = self._connection, None
-            if connection is not None:
-                await self._pool.give_back(connection)
-
-
-class _ReleasingStream(httpx.AsyncByteStream):
-    """A response body that gives its place in the gate back when it is closed."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, gate: asyncio.Semaphore) -> None:
-        self._inner = inner
-        self._gate: asyncio.Semaphore | None = gate
-
-    async def __aiter__(self) -> typing.AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            yield chunk
-
-    async def aclose(self) -> None:
-        try:
-            await self._inner.aclose()
-        finally:
-            gate, self._gate = self._gate, None
-            if gate is not None:
-                gate.release()
+            then, self._then = self._then, None
+            if then is not None:
+                await then()
 
 
 class GatedTransport(httpx.AsyncHTTPTransport):
@@ -182,8 +162,11 @@ class GatedTransport(httpx.AsyncHTTPTransport):
             self._gate.release()
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _ReleasingStream(response.stream, self._gate)
+        response.stream = _ClosingStream(response.stream, self._give_place)
         return response
+
+    async def _give_place(self) -> None:
+        self._gate.release()
 
 
 async def post_json(
