@@ -1,22 +1,25 @@
-"""The outbound client's pool and gate, below httpx's API (so retries, timeouts, error
-classes and ``respx`` in tests work as before).
+"""The outbound client's pool, below httpx's API (so retries, timeouts, error classes and
+``respx`` in tests work as before).
 
 Profiled under a burst, the daemon spent more CPU in the HTTP stack's bookkeeping than in
 the requests themselves. httpcore's pool walks every queued request against every
-connection each time a request starts or ends (about a third of a request's cost,
-measured). ``GatedTransport`` lets at most ``max_connections`` requests in at once (the
-rest wait on a semaphore, in order, no longer than the pool timeout), each holding its
-place until its response is closed; with that bound kept outside, the pool only has to
-keep idle connections, which ``IdlePool`` does with a list. (Through a proxy, httpcore's
-own proxy pool is used as is.) Sockets are asyncio's own (``agent/http_backend.py``).
+connection each time a request starts or ends, and its HTTP/1.1 connection runs h11 and
+anyio locks around every exchange. ``IdlePool`` lets at most ``max_connections`` requests
+in at once (the rest wait on a semaphore, in order, no longer than the pool timeout) and
+otherwise only keeps idle connections, in a list; each request goes over a
+``WireConnection`` (agent/http_wire.py: HTTP/1.1 parsed by llhttp). Sockets are asyncio's
+own (agent/http_backend.py). Through a proxy, httpcore's own proxy pool is used as is.
 
-``IdlePool`` still sends through httpcore's ``AsyncHTTPConnection``, so ``respx`` mocks it
-like any other httpx client.
+A response that arrived whole hands its connection and its place back at once; one that
+streams holds both until its body is closed. ``respx`` mocks ``WireConnection`` like
+httpcore's own connections once it is added to its targets (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import ssl
 import typing
 from functools import partial
@@ -25,14 +28,15 @@ import httpcore
 import httpx
 
 from agent.http_backend import AsyncioBackend
+from agent.http_wire import WireConnection
 
 
 class IdlePool:
-    """The idle HTTP/1.1 connections, newest last, in the pool's place in httpx's
-    transport. How many requests are in flight is bounded above it (``GatedTransport``),
-    so taking a request is: reuse an idle connection to the same origin the server has not
-    closed, or open a new one (closing the oldest idle one if ``max_connections`` are
-    open); and a response's close hands its connection back."""
+    """The pool in httpx's transport: at most ``max_connections`` requests in flight, and
+    the idle HTTP/1.1 connections, newest last. Taking a request is: wait for a place,
+    reuse an idle connection to the same origin the server has not closed, or open a new
+    one (closing the oldest idle one if ``max_connections`` are open); a finished
+    response hands its connection and its place back."""
 
     def __init__(
         self,
@@ -45,23 +49,40 @@ class IdlePool:
         self._max_connections = max_connections
         self._keepalive_expiry = keepalive_expiry
         self._network_backend = network_backend
-        self._idle: list[httpcore.AsyncHTTPConnection] = []
+        self._idle: list[WireConnection] = []
         self._busy = 0  # connections serving a request
         self._closed = False
+        self._places = asyncio.Semaphore(max_connections)
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        connection = await self._take(request.url.origin)
+        # All places taken: wait no longer than the pool timeout. (``asyncio.timeout``, not
+        # ``wait_for``: a place won just as the wait is cancelled is then never lost.)
+        wait = request.extensions.get("timeout", {}).get("pool")
+        try:
+            async with asyncio.timeout(wait):
+                await self._places.acquire()
+        except TimeoutError:
+            raise httpcore.PoolTimeout("no connection free in time") from None
+        try:
+            connection = await self._take(request.url.origin)
+        except BaseException:
+            self._places.release()
+            raise
         self._busy += 1
         try:
             response = await connection.handle_async_request(request)
         except BaseException:
-            self._busy -= 1
             await connection.aclose()
+            await self.give_back(connection)
             raise
-        response.stream = _ClosingStream(response.stream, partial(self.give_back, connection))
+        if connection.is_idle() or connection.is_closed():  # the answer arrived whole
+            await self.give_back(connection)
+        else:
+            then = partial(self.give_back, connection)
+            response.stream = _ClosingStream(response.stream, then)
         return response
 
-    async def _take(self, origin: httpcore.Origin) -> httpcore.AsyncHTTPConnection:
+    async def _take(self, origin: httpcore.Origin) -> WireConnection:
         idle = self._idle
         for index in range(len(idle) - 1, -1, -1):
             connection = idle[index]
@@ -72,16 +93,15 @@ class IdlePool:
                 await connection.aclose()
         if idle and self._busy + len(idle) >= self._max_connections:
             await idle.pop(0).aclose()  # no more open than the limit: the oldest idle goes
-        return httpcore.AsyncHTTPConnection(
-            origin=origin,
-            ssl_context=self._ssl_context,
-            keepalive_expiry=self._keepalive_expiry,
-            network_backend=self._network_backend,
+        return WireConnection(
+            origin, self._ssl_context, self._keepalive_expiry, self._network_backend
         )
 
-    async def give_back(self, connection: httpcore.AsyncHTTPConnection) -> None:
-        """After its response is closed: kept if it can take another request."""
+    async def give_back(self, connection: WireConnection) -> None:
+        """Once its response is read: kept if it can take another request; the place goes
+        back either way."""
         self._busy -= 1
+        self._places.release()
         if self._closed or not connection.is_idle():
             await connection.aclose()
             return
@@ -103,8 +123,8 @@ class IdlePool:
 
 
 class _ClosingStream(httpx.AsyncByteStream):
-    """A response body that runs ``then`` once, after the body is closed: a connection
-    handed back to ``IdlePool``, a place given back in ``GatedTransport``'s gate."""
+    """A response body that runs ``then`` once, after the body is closed: its connection
+    and its place handed back to ``IdlePool``."""
 
     def __init__(
         self,
@@ -129,7 +149,10 @@ class _ClosingStream(httpx.AsyncByteStream):
                 await then()
 
 
-class GatedTransport(httpx.AsyncHTTPTransport):
+class OutboundTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport with ``IdlePool`` in its pool's place (or, through a proxy,
+    httpcore's proxy pool over asyncio's sockets)."""
+
     def __init__(self, max_connections: int, proxy: str | None) -> None:
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -140,62 +163,116 @@ class GatedTransport(httpx.AsyncHTTPTransport):
         if not hasattr(built, "_network_backend") or not hasattr(built, "_ssl_context"):
             raise RuntimeError("httpcore changed: the connection pool has no network backend")
         if proxy is None:
+            context = built._ssl_context
+            context.set_alpn_protocols(["http/1.1"])  # what WireConnection speaks
             self._pool = IdlePool(  # type: ignore[assignment]
-                built._ssl_context, max_connections, limits.keepalive_expiry, AsyncioBackend()
+                context, max_connections, limits.keepalive_expiry, AsyncioBackend()
             )
         else:
             built._network_backend = AsyncioBackend()
-        self._gate = asyncio.Semaphore(max_connections)
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        # All places taken: wait no longer than the pool would. (``asyncio.timeout``, not
-        # ``wait_for``: a place won just as the wait is cancelled is then never lost.)
-        wait = request.extensions.get("timeout", {}).get("pool")
+    async def post_json(
+        self,
+        url: str | httpx.URL,
+        body: object,
+        headers: dict[str, str],
+        timeout: httpx.Timeout,
+        params: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """POST ``body`` as JSON straight to the pool and read the whole answer.
+
+        What ``AsyncClient.post`` does for a JSON call to an API, without the layers this
+        daemon never uses on its sends (cookies, auth flows, redirects, event hooks, base
+        URL merging) and without httpx's request model, whose URL parser alone cost more
+        than the rest of a request. The body is encoded as httpx encodes ``json=``; errors
+        are httpx's own classes, as from the client.
+        """
+        target = _wire_url(url, params)
+        content = json.dumps(
+            body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
+        request = httpcore.Request(
+            b"POST",
+            target,
+            headers=_json_headers(target, headers, len(content)),
+            content=content,
+            extensions={"timeout": timeout.as_dict()},
+        )
         try:
-            async with asyncio.timeout(wait):
-                await self._gate.acquire()
-        except TimeoutError:
-            raise httpx.PoolTimeout("no connection free in time", request=request) from None
-        try:
-            response = await super().handle_async_request(request)
-        except BaseException:
-            self._gate.release()
-            raise
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _ClosingStream(response.stream, self._give_place)
-        return response
+            answer = await self._pool.handle_async_request(request)
+            try:
+                received = await answer.aread()
+            finally:
+                await answer.aclose()
+        except (
+            httpcore.TimeoutException,
+            httpcore.NetworkError,
+            httpcore.ProtocolError,
+            httpcore.UnsupportedProtocol,
+        ) as exc:
+            raise _as_httpx(exc) from exc
+        return httpx.Response(
+            answer.status, headers=answer.headers, content=received, extensions=answer.extensions
+        )
 
-    async def _give_place(self) -> None:
-        self._gate.release()
+
+# httpcore's errors as httpx names them (what httpx's own transport maps them to).
+_HTTPX_ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
+    httpcore.ConnectTimeout: httpx.ConnectTimeout,
+    httpcore.ReadTimeout: httpx.ReadTimeout,
+    httpcore.WriteTimeout: httpx.WriteTimeout,
+    httpcore.PoolTimeout: httpx.PoolTimeout,
+    httpcore.TimeoutException: httpx.TimeoutException,
+    httpcore.ConnectError: httpx.ConnectError,
+    httpcore.ReadError: httpx.ReadError,
+    httpcore.WriteError: httpx.WriteError,
+    httpcore.NetworkError: httpx.NetworkError,
+    httpcore.ProxyError: httpx.ProxyError,
+    httpcore.UnsupportedProtocol: httpx.UnsupportedProtocol,
+    httpcore.LocalProtocolError: httpx.LocalProtocolError,
+    httpcore.RemoteProtocolError: httpx.RemoteProtocolError,
+    httpcore.ProtocolError: httpx.ProtocolError,
+}
 
 
-async def post_json(
-    transport: httpx.AsyncBaseTransport,
-    url: str | httpx.URL,
-    body: object,
-    headers: dict[str, str],
-    timeout: httpx.Timeout,
-    params: dict[str, str] | None = None,
-) -> httpx.Response:
-    """POST ``body`` as JSON straight to ``transport`` and read the whole answer.
+def _as_httpx(exc: Exception) -> httpx.TransportError:
+    """The httpx error for an httpcore one: its most specific class."""
+    for kind in type(exc).__mro__:
+        mapped = _HTTPX_ERRORS.get(kind)
+        if mapped is not None:
+            return mapped(str(exc))
+    return httpx.TransportError(str(exc))
 
-    What ``AsyncClient.post`` does for a JSON call to an API, without the layers this
-    daemon never uses on its sends (cookies, auth flows, redirects, event hooks, base URL
-    merging), which profiled at a third of the client's cost per request. Errors are
-    httpx's own classes, as from the client.
-    """
-    request = httpx.Request(
-        "POST",
-        url,
-        params=params,
-        json=body,
-        headers=headers,
-        extensions={"timeout": timeout.as_dict()},
+
+def _json_headers(
+    target: httpcore.URL, headers: dict[str, str], length: int
+) -> list[tuple[bytes, bytes]]:
+    """The request's headers as httpx would send them: ``Host`` first, the caller's, then
+    the body's length and (unless the caller set one) its type."""
+    host = target.host if target.port is None else b"%s:%d" % (target.host, target.port)
+    sent = [(b"Host", host)]
+    sent += [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+    sent.append((b"Content-Length", b"%d" % length))
+    if not any(name.lower() == "content-type" for name in headers):
+        sent.append((b"Content-Type", b"application/json"))
+    return sent
+
+
+def _wire_url(url: str | httpx.URL, params: dict[str, str] | None) -> httpcore.URL:
+    """The request's URL as httpcore takes it. A plain ASCII URL (every DingTalk endpoint
+    and session webhook) is split by the standard library; anything else, or one with
+    ``params`` to add, goes through httpx's parser, which also percent-encodes."""
+    if isinstance(url, str) and params is None and url.isascii() and _PLAIN_URL.fullmatch(url):
+        return httpcore.URL(url)
+    parsed = httpx.URL(url)
+    if params is not None:  # added to the query, as ``httpx.Request(params=…)`` does
+        parsed = parsed.copy_merge_params(params)
+    return httpcore.URL(
+        scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path
     )
-    response = await transport.handle_async_request(request)
-    response.request = request
-    try:
-        await response.aread()
-    finally:
-        await response.aclose()
-    return response
+
+
+# Characters a URL may carry unescaped; anything else is left to httpx to encode.
+_PLAIN_URL = re.compile(
+    r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*)?"
+)

@@ -58,6 +58,9 @@ class ParsedFrame:
     topic: str | None = None
     reason: QuarantineReason | None = None
     error: str | None = None
+    # The frame as parsed JSON (SYSTEM, IGNORED and EVENT frames), so whoever routes it
+    # next (the SDK, for its ack) need not parse it again.
+    document: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -218,9 +221,19 @@ def parse_frame(raw: str | bytes, received_at: float, max_bytes: int | None = No
         )
     frame_id = frame.headers.messageId
     if frame.type == "SYSTEM":
-        return ParsedFrame(FrameKind.SYSTEM, frame_message_id=frame_id, topic=frame.headers.topic)
+        return ParsedFrame(
+            FrameKind.SYSTEM,
+            frame_message_id=frame_id,
+            topic=frame.headers.topic,
+            document=document,
+        )
     if frame.type != "CALLBACK" or frame.headers.topic != BOT_MESSAGE_TOPIC:
-        return ParsedFrame(FrameKind.IGNORED, frame_message_id=frame_id, topic=frame.headers.topic)
+        return ParsedFrame(
+            FrameKind.IGNORED,
+            frame_message_id=frame_id,
+            topic=frame.headers.topic,
+            document=document,
+        )
     if not isinstance(frame.data, str):
         return ParsedFrame(
             FrameKind.QUARANTINED,
@@ -265,7 +278,7 @@ def parse_frame(raw: str | bytes, received_at: float, max_bytes: int | None = No
             reason=QuarantineReason.BAD_FIELD,
             error=str(exc) or type(exc).__name__,
         )
-    return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event)
+    return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event, document=document)
 
 
 def kept_text(reason: QuarantineReason, raw: str | bytes) -> str:

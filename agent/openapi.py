@@ -16,7 +16,7 @@ import httpx
 
 from agent.clock import Clock
 from agent.contracts import Channel, Origin
-from agent.http_pool import GatedTransport, post_json
+from agent.http_pool import OutboundTransport
 
 # The old OpenAPI answers with HTTP 200 and an errcode. These say "no such user / not in
 # your scope" (worth remembering); these say the token is bad (fetch a new one). Anything
@@ -104,9 +104,9 @@ class DingTalkAPI:
         )
         # JSON calls go straight to our own transport (``post_json``); a client handed in
         # (tests, a caller's own transport) is used as it is.
-        self._direct: GatedTransport | None = None
+        self._direct: OutboundTransport | None = None
         if client is None:
-            self._direct = GatedTransport(config.max_connections, config.proxy)
+            self._direct = OutboundTransport(config.max_connections, config.proxy)
             client = httpx.AsyncClient(
                 timeout=self._timeout, transport=self._direct, trust_env=False
             )
@@ -141,7 +141,7 @@ class DingTalkAPI:
                 url, json=body, headers=headers, params=params, timeout=timeout
             )
         sent = {**_HEADERS, **headers} if headers else _HEADERS
-        return await post_json(self._direct, url, body, sent, timeout, params)
+        return await self._direct.post_json(url, body, sent, timeout, params)
 
     @property
     def http(self) -> httpx.AsyncClient:

@@ -94,7 +94,8 @@ class FrameHandler:
                 # Only a frame that is UTF-8 within the limit parses as anything but quarantine.
                 assert isinstance(raw, str)
                 self._current = (parsed, raw, received_at)
-                outcome = await client.route_message(json.loads(raw))
+                document = parsed.document if parsed.document is not None else json.loads(raw)
+                outcome = await client.route_message(document)
                 if outcome == client.TAG_DISCONNECT:
                     await ws.close()
         except websockets.exceptions.ConnectionClosed:

@@ -1,4 +1,5 @@
-"""Shared fixtures: the storage suite runs against both backends.
+"""Shared fixtures: the storage suite runs against both backends; ``respx`` sees our
+HTTP connections.
 
 ``store`` (and ``store_target``, ``store_settings``) are parametrized over SQLite (a file in
 ``tmp_path``) and PostgreSQL (a fresh schema on the machine's server, dropped afterwards).
@@ -15,9 +16,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from respx.mocks import HTTPCoreMocker
 
 from storage import Store
 from tests.environment import unavailable
+
+# The daemon's requests go over its own HTTP/1.1 connection (agent/http_wire.py), which
+# keeps httpcore's interface: ``respx.mock`` patches it like httpcore's own connections.
+HTTPCoreMocker.add_targets("agent.http_wire.WireConnection")
 
 PG_URL = os.environ.get("DTA_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
 

@@ -10,7 +10,7 @@ import trustme
 from aiohttp import web
 
 from agent.http_backend import AsyncioBackend
-from agent.http_pool import GatedTransport
+from agent.http_pool import OutboundTransport
 
 
 async def _server(
@@ -33,8 +33,8 @@ async def _server(
 
 
 def _client(max_connections: int = 4) -> httpx.AsyncClient:
-    """The client DingTalkAPI builds: its gated transport, no environment proxies."""
-    transport = GatedTransport(max_connections, None)
+    """The client DingTalkAPI builds: its outbound transport, no environment proxies."""
+    transport = OutboundTransport(max_connections, None)
     return httpx.AsyncClient(timeout=httpx.Timeout(5.0), transport=transport, trust_env=False)
 
 
@@ -88,6 +88,7 @@ async def test_connections_to_several_origins_stay_within_the_limit():
 
 async def test_no_more_requests_in_flight_than_connections():
     busy = {"now": 0, "most": 0}
+    finish = asyncio.Event()
 
     async def slow(request: web.Request) -> web.Response:
         busy["now"] += 1
@@ -96,24 +97,44 @@ async def test_no_more_requests_in_flight_than_connections():
         busy["now"] -= 1
         return web.json_response({"errcode": 0})
 
+    async def streaming(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.content_length = 8
+        await response.prepare(request)
+        await response.write(b"half")
+        await finish.wait()  # the rest comes only when the test says so
+        await response.write(b"done")
+        return response
+
     app = web.Application()
     app.router.add_post("/send", slow)
+    app.router.add_post("/stream", streaming)
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}/send"
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    url = f"{base}/send"
     try:
         async with _client(max_connections=2) as c:
             answers = await asyncio.gather(*(c.post(url, json={"i": i}) for i in range(10)))
             assert [a.status_code for a in answers] == [200] * 10
             assert busy["most"] == 2
-            async with c.stream("POST", url, json={}) as held, c.stream("POST", url) as held2:
+            # An answer that arrived whole gives its place back at once, read or not.
+            async with c.stream("POST", url, json={}) as whole, c.stream("POST", url) as whole2:
+                assert whole.status_code == whole2.status_code == 200
+                assert (await c.post(url, json={})).status_code == 200
+            # Bodies still arriving hold their places until they are closed: a third
+            # request waits, then times out.
+            stream = f"{base}/stream"
+            async with c.stream("POST", stream) as held, c.stream("POST", stream) as held2:
                 assert held.status_code == held2.status_code == 200
-                # both places are held until the bodies are closed: a third waits, then times out
                 with pytest.raises(httpx.PoolTimeout):
                     await c.post(url, json={}, timeout=httpx.Timeout(5.0, pool=0.1))
+                finish.set()
+                assert await held.aread() == await held2.aread() == b"halfdone"
             assert (await c.post(url, json={})).status_code == 200  # places given back
     finally:
+        finish.set()
         await runner.cleanup()
 
 
@@ -126,14 +147,14 @@ async def test_tls_with_a_verified_certificate(tmp_path):
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
     try:
-        transport = GatedTransport(2, None)
+        transport = OutboundTransport(2, None)
         transport._pool._ssl_context = client_ctx  # type: ignore[attr-defined]
         async with httpx.AsyncClient(transport=transport) as client:
             for _ in range(3):
                 answer = await client.post(url, json={})
                 assert answer.json() == {"errcode": 0}
         assert len(set(peers)) == 1  # the second and third reused the TLS connection
-        async with httpx.AsyncClient(transport=GatedTransport(2, None)) as untrusting:
+        async with httpx.AsyncClient(transport=OutboundTransport(2, None)) as untrusting:
             with pytest.raises(httpx.ConnectError):  # not signed by a CA it trusts
                 await untrusting.post(url, json={})
     finally:
