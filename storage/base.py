@@ -154,6 +154,12 @@ class StoreBase:
     def close(self) -> None:
         self._conn.close()
 
+    def set_autocheckpoint(self, on: bool) -> None:
+        """Whether this connection's commits checkpoint the WAL (SQLite's default) or leave
+        it to someone else (storage/checkpoints.py). PostgreSQL: nothing to do."""
+        if self.backend == "sqlite":
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {1000 if on else 0}")
+
     @contextmanager
     def _tx(self) -> Iterator[Any]:
         """One write transaction; IMMEDIATE so concurrent SQLite writers queue instead of

@@ -1,0 +1,64 @@
+"""WAL checkpoints on their own thread: the store's commits stop doing them, the thread
+does them, and stopping hands them back."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from storage import Store
+from storage.checkpoints import WalCheckpoints
+
+
+def _write(store: Store, rows: int) -> None:
+    with store._tx() as conn:
+        conn.executemany(
+            "INSERT INTO quarantine (received_at, frame_message_id, reason, error, raw)"
+            " VALUES (?, ?, 'not_json', '', ?)",
+            [(0.0, f"f{i}", "x" * 2000) for i in range(rows)],
+        )
+
+
+def _autocheckpoint(store: Store) -> int:
+    return int(store.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+
+def test_commits_leave_checkpoints_to_the_thread(tmp_path):
+    path = tmp_path / "dta.db"
+    with Store(path) as store:
+        checkpoints = WalCheckpoints(store, interval_s=0.05)
+        checkpoints.start()
+        try:
+            assert _autocheckpoint(store) == 0
+            before = os.path.getsize(path)
+            for _ in range(20):  # well past SQLite's own 1,000-page threshold
+                _write(store, 200)
+            # Only a checkpoint moves pages from the log into the database file.
+            wanted = before + 4_000_000
+            deadline = time.monotonic() + 5
+            while os.path.getsize(path) < wanted and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert os.path.getsize(path) >= wanted
+            assert checkpoints.failures == 0
+        finally:
+            checkpoints.stop()
+        assert _autocheckpoint(store) == 1000  # commits checkpoint again
+
+
+def test_without_the_thread_the_database_file_waits_for_a_checkpoint(tmp_path):
+    path = tmp_path / "dta.db"
+    with Store(path) as store:
+        store.set_autocheckpoint(False)
+        before = os.path.getsize(path)
+        for _ in range(20):
+            _write(store, 200)
+        time.sleep(0.2)
+        assert os.path.getsize(path) == before  # everything still in the log
+
+
+def test_postgresql_and_memory_stores_have_nothing_to_checkpoint():
+    with Store(":memory:") as store:
+        checkpoints = WalCheckpoints(store)
+        assert not checkpoints.applies
+        checkpoints.start()
+        checkpoints.stop()
