@@ -1,15 +1,18 @@
 """Who wrote the message: the staff directory's name, title and department, cached.
 
 A first-time sender costs one directory call; after that the answer is reused for
-``identity_ttl_s`` (a "not in the directory" answer for an hour). Three things keep that
-call off the critical path:
+``identity_ttl_s`` (a "not in the directory" answer for an hour). Four things keep that
+call, and the cache, off the critical path:
 
 - ``prefetch`` starts the lookup as soon as an event the robot will answer is queued, so it
   runs while the event waits for its turn and its run opens; the invocation awaits it;
 - concurrent runs of the same person share one call;
-- answers are kept in memory and written to the store's cache in batches (``flush``, from
-  the runtime's recovery pass and at shutdown, or once enough have gathered). It is a
-  cache: a crash loses at most one batch of answers, which are asked for again.
+- the store's cache is read into memory once, and every answer since is kept there too, so
+  a message asks the store nothing about its sender (up to ``MEMORY_LIMIT`` people; past
+  that, and on a store replicas share, a sender not in memory is looked for in the store);
+- answers are written to the store's cache in batches (``flush``, from the runtime's
+  recovery pass and at shutdown, or once enough have gathered). It is a cache: a crash
+  loses at most one batch of answers, which are asked for again.
 
 When the lookup fails the identity is the envelope's nick, marked ``source: envelope`` with
 the reason in ``missing``; it never stops the run.
@@ -31,6 +34,7 @@ log = logging.getLogger("dta.identity")
 
 NEGATIVE_TTL_S = 3600.0  # how long "not in the directory" is believed
 FLUSH_AT = 256  # answers gathered in memory before they are written without waiting
+MEMORY_LIMIT = 50_000  # people whose answers are kept in memory (a few hundred bytes each)
 
 
 class IdentityDirectory:
@@ -44,6 +48,11 @@ class IdentityDirectory:
         # user id → (identity fields, when they count as fetched): answers not yet written
         self._unwritten: dict[str, tuple[dict[str, Any], float]] = {}
         self._lookups: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        # Every answer had, oldest first: the store's cache as read once, then each new one.
+        self._memory: dict[str, tuple[dict[str, Any], float]] | None = None
+        # Whether memory holds all the store's cache has (so a miss needs no store read):
+        # never with replicas, which fill the cache too, nor once memory overflowed.
+        self._complete = False
 
     @property
     def enabled(self) -> bool:
@@ -99,12 +108,24 @@ class IdentityDirectory:
         self.flush()
 
     def _known(self, user_id: str) -> dict[str, Any] | None:
-        """A fresh answer already had: in memory, else in the store's cache."""
+        """A fresh answer already had: in memory, else (unless memory has them all) in the
+        store's cache."""
         now = self.clock.now()
-        held = self._unwritten.get(user_id)
+        memory = self._remembered()
+        held = memory.get(user_id)
         if held is not None and held[1] > now - self.ttl_s:
             return held[0]
+        if self._complete:
+            return None
         return self.store.cached_identity(user_id, now - self.ttl_s)
+
+    def _remembered(self) -> dict[str, tuple[dict[str, Any], float]]:
+        if self._memory is None:
+            fresh_after = self.clock.now() - self.ttl_s
+            cached = self.store.cached_identities(fresh_after, MEMORY_LIMIT + 1)
+            self._complete = self.store.exclusive and len(cached) <= MEMORY_LIMIT
+            self._memory = dict(list(cached.items())[:MEMORY_LIMIT])
+        return self._memory
 
     def _lookup(self, event: Event) -> asyncio.Task[dict[str, Any]]:
         user_id = event.actor.user_id
@@ -139,6 +160,12 @@ class IdentityDirectory:
 
     def _remember(self, user_id: str, found: dict[str, Any], fetched_at: float) -> None:
         self._unwritten[user_id] = (found, fetched_at)
+        memory = self._remembered()
+        memory.pop(user_id, None)  # newest last, so the oldest go first
+        memory[user_id] = (found, fetched_at)
+        if len(memory) > MEMORY_LIMIT:
+            del memory[next(iter(memory))]
+            self._complete = False  # the store has what memory let go
         if len(self._unwritten) >= FLUSH_AT:
             try:
                 self.flush()

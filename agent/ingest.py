@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -33,6 +34,8 @@ BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 # Of a frame too large to read, this many characters are kept: enough to see what it was.
 KEPT_HEAD_CHARS = 64 * 1024
+# msgIds this ingestor stored lately: a redelivery of one is looked for before storing.
+RECENT_IDS = 10_000
 # A frame that cannot be parsed whole is searched for its messageId only this far from each
 # end, so the search costs the same for a 5 MB frame as for a 50 kB one. Header objects are
 # flat and short; the bounded gap keeps the regex linear on hostile input.
@@ -306,6 +309,10 @@ class Ingestor:
     Only a request in words the robot will actually answer supersedes older work in its
     thread: a picture, a blank @ or a stale message must not make a pending answer stale.
     ``supersedes`` says which (``ResponseGate.supersedes``); without it, any DM or @.
+
+    A msgId is looked for before it is stored only when this ingestor stored it lately (a
+    redelivery while running); any other frame is inserted straight away, and the insert
+    finds the rare duplicate (one from before a restart, or another replica's) itself.
     """
 
     def __init__(
@@ -317,6 +324,7 @@ class Ingestor:
         self.store = store
         self.supersedes = supersedes
         self.max_frame_bytes = max_frame_bytes
+        self._recent: OrderedDict[str, None] = OrderedDict()
 
     def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
         parsed = parse_frame(raw, received_at, self.max_frame_bytes)
@@ -344,8 +352,11 @@ class Ingestor:
             return IngestResult(parsed.kind, parsed.frame_message_id)
         assert parsed.event is not None
         bumps = self.supersedes(parsed.event, received_at) if self.supersedes else None
+        event_id = parsed.event.event_id
         try:
-            inserted = self.store.add_event(parsed.event, text, bumps)
+            inserted = self.store.add_event(
+                parsed.event, text, bumps, look_first=event_id in self._recent
+            )
         except (ValueError, UnicodeError) as exc:
             # Parsed, yet not storable (e.g. a lone surrogate escaped in the JSON): keep the
             # raw frame in quarantine rather than refusing it forever.
@@ -359,5 +370,8 @@ class Ingestor:
                 reason=QuarantineReason.BAD_FIELD,
                 error=error,
             )
+        self._recent[event_id] = None
+        if len(self._recent) > RECENT_IDS:
+            self._recent.popitem(last=False)
         kind = FrameKind.EVENT if inserted.new else FrameKind.DUPLICATE
         return IngestResult(kind, parsed.frame_message_id, parsed.event, inserted.generation)

@@ -46,6 +46,18 @@ class ContextRecords(StoreBase):
         ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def cached_identities(
+        self, fresh_after: float, limit: int
+    ) -> dict[str, tuple[dict[str, Any], float]]:
+        """The cache's fresh answers (user id → (fields, fetched at)), at most ``limit``,
+        the most recently fetched kept, in the order they were fetched."""
+        rows = self.conn.execute(
+            "SELECT user_id, identity_json, fetched_at FROM identity_cache"
+            " WHERE fetched_at > ? ORDER BY fetched_at DESC LIMIT ?",
+            (fresh_after, limit),
+        ).fetchall()
+        return {user: (json.loads(fields), at) for user, fields, at in reversed(rows)}
+
     def cache_identities(self, found: dict[str, tuple[dict[str, Any], float]]) -> None:
         """Remember directory answers (user id → (fields, fetched at)), in one transaction."""
         with self._tx() as conn:

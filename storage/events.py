@@ -22,30 +22,39 @@ class EventInsert:
 
 
 class _LostRace(Exception):
-    """Another writer stored the same msgId between our look and our insert."""
+    """The msgId was stored already, though our look (or the lack of one) said it was not."""
 
 
 class EventRecords(StoreBase):
     # ------------------------------------------------------------------ ingest
 
-    def add_event(self, event: Event, raw: str, supersedes: bool | None = None) -> EventInsert:
+    def add_event(
+        self, event: Event, raw: str, supersedes: bool | None = None, *, look_first: bool = True
+    ) -> EventInsert:
         """Store a callback and its raw frame together; a known msgId is a counted duplicate.
 
         A new event that ``supersedes`` (one the robot will answer; by default any DM or @)
         bumps its thread's generation, which makes older runs of the same thread stale for
-        the action gate.
+        the action gate. ``look_first=False`` (the caller has not seen this msgId) skips the
+        look for it: the insert itself finds a duplicate, which then costs a second try.
         """
         while True:
             try:
-                return self._add_event_once(event, raw, supersedes)
+                return self._add_event_once(event, raw, supersedes, look_first)
             except _LostRace:
-                continue  # another replica stored it first: now it is a duplicate
+                look_first = True  # stored already (earlier, or by another replica just now)
 
-    def _add_event_once(self, event: Event, raw: str, supersedes: bool | None) -> EventInsert:
+    def _add_event_once(
+        self, event: Event, raw: str, supersedes: bool | None, look_first: bool
+    ) -> EventInsert:
         with self._tx() as conn:
-            known = conn.execute(
-                "SELECT generation FROM events WHERE event_id = ?", (event.event_id,)
-            ).fetchone()
+            known = (
+                conn.execute(
+                    "SELECT generation FROM events WHERE event_id = ?", (event.event_id,)
+                ).fetchone()
+                if look_first
+                else None
+            )
             if known is not None:
                 conn.execute(
                     "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
@@ -83,8 +92,9 @@ class EventRecords(StoreBase):
                 ),
             ).fetchone()
             if stored is None:
-                # Only with replicas (SQLite's write lock serialises this whole block): the
-                # generation bump is undone with the rest, and the frame counted again.
+                # Stored already: unlooked-for, or by another replica between our look and
+                # our insert. The generation bump is undone with the rest, and the frame
+                # counted again, as a duplicate.
                 raise _LostRace
             conn.execute(
                 "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"

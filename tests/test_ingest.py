@@ -143,6 +143,18 @@ def test_dedupe_survives_reopening_the_store(tmp_path):
         reopened.close()
 
 
+def test_a_duplicate_this_ingestor_never_saw_is_still_one(store):
+    """Only msgIds an ingestor stored lately are looked for first; any other duplicate (from
+    before a restart, or another replica's) is found by the insert, and undone whole."""
+    Ingestor(store).ingest(frame(callback("m1"), "f1"), T0)
+    generation = store.thread_generation("cid-dm-u1|u1")
+    assert generation == 1
+    again = Ingestor(store).ingest(frame(callback("m1"), "f2"), T0 + 61)  # a new process
+    assert again.kind is FrameKind.DUPLICATE and again.generation == generation
+    assert store.thread_generation("cid-dm-u1|u1") == generation  # the bump was rolled back
+    assert store.counts().events == 1 and store.deliveries("m1") == 2
+
+
 def test_addressed_messages_bump_the_thread_generation(store):
     ingestor = Ingestor(store)
     assert ingestor.ingest(frame(callback("m1")), T0).generation == 1

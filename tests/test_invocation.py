@@ -305,3 +305,31 @@ async def test_a_prefetched_lookup_is_shared_and_its_answer_reaches_the_store(st
     assert cached == {"name": "张三", "title": None, "department": None}
     later = await builder(store, directory(tmp_path)).identity(ev)  # a new process
     assert later.source == "directory:cache" and users.call_count == 1
+
+
+@respx.mock
+async def test_senders_are_known_from_memory_without_asking_the_store(store, tmp_path):
+    respx.post("https://api.test/v1.0/oauth2/accessToken").mock(
+        return_value=httpx.Response(200, json={"accessToken": "t", "expireIn": 7200})
+    )
+    respx.post(f"{OAPI}/topapi/v2/user/get").mock(
+        return_value=httpx.Response(200, json={"errcode": 0, "result": {"name": "李四"}})
+    )
+    store.cache_identities({"u1": ({"name": "张三"}, T0 - 10)})  # an earlier process's answer
+    b = builder(store, directory(tmp_path))
+    asked: list[str] = []
+    real = store.cached_identity
+
+    def counted(user_id: str, fresh_after: float) -> dict | None:
+        asked.append(user_id)
+        return real(user_id, fresh_after)
+
+    store.cached_identity = counted  # type: ignore[method-assign]
+    known = await b.identity(stored(store, msg_id="m1"))
+    new = await b.identity(stored(store, msg_id="m2", user="u2"))
+    again = await b.identity(stored(store, msg_id="m3", user="u2"))
+    assert (known.source, known.name) == ("directory:cache", "张三")
+    assert (new.source, again.source, again.name) == ("directory", "directory:cache", "李四")
+    # Memory was filled from the store's cache once; on a store only this process writes,
+    # a sender memory does not know is not in the store either. Replicas still look.
+    assert asked == ([] if store.exclusive else ["u2"])
