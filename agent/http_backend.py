@@ -72,12 +72,8 @@ class _Connection(asyncio.Protocol):
     # httpcore's side
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if not self._unread and not self._eof:
-            self._readable = asyncio.get_running_loop().create_future()
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._readable
-            except TimeoutError:
-                raise httpcore.ReadTimeout("timed out reading") from None
+            waiter = self._readable = asyncio.get_running_loop().create_future()
+            await _waited(waiter, timeout, "timed out reading", httpcore.ReadTimeout)
         if self._unread:
             data = bytes(self._unread[:max_bytes])
             del self._unread[:max_bytes]
@@ -98,13 +94,30 @@ class _Connection(asyncio.Protocol):
             raise httpcore.WriteError("connection closed")
         transport.write(buffer)
         if self._writable is not None:  # the socket's buffer is full: wait until it drains
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._writable
-            except TimeoutError:
-                raise httpcore.WriteTimeout("timed out writing") from None
+            await _waited(self._writable, timeout, "timed out writing", httpcore.WriteTimeout)
             if self._lost is not None:
                 raise httpcore.WriteError(str(self._lost))
+
+
+async def _waited(
+    waiter: asyncio.Future[None], timeout: float | None, message: str, error: type[Exception]
+) -> None:
+    """Wait for ``waiter``; past ``timeout`` seconds, raise ``error(message)``. A timer on
+    the future itself: ``asyncio.timeout`` costs a cancellation scope on the task for
+    every read, and a request reads at least once."""
+    if timeout is None:
+        await waiter
+        return
+    timer = asyncio.get_running_loop().call_later(timeout, _expire, waiter, error, message)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[None], error: type[Exception], message: str) -> None:
+    if not waiter.done():
+        waiter.set_exception(error(message))
 
 
 class _Stream(httpcore.AsyncNetworkStream):

@@ -55,14 +55,17 @@ class IdlePool:
         self._places = asyncio.Semaphore(max_connections)
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        # All places taken: wait no longer than the pool timeout. (``asyncio.timeout``, not
-        # ``wait_for``: a place won just as the wait is cancelled is then never lost.)
-        wait = request.extensions.get("timeout", {}).get("pool")
-        try:
-            async with asyncio.timeout(wait):
-                await self._places.acquire()
-        except TimeoutError:
-            raise httpcore.PoolTimeout("no connection free in time") from None
+        if self._places.locked():
+            # All places taken: wait no longer than the pool timeout. (``asyncio.timeout``,
+            # not ``wait_for``: a place won just as the wait is cancelled is never lost.)
+            wait = request.extensions.get("timeout", {}).get("pool")
+            try:
+                async with asyncio.timeout(wait):
+                    await self._places.acquire()
+            except TimeoutError:
+                raise httpcore.PoolTimeout("no connection free in time") from None
+        else:
+            await self._places.acquire()  # free: taken at once, without a timer
         try:
             connection = await self._take(request.url.origin)
         except BaseException:
@@ -211,9 +214,26 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
             httpcore.UnsupportedProtocol,
         ) as exc:
             raise _as_httpx(exc) from exc
+        return _answer(answer, received)
+
+
+def _answer(answer: httpcore.Response, received: bytes) -> httpx.Response:
+    """The response as httpx's model. A body sent as it is (no ``Content-Encoding``: the
+    daemon asks for none) is handed over as its content; building it through httpx's
+    decoders cost more than the rest of reading the answer."""
+    headers = httpx.Headers(answer.headers)
+    if "content-encoding" in headers:
         return httpx.Response(
-            answer.status, headers=answer.headers, content=received, extensions=answer.extensions
+            answer.status, headers=headers, content=received, extensions=answer.extensions
         )
+    response = httpx.Response(
+        answer.status,
+        headers=headers,
+        stream=httpx.ByteStream(received),
+        extensions=answer.extensions,
+    )
+    response._content = received  # what ``read()`` would set, without decoding it again
+    return response
 
 
 # httpcore's errors as httpx names them (what httpx's own transport maps them to).
@@ -259,11 +279,19 @@ def _json_headers(
 
 
 def _wire_url(url: str | httpx.URL, params: dict[str, str] | None) -> httpcore.URL:
-    """The request's URL as httpcore takes it. A plain ASCII URL (every DingTalk endpoint
-    and session webhook) is split by the standard library; anything else, or one with
-    ``params`` to add, goes through httpx's parser, which also percent-encodes."""
-    if isinstance(url, str) and params is None and url.isascii() and _PLAIN_URL.fullmatch(url):
-        return httpcore.URL(url)
+    """The request's URL as httpcore takes it. A plain URL (every DingTalk endpoint and
+    session webhook) is split by one pattern; anything else, or one with ``params`` to
+    add, goes through httpx's parser, which also percent-encodes."""
+    plain = _PLAIN_URL.fullmatch(url) if isinstance(url, str) and params is None else None
+    if plain is not None:
+        scheme, host, port, target = plain.group("scheme", "host", "port", "target")
+        number = int(port) if port else None
+        return httpcore.URL(
+            scheme=scheme.encode(),
+            host=host.lower().encode(),
+            port=None if number == _DEFAULT_PORTS[scheme] else number,
+            target=target.encode() if target else b"/",
+        )
     parsed = httpx.URL(url)
     if params is not None:  # added to the query, as ``httpx.Request(params=…)`` does
         parsed = parsed.copy_merge_params(params)
@@ -272,7 +300,10 @@ def _wire_url(url: str | httpx.URL, params: dict[str, str] | None) -> httpcore.U
     )
 
 
-# Characters a URL may carry unescaped; anything else is left to httpx to encode.
+# A URL with nothing to escape: a host name, a port, and a path and query in characters a
+# URL may carry as they are (percent-escapes already made). Anything else is left to httpx.
 _PLAIN_URL = re.compile(
-    r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/[A-Za-z0-9\-._~!$&'()*+,;=:@%/?]*)?"
+    r"(?P<scheme>https?)://(?P<host>[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?"
+    r"(?P<target>/(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9\-._~!$&'()*+,;=:@/?])*)?"
 )
+_DEFAULT_PORTS = {"http": 80, "https": 443}

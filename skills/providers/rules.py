@@ -36,8 +36,9 @@ from skills.providers.base import ProviderReply, ask, reply, silence
 from skills.providers.knowledge import KnowledgeBase, Match, excerpt
 
 
-def _compile(*patterns: str) -> list[re.Pattern[str]]:
-    return [re.compile(p) for p in patterns]
+def _compile(*patterns: str) -> re.Pattern[str]:
+    """One pattern that matches where any of ``patterns`` does (one scan, not several)."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -142,9 +143,9 @@ def redirect_kind(text: str) -> str | None:
     """'impersonate', 'forward' or None: does the message ask to act beyond the origin?"""
     if _HOW_OR_WHO.search(text):
         return None
-    if any(p.search(text) for p in _AS_SOMEONE_ELSE):
+    if _AS_SOMEONE_ELSE.search(text):
         return "impersonate"
-    if any(p.search(text) for p in _TO_ELSEWHERE):
+    if _TO_ELSEWHERE.search(text):
         return "forward"
     return None
 
@@ -203,7 +204,8 @@ class RulesProvider:
             return about
         if media.wants_file(text) and invocation.quote is None and not invocation.media:
             return {**ask(_ASK_FILE_EN if english else _ASK_FILE_ZH), "task": media.file_task()}
-        if redirect_kind(text) is None:
+        kind = redirect_kind(text)
+        if kind is None:
             if followup.wants_calculation(text):
                 return followup.ask_for_expression()
             remembered = followup.remember(text)
@@ -213,7 +215,7 @@ class RulesProvider:
             reminder = reminders.reminder_reply(text, sent_at, self.timezone, english)
             if reminder is not None:
                 return reminder
-        answer = self.answer(invocation.text)
+        answer = self._answer(text, english, kind)
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]
         return answer
@@ -235,8 +237,9 @@ class RulesProvider:
     def answer(self, text: str) -> dict[str, Any]:
         """The single reply for a message text (pure apart from reading the knowledge)."""
         cleaned = clean_text(text, self.agent.name)
-        english = is_english(cleaned)
-        kind = redirect_kind(cleaned)
+        return self._answer(cleaned, is_english(cleaned), redirect_kind(cleaned))
+
+    def _answer(self, cleaned: str, english: bool, kind: str | None) -> dict[str, Any]:
         if kind == "impersonate":
             return reply(_IMPERSONATE_EN if english else _IMPERSONATE_ZH)
         if kind == "forward":
