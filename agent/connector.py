@@ -7,8 +7,8 @@ The pipeline gets the event afterwards, on its own loop.
 
 Why we drive the connection ourselves: 0.24.3's ``start()`` cannot be stopped, reconnects
 without delay and dies on a non-JSON frame. We keep the client for what it is good at —
-handler routing, frame types, acks, SYSTEM ping and disconnect (agent/stream_client.py) —
-and own the lifecycle: bounded connection opening, websocket keepalive as the liveness
+frame types, its ack format, SYSTEM ping and disconnect (agent/stream_client.py) — and own
+the lifecycle: bounded connection opening, websocket keepalive as the liveness
 watchdog (a silent socket misses its pongs and is closed), reconnects with exponential
 backoff and full jitter, and a stop that finishes within a bound.
 
@@ -232,7 +232,7 @@ class Connector:
             checkpoints=False,  # acks never wait for a WAL checkpoint (storage/base.py)
         )
         self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
-        client = make_client(self._sdk, self.config, self.frames.ingest_current)
+        client = make_client(self._sdk, self.config)
         started.set()
         attempt = 0
         try:

@@ -1,15 +1,16 @@
-"""The official ``dingtalk-stream`` client, adapted: our open request and our one handler.
+"""The official ``dingtalk-stream`` client, adapted: our open request, no handlers.
 
-We keep the client for what it is good at (handler routing, frame types, acks, SYSTEM ping
-and disconnect) and replace two things: the connection-open request, which in 0.24.3 has no
-timeout and logs the secret, and the handlers, which here are one: make the frame durable,
-then let the SDK ack it. The connection itself is driven by agent/connector.py.
+We keep the client for what it is good at (frame types, SYSTEM ping and disconnect, its
+ack format) and replace the connection-open request, which in 0.24.3 has no timeout and
+logs the secret. Chatbot callbacks never reach its routing: agent/stream_frames.py stores
+each one and acks it with the SDK's ``AckMessage`` itself (the SDK's route would parse the
+frame's data a third time and build its message objects only to be handed back the ack).
+The connection itself is driven by agent/connector.py.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +24,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("dta.connector")
 
 
-def make_client(sdk: ModuleType, config: ConnectorConfig, ingest: Callable[[], None]) -> Any:
-    """A ready client whose only handler calls ``ingest`` for the frame being routed."""
-
-    class IngestHandler(sdk.CallbackHandler):  # type: ignore[name-defined,misc]
-        """The only handler: durable ingest, then the SDK sends the ack."""
-
-        async def process(self, message: Any) -> tuple[int, str]:
-            ingest()
-            return sdk.AckMessage.STATUS_OK, "OK"
+def make_client(sdk: ModuleType, config: ConnectorConfig) -> Any:
+    """A ready client for SYSTEM frames, opening connections with our request."""
 
     class StreamClient(sdk.DingTalkStreamClient):  # type: ignore[name-defined,misc]
         def open_connection(self) -> dict[str, Any] | None:
@@ -57,6 +51,5 @@ def make_client(sdk: ModuleType, config: ConnectorConfig, ingest: Callable[[], N
 
     credential = sdk.Credential(config.client_id, config.client_secret)
     client = StreamClient(credential, logger=logging.getLogger("dta.sdk"))
-    client.register_callback_handler(BOT_MESSAGE_TOPIC, IngestHandler())
     client.pre_start()
     return client

@@ -65,7 +65,6 @@ class FrameHandler:
         self.on_ack = on_ack
         self.ingestor: Ingestor | None = None
         self._sink_failures = FailureLog(log, "frame sink failed; the frame is still ingested")
-        self._current: tuple[ParsedFrame, str, float] | None = None
 
     async def handle(self, client: Any, ws: Any, data: str | bytes) -> None:
         """Make the frame durable, then ack it. A failure here never ends the connection."""
@@ -90,10 +89,13 @@ class FrameHandler:
                 if result.frame_message_id:
                     # Acked so DingTalk stops redelivering what can never be parsed.
                     await ws.send(json.dumps(self.ack(result.frame_message_id, "quarantined")))
-            else:
-                # Only a frame that is UTF-8 within the limit parses as anything but quarantine.
+            elif parsed.kind is FrameKind.EVENT:
+                # A chatbot callback: durable first, then acked as the SDK acks a callback.
                 assert isinstance(raw, str)
-                self._current = (parsed, raw, received_at)
+                self._ingest(parsed, raw, received_at)
+                await ws.send(json.dumps(self.ack(parsed.frame_message_id, "OK")))
+            else:
+                # SYSTEM (ping, disconnect) and other topics: the SDK's own routing.
                 document = parsed.document if parsed.document is not None else json.loads(raw)
                 outcome = await client.route_message(document)
                 if outcome == client.TAG_DISCONNECT:
@@ -104,8 +106,6 @@ class FrameHandler:
             # Not acked: DingTalk delivers it again, and the store dedupes it then.
             log.exception("frame not ingested", extra={"frame_kind": parsed.kind.value})
             return
-        finally:
-            self._current = None
         seconds = time.perf_counter() - started
         self.stats.ack_seconds.append(seconds)
         if self.on_ack is not None:
@@ -123,10 +123,10 @@ class FrameHandler:
         else:
             self._sink_failures.succeeded()
 
-    def ingest_current(self) -> None:
-        """Called by the client's handler for the frame being routed: store it durably."""
-        assert self._current is not None and self.ingestor is not None
-        parsed, raw, received_at = self._current
+    def _ingest(self, parsed: ParsedFrame, raw: str, received_at: float) -> None:
+        """Store a callback durably (a new event, or a counted duplicate) and hand a new
+        event to the pipeline."""
+        assert self.ingestor is not None
         result = self.ingestor.store_parsed(parsed, raw, received_at)
         self.stats.frames[result.kind.value] += 1
         if result.kind is FrameKind.EVENT and result.event is not None:
@@ -137,8 +137,8 @@ class FrameHandler:
                 # will be picked up at the next start.
                 log.warning("pipeline not running; event left for recovery")
 
-    def ack(self, frame_message_id: str, response: str) -> dict[str, Any]:
-        """The SDK's ack for a frame we answer ourselves (a quarantined one)."""
+    def ack(self, frame_message_id: str | None, response: str) -> dict[str, Any]:
+        """The SDK's ack (its ``AckMessage``, as its callback handlers fill it in)."""
         ack = self.sdk.AckMessage()
         ack.code = self.sdk.AckMessage.STATUS_OK
         ack.headers.message_id = frame_message_id
