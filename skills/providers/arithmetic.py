@@ -34,6 +34,10 @@ _CUE = re.compile(
     re.IGNORECASE,
 )
 _FILLER = re.compile(r"[\s\W_]*")
+_DIGIT = re.compile(r"\d")
+_DASHED = re.compile(r"\d+(?:-\d+)+")
+_SLASHED = re.compile(r"\d+(?:/\d+)+")
+_SEPARATOR = re.compile(r"[-/]")
 
 
 class ExpressionError(ValueError):
@@ -182,9 +186,13 @@ def format_number(value: Decimal, *, exact: bool = True) -> str:
 
 def calculate(expression: str) -> Calculation:
     """Evaluate one expression; raise ExpressionError if it is not a real calculation."""
-    if len(expression) > MAX_EXPRESSION_CHARS:
+    return _calculate(normalize(expression))
+
+
+def _calculate(normalized: str) -> Calculation:
+    if len(normalized) > MAX_EXPRESSION_CHARS:
         raise ExpressionError("expression too long")
-    parser = _Parser(tokenize(normalize(expression)))
+    parser = _Parser(tokenize(normalized))
     with localcontext() as context:
         context.prec = 50
         context.clear_flags()
@@ -205,9 +213,9 @@ def calculate(expression: str) -> Calculation:
 def _looks_like_date_or_phone(run: str) -> bool:
     """Digits joined by only '-' (or only '/') without spaces read as dates or phone numbers."""
     compact = run.strip()
-    if not (re.fullmatch(r"\d+(?:-\d+)+", compact) or re.fullmatch(r"\d+(?:/\d+)+", compact)):
+    if not (_DASHED.fullmatch(compact) or _SLASHED.fullmatch(compact)):
         return False  # spaces, other operators or mixed separators: written as a sum
-    parts = re.split(r"[-/]", compact)
+    parts = _SEPARATOR.split(compact)
     if len(parts) >= 3:  # 2024-05-01, 138-1234-5678, 5/1/2024
         return True
     leading_zero = any(len(p) > 1 and p.startswith("0") for p in parts)
@@ -221,7 +229,7 @@ def find_calculations(text: str) -> list[Calculation]:
     or when the message is nothing but the expression and punctuation.
     """
     normalized = normalize(text)
-    runs = [m for m in _RUN.finditer(normalized) if re.search(r"\d", m.group(0))]
+    runs = [m for m in _RUN.finditer(normalized) if _DIGIT.search(m.group(0))]
     cue = _CUE.search(normalized) is not None
     found: list[Calculation] = []
     for match in runs:
@@ -232,7 +240,7 @@ def find_calculations(text: str) -> list[Calculation]:
         if _looks_like_date_or_phone(run):
             continue
         try:
-            found.append(calculate(run))
+            found.append(_calculate(run))  # already normalised, with the whole text
         except ExpressionError:
             continue
         if len(found) == MAX_RESULTS:
