@@ -158,13 +158,15 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
             f" events/s; ratio {full['ratio']}"
         )
     if report.get("stream"):
-        yield "stream (real connector, fake gateway, same run):"
+        yield "stream (real connector, fake gateway, same run; bursts alternate, medians):"
         for f in report["stream"]:
+            rounds = ", ".join(f"{r:g}" for r in f.get("burst_rounds", ()))
             yield (
                 f"  platform {f['platform_latency_ms']:g} ms  {f['contestant']:<5}"
                 f" ack p50 {f['ack_p50_ms']} ms, p99 {f['ack_p99_ms']} ms"
                 f" ({f['steady_messages']} msgs at {f['steady_rate_per_s']:g}/s);"
-                f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s,"
+                f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s"
+                f"{f' (rounds: {rounds})' if rounds else ''},"
                 f" {f['cpu_ms_per_message']} CPU ms/message"
             )
             if f.get("daemon_ack_p99_at_most_ms") is not None:

@@ -36,6 +36,8 @@ def test_quick_bench_reports_every_figure_with_its_baseline() -> None:
         assert figures["replies"] == figures["burst_messages"]  # every burst message answered
         assert figures["steady_rate_per_s"] == 100  # the quick run's rate (full: 200)
         assert figures["cpu_ms_per_message"] > 0
+        # Bursts alternate between the contestants; each figure is its rounds' median.
+        assert len(figures["burst_rounds"]) == 2  # the quick run's rounds (full: 3)
         # The daemon's own view of its acks (a histogram bucket's bound); the bare bot has none.
         in_daemon = figures["daemon_ack_p99_at_most_ms"]
         assert (in_daemon is None) == (figures["contestant"] == "bare")
