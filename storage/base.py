@@ -34,6 +34,11 @@ from storage.integrity import (
 from storage.postgres import PgConnection, is_postgres_url, probe_pg, schema_for
 from storage.schema import migrate
 
+# The most rows one transaction writes when a caller hands over many (a batch of cached
+# identities, a thousand leases to renew): a transaction holds the write lock that the
+# connector's next ack waits for, so a large batch goes in several short ones.
+WRITE_CHUNK = 50
+
 _WRITERS: dict[str, threading.Lock] = {}
 _WRITERS_GUARD = threading.Lock()
 
@@ -195,6 +200,12 @@ class StoreBase:
             yield
         finally:
             lock.release()
+
+    @staticmethod
+    def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+        """``items`` in pieces of at most ``WRITE_CHUNK``, one transaction each."""
+        for start in range(0, len(items), WRITE_CHUNK):
+            yield items[start : start + WRITE_CHUNK]
 
     def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         row = self._conn.execute(sql, params).fetchone()

@@ -59,15 +59,22 @@ class ContextRecords(StoreBase):
         return {user: (json.loads(fields), at) for user, fields, at in reversed(rows)}
 
     def cache_identities(self, found: dict[str, tuple[dict[str, Any], float]]) -> None:
-        """Remember directory answers (user id → (fields, fetched at)), in one transaction."""
-        with self._tx() as conn:
-            for user_id, (fields, at) in found.items():
-                conn.execute(
-                    "INSERT INTO identity_cache (user_id, fetched_at, identity_json)"
-                    " VALUES (?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET"
-                    " fetched_at = excluded.fetched_at, identity_json = excluded.identity_json",
-                    (user_id, at, json.dumps(fields, ensure_ascii=False)),
-                )
+        """Remember directory answers (user id → (fields, fetched at)), a few dozen per
+        transaction (``WRITE_CHUNK``)."""
+        rows = [
+            (user_id, at, json.dumps(fields, ensure_ascii=False))
+            for user_id, (fields, at) in found.items()
+        ]
+        for chunk in self._chunks(rows):
+            with self._tx() as conn:
+                for row in chunk:
+                    conn.execute(
+                        "INSERT INTO identity_cache (user_id, fetched_at, identity_json)"
+                        " VALUES (?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET"
+                        " fetched_at = excluded.fetched_at,"
+                        " identity_json = excluded.identity_json",
+                        row,
+                    )
 
     # ------------------------------------------------------------------ tasks
 

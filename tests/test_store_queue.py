@@ -18,6 +18,7 @@ from agent.contracts import ReceiptStatus, RunState
 from agent.pipeline import HONEST_FAILURE
 from agent.runtime import Runtime
 from storage import Lease, Store
+from storage.base import WRITE_CHUNK
 from tests.factories import T0, callback, event, frame, run_for
 
 HOOK = "https://oapi.example/robot/sendBySession"
@@ -228,6 +229,21 @@ def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(store):
     (pending,) = store.unfinished_work()
     assert pending.owner == "b" and not pending.free_for("a", T0 + 150)
     assert pending.free_for("a", T0 + 201)
+
+
+def test_many_leases_and_cached_identities_are_written_in_short_transactions(store):
+    count = 3 * WRITE_CHUNK + 7  # several chunks and a partial one
+    ids = []
+    for n in range(count):
+        ev = event(msg_id=f"m{n}", user=f"u{n}")
+        store.add_event(ev, "{}")
+        run = run_for(ev).model_copy(update={"run_id": f"run_{n}"})
+        store.open_run(run, lease=Lease("a", T0 + 60, T0))
+        ids.append(ev.event_id)
+    assert store.renew_leases("a", ids, T0 + 600) == count
+    assert all(item.lease_until == T0 + 600 for item in store.unfinished_work(limit=count))
+    store.cache_identities({f"u{n}": ({"name": f"N{n}"}, T0) for n in range(count)})
+    assert len(store.cached_identities(T0 - 1, 10 * count)) == count
 
 
 def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(store):
