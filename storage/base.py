@@ -69,6 +69,7 @@ class StoreBase:
         checkpoints: bool = True,
     ) -> None:
         self.path = str(path)
+        self.synchronous = synchronous
         self._writers: threading.Lock | None = None
         self._busy_timeout_s = busy_timeout_s
         self.identity: FileIdentity | None = None
@@ -232,7 +233,7 @@ class StoreBase:
             return healthy("in memory")
         if isinstance(self._conn, PgConnection):
             return probe_pg(self.path, self._conn.schema, timeout_s)
-        return probe_writes(self.path, self.identity, timeout_s, page_limit)
+        return probe_writes(self.path, self.identity, timeout_s, page_limit, self.synchronous)
 
     def writable(self, timeout_s: float = 0.5) -> bool:
         """Does a write commit within ``timeout_s``? (see ``probe`` for the reason if not)"""

@@ -167,17 +167,24 @@ def connect_existing(path: str | Path, timeout_s: float) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout_s)
 
 
+_SYNCHRONOUS = {"off", "normal", "full", "extra"}
+
+
 def probe_writes(
     path: str | Path,
     opened: FileIdentity | None,
     timeout_s: float,
     page_limit: int | None = None,
+    synchronous: str = "normal",
 ) -> StoreHealth:
     """Write and commit through a new connection; the store's health as that shows it.
 
     Blocking (up to about ``timeout_s``): call it off the event loop. ``page_limit`` carries
     the store connection's ``max_page_count`` over, so a limit set there (the lab's way to
-    simulate a full disk) holds for the probe too.
+    simulate a full disk) holds for the probe too. The probe commits as the store does
+    (``synchronous``) and never checkpoints: a new connection's default (``full``) made
+    every probe's commit an ``fsync`` with the write lock held, 20-30 ms in which no frame
+    could be stored and acked.
     """
     moved = check_identity(path, opened)
     if moved is not None:
@@ -187,6 +194,10 @@ def probe_writes(
     except sqlite3.Error as exc:
         return _failed(path, opened, exc)
     try:
+        if synchronous.lower() not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous: {synchronous!r}")
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         if page_limit is not None:
             conn.execute(f"PRAGMA max_page_count = {int(page_limit)}")
         page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])

@@ -62,3 +62,16 @@ def test_postgresql_and_memory_stores_have_nothing_to_checkpoint():
         assert not checkpoints.applies
         checkpoints.start()
         checkpoints.stop()
+
+
+def test_the_write_probe_never_checkpoints(tmp_path):
+    """The daemon's readiness probe commits every second; a checkpoint in its commit would
+    hold up every writer (the daemon leaves checkpoints to their thread)."""
+    path = tmp_path / "dta.db"
+    with Store(path) as store:
+        store.set_autocheckpoint(False)
+        for _ in range(20):  # past SQLite's 1,000-page threshold for a commit to checkpoint
+            _write(store, 200)
+        before = os.path.getsize(path)
+        assert store.probe().ok
+        assert os.path.getsize(path) == before
