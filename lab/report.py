@@ -144,13 +144,16 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
     if pipeline := report.get("pipeline"):
         yield (
             f"pipeline: {pipeline['events']} events in {pipeline['pipeline_seconds']} s ="
-            f" {pipeline['pipeline_events_per_s']} events/s ({pipeline['replies']} replies)"
+            f" {pipeline['pipeline_events_per_s']} events/s ({pipeline['replies']} replies;"
+            f" median of {pipeline.get('rounds', 1)} rounds alternating with the bare writes)"
         )
         yield (
             "  bare store writes (same rows, same transactions):"
             f" {pipeline['bare_events_per_s']} events/s"
         )
-        yield f"  ratio pipeline / bare = {pipeline['ratio']}"
+        each = ", ".join(f"{r:g}" for r in pipeline.get("round_ratios", ()))
+        rounds = f" (rounds: {each})" if each else ""
+        yield f"  ratio pipeline / bare = {pipeline['ratio']}{rounds}"
     if full := report.get("pipeline_synchronous_full"):
         yield (
             f"  store_synchronous = full: {full['pipeline_events_per_s']} events/s"
