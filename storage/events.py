@@ -78,7 +78,7 @@ class EventRecords(StoreBase):
             stored = conn.execute(
                 "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
                 " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT DO NOTHING RETURNING event_id",
+                " ON CONFLICT DO NOTHING",
                 (
                     event.event_id,
                     event.thread_key,
@@ -90,8 +90,8 @@ class EventRecords(StoreBase):
                     event.to_json(),
                     raw,
                 ),
-            ).fetchone()
-            if stored is None:
+            )
+            if stored.rowcount == 0:
                 # Stored already: unlooked-for, or by another replica between our look and
                 # our insert. The generation bump is undone with the rest, and the frame
                 # counted again, as a duplicate.
