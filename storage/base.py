@@ -208,6 +208,16 @@ class StoreBase:
         for start in range(0, len(items), WRITE_CHUNK):
             yield items[start : start + WRITE_CHUNK]
 
+    def _update_where_in(self, sql: str, params: tuple[Any, ...], keys: list[str]) -> int:
+        """``sql`` (ending ``IN ({marks})``) for ``keys``, a chunk per transaction; how many
+        rows it changed in all."""
+        changed = 0
+        for chunk in self._chunks(keys):
+            marks = ",".join("?" * len(chunk))
+            with self._tx() as conn:
+                changed += conn.execute(sql.format(marks=marks), (*params, *chunk)).rowcount
+        return changed
+
     def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         row = self._conn.execute(sql, params).fetchone()
         return row[0] if row else None

@@ -92,17 +92,12 @@ class WorkRecords(StoreBase):
     def renew_leases(self, owner: str, event_ids: list[str], until: float) -> int:
         """Extend the leases ``owner`` holds on the runs of the events it is working on (a
         few dozen per transaction: there may be a thousand)."""
-        renewed = 0
-        for chunk in self._chunks(event_ids):
-            marks = ",".join("?" * len(chunk))
-            with self._tx() as conn:
-                cursor = conn.execute(
-                    f"UPDATE runs SET lease_until = ? WHERE owner = ? AND state = ?"
-                    f" AND event_id IN ({marks})",
-                    (until, owner, RunState.WORKING.value, *chunk),
-                )
-            renewed += cursor.rowcount
-        return renewed
+        return self._update_where_in(
+            "UPDATE runs SET lease_until = ? WHERE owner = ? AND state = ?"
+            " AND event_id IN ({marks})",
+            (until, owner, RunState.WORKING.value),
+            event_ids,
+        )
 
     def claim_thread(self, thread_key: str, lease: Lease) -> bool:
         """Take the thread (conversation + actor) for one run: with replicas, runs of a
@@ -126,17 +121,11 @@ class WorkRecords(StoreBase):
             )
 
     def renew_threads(self, owner: str, thread_keys: list[str], until: float) -> int:
-        renewed = 0
-        for chunk in self._chunks(thread_keys):
-            marks = ",".join("?" * len(chunk))
-            with self._tx() as conn:
-                cursor = conn.execute(
-                    f"UPDATE thread_leases SET lease_until = ? WHERE owner = ?"
-                    f" AND thread_key IN ({marks})",
-                    (until, owner, *chunk),
-                )
-            renewed += cursor.rowcount
-        return renewed
+        return self._update_where_in(
+            "UPDATE thread_leases SET lease_until = ? WHERE owner = ? AND thread_key IN ({marks})",
+            (until, owner),
+            thread_keys,
+        )
 
     def expire_leases(self, except_owner: str) -> int:
         """Declare every other owner gone (a store only one daemon may open: its lock proves
