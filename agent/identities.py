@@ -34,7 +34,7 @@ log = logging.getLogger("dta.identity")
 
 NEGATIVE_TTL_S = 3600.0  # how long "not in the directory" is believed
 FLUSH_AT = 256  # answers gathered in memory before they are written without waiting
-MEMORY_LIMIT = 50_000  # people whose answers are kept in memory (a few hundred bytes each)
+MEMORY_LIMIT = 5_000  # people whose answers are kept in memory (about 400 bytes each)
 
 
 class IdentityDirectory:

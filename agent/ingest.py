@@ -35,7 +35,7 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 # Of a frame too large to read, this many characters are kept: enough to see what it was.
 KEPT_HEAD_CHARS = 64 * 1024
 # msgIds this ingestor stored lately: a redelivery of one is looked for before storing.
-RECENT_IDS = 10_000
+RECENT_IDS = 4_096
 # A frame that cannot be parsed whole is searched for its messageId only this far from each
 # end, so the search costs the same for a 5 MB frame as for a 50 kB one. Header objects are
 # flat and short; the bounded gap keeps the regex linear on hostile input.

@@ -6,7 +6,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -186,6 +186,11 @@ class StoreBase:
                 if conn.in_transaction:  # also after a failed COMMIT: never leave one open
                     conn.execute("ROLLBACK")
                 raise
+
+    def writers_held(self) -> AbstractContextManager[None]:
+        """Hold this process's writers of the file between two of their transactions (for
+        the WAL's restart: storage/checkpoints.py)."""
+        return self._turn()
 
     @contextmanager
     def _turn(self) -> Iterator[None]:

@@ -4,10 +4,12 @@ does them, and stopping hands them back."""
 from __future__ import annotations
 
 import os
+import threading
 import time
+from pathlib import Path
 
 from storage import Store
-from storage.checkpoints import WalCheckpoints
+from storage.checkpoints import RESTART_FRAMES, WalCheckpoints
 
 
 def _write(store: Store, rows: int) -> None:
@@ -75,3 +77,38 @@ def test_the_write_probe_never_checkpoints(tmp_path):
         before = os.path.getsize(path)
         assert store.probe().ok
         assert os.path.getsize(path) == before
+
+
+def test_a_long_log_is_started_over_while_writers_keep_writing(tmp_path):
+    """Writers that never pause would keep a passively checkpointed log from ever starting
+    over; past ``RESTART_FRAMES`` the thread holds them once and restarts it."""
+    path = tmp_path / "dta.db"
+    wal = Path(f"{path}-wal")
+    stop = threading.Event()
+
+    def write() -> None:
+        with Store(path) as writer:
+            writer.set_autocheckpoint(False)
+            while not stop.is_set():
+                _write(writer, 20)
+                time.sleep(0.001)  # a steady stream, about as many pages a second as a burst
+
+    with Store(path) as store:
+        checkpoints = WalCheckpoints(store, interval_s=0.02)
+        checkpoints.start()
+        writer = threading.Thread(target=write)
+        writer.start()
+        largest = 0
+        try:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                largest = max(largest, wal.stat().st_size if wal.exists() else 0)
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            writer.join()
+            checkpoints.stop()
+        written = store.conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0]
+    pages_written = written * 2000 / 4096  # about: each row is 2 kB of text
+    assert pages_written > 4 * RESTART_FRAMES  # far more than one log's worth went through
+    assert largest < 3 * RESTART_FRAMES * 4096  # yet the log stayed about one restart long

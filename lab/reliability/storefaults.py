@@ -4,8 +4,9 @@ deleted or corrupt store stops the acks and the daemon, and a restart refuses.
 While distinct DMs flow at a steady rate, the store fails under the running daemon (a real
 ``dta run`` against the fake DingTalk):
 
-- ``full``: the daemon may not grow any file any more (``RLIMIT_FSIZE`` set on its process
-  from outside, as a full disk answers: SQLite reports an I/O error), then it may again;
+- ``full``: the daemon may not write past the first page of any file (``RLIMIT_FSIZE`` set
+  on its process from outside; SQLite reports an I/O error, as on a full disk), then it
+  may again;
 - ``locked``: another process holds the store's write lock three times longer than the
   daemon's busy timeout (a backup, a ``VACUUM``), then lets go;
 - ``deleted``: the store file is unlinked; the daemon must finish what it holds through its
@@ -48,6 +49,7 @@ from lab.reliability.daemon import (
 )
 
 SIZES: dict[str, float] = {"full": 10.0, "reduced": 3.0}  # seconds each fault lasts
+WRITE_CAP_BYTES = 4096  # while the disk is "full", nothing is written past this offset
 RATE_PER_S = 20.0
 BASE = 500_000
 CONFIG: dict[str, Any] = {
@@ -132,10 +134,14 @@ def acked_after(fake: FakeDingTalk, moment: float) -> int:
 
 
 async def fill_the_disk(daemon: DaemonProcess, seconds: float) -> None:
-    """No file of the daemon may grow past its current size for ``seconds``."""
+    """For ``seconds`` the daemon can write nothing past the first page of any file.
+
+    Stricter than "no file may grow", which a full disk is: the daemon's WAL, checkpointed
+    on its own thread, is recycled in place and would go on taking writes without growing,
+    so the fault would never bite. One limit holds for every file of the process
+    (``RLIMIT_FSIZE``, which SQLite meets as an I/O error)."""
     assert daemon.pid is not None
-    files = [daemon.store_path, Path(f"{daemon.store_path}-wal")]
-    cap = max(path.stat().st_size for path in files if path.exists()) + 4096
+    cap = WRITE_CAP_BYTES
     resource.prlimit(daemon.pid, resource.RLIMIT_FSIZE, (cap, resource.RLIM_INFINITY))
     try:
         await asyncio.sleep(seconds)
