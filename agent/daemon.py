@@ -65,7 +65,7 @@ QUICK_CHECK_MIN_INTERVAL_S = 10.0
 QUICK_CHECK_BUDGET = 0.02
 
 
-def _settle_heap() -> None:
+def settle_heap() -> None:
     """Move everything built so far out of the garbage collector's sight.
 
     A full collection walks every object the process holds, and while it runs no thread
@@ -290,7 +290,7 @@ class Daemon:
             if runtime.heartbeat is not None:  # proactive work (agent/heartbeat.py)
                 beats = loop.create_task(runtime.heartbeat.run_forever())
                 stack.push_async_callback(_cancel, beats)
-            _settle_heap()
+            settle_heap()
             connector.start()
             log.info(
                 "daemon started",

@@ -63,7 +63,7 @@ def bench_pipeline_pg(count: int, url: str = DEFAULT_URL) -> dict[str, float | i
         seconds, replies = asyncio.run(
             bench_pipeline_on({"store_url": url, "store_schema": pipeline}, count)
         )
-        bare_seconds = write_bare_rows(url, count, schema=bare)
+        bare_seconds = write_bare_rows(url, count, schema=bare).seconds
     return {
         "events": count,
         "pipeline_events_per_s": round(count / seconds, 1),

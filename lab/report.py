@@ -147,9 +147,11 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
             f" {pipeline['pipeline_events_per_s']} events/s ({pipeline['replies']} replies;"
             f" median of {pipeline.get('rounds', 1)} rounds alternating with the bare writes)"
         )
+        share = pipeline.get("bare_commit_share")
+        committing = f", {share:.0%} of their time in COMMIT" if share else ""
         yield (
             "  bare store writes (same rows, same transactions):"
-            f" {pipeline['bare_events_per_s']} events/s"
+            f" {pipeline['bare_events_per_s']} events/s{committing}"
         )
         each = ", ".join(f"{r:g}" for r in pipeline.get("round_ratios", ()))
         rounds = f" (rounds: {each})" if each else ""

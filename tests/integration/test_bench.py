@@ -31,6 +31,7 @@ def test_quick_bench_reports_every_figure_with_its_baseline() -> None:
     assert pipeline["ratio"] > 0
     # The pipeline and its bare writes alternate; the ratio is the rounds' median.
     assert pipeline["rounds"] == len(pipeline["round_ratios"]) == 2
+    assert 0 < pipeline["bare_commit_share"] < 1
     full = report["pipeline_synchronous_full"]
     assert full["replies"] == 1000 and full["full_over_normal"] > 0
     by_latency: dict[float, dict[str, dict[str, float]]] = {}
