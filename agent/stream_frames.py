@@ -96,8 +96,8 @@ class FrameHandler:
                 await ws.send(json.dumps(self.ack(parsed.frame_message_id, "OK")))
             else:
                 # SYSTEM (ping, disconnect) and other topics: the SDK's own routing.
-                document = parsed.document if parsed.document is not None else json.loads(raw)
-                outcome = await client.route_message(document)
+                assert parsed.document is not None  # parsed whole, or it would be quarantined
+                outcome = await client.route_message(parsed.document)
                 if outcome == client.TAG_DISCONNECT:
                     await ws.close()
         except websockets.exceptions.ConnectionClosed:

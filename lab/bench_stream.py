@@ -39,6 +39,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.clock import SystemClock
+from agent.daemon import settle_heap
 from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 
@@ -250,8 +251,7 @@ async def bench_stream(quick: bool, workdir: Path) -> list[StreamFigures]:
     figures = []
     async with contextlib.AsyncExitStack() as stack:
         contestants = [await _start(kind, workdir, stack) for kind in ("bare", "dta")]
-        gc.collect()
-        gc.freeze()
+        settle_heap()  # as the daemon does: a collection here lands on neither contestant
         try:
             for latency in LATENCIES_S:
                 tag = f"{latency * 1000:g}ms-"

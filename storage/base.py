@@ -38,6 +38,7 @@ from storage.schema import migrate
 # identities, a thousand leases to renew): a transaction holds the write lock that the
 # connector's next ack waits for, so a large batch goes in several short ones.
 WRITE_CHUNK = 50
+SQLITE_AUTOCHECKPOINT_PAGES = 1000  # SQLite's own default
 
 _WRITERS: dict[str, threading.Lock] = {}
 _WRITERS_GUARD = threading.Lock()
@@ -83,8 +84,13 @@ class StoreBase:
                 )
             else:
                 self.backend = "sqlite"
-                self.db = self._open(synchronous, busy_timeout_s, checkpoints)
+                self.db = self._open(synchronous, busy_timeout_s)
                 self._conn = self.db.conn
+                if not checkpoints:
+                    # The commit that crosses the WAL's size limit copies it into the
+                    # database file, which takes milliseconds; a connection whose commits an
+                    # ack waits for leaves that to the others (the pipeline's writes follow).
+                    self.set_autocheckpoint(False)
                 if self.path != ":memory:":
                     self._writers = _writers_of(self.path)
         except StoreError:
@@ -114,9 +120,7 @@ class StoreBase:
         left unfinished is a dead process's, and runs of a thread are serial in memory."""
         return self.backend == "sqlite"
 
-    def _open(
-        self, synchronous: str, busy_timeout_s: float, checkpoints: bool
-    ) -> sqlite_utils.Database:
+    def _open(self, synchronous: str, busy_timeout_s: float) -> sqlite_utils.Database:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we open transactions explicitly (see _tx).
@@ -127,11 +131,6 @@ class StoreBase:
                 db.enable_wal()
                 self.identity = file_identity(self.path)
             db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            if not checkpoints:
-                # The commit that crosses the WAL's size limit copies it into the database
-                # file, which takes milliseconds; a connection whose commits an ack waits
-                # for leaves that to the others (the pipeline's writes always follow).
-                db.execute("PRAGMA wal_autocheckpoint = 0")
             db.execute("PRAGMA foreign_keys = ON")
             migrate(conn)
         except BaseException:
@@ -164,7 +163,8 @@ class StoreBase:
         """Whether this connection's commits checkpoint the WAL (SQLite's default) or leave
         it to someone else (storage/checkpoints.py). PostgreSQL: nothing to do."""
         if self.backend == "sqlite":
-            self._conn.execute(f"PRAGMA wal_autocheckpoint = {1000 if on else 0}")
+            pages = SQLITE_AUTOCHECKPOINT_PAGES if on else 0
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:

@@ -33,6 +33,7 @@ import logging
 import sqlite3
 import threading
 
+from agent.recorder import FailureLog
 from storage.base import StoreBase
 
 log = logging.getLogger("dta.store")
@@ -53,9 +54,14 @@ class WalCheckpoints:
     def __init__(self, store: StoreBase, interval_s: float = INTERVAL_S) -> None:
         self.store = store
         self.interval_s = interval_s
-        self.failures = 0
+        # A locked or full store fails every look: one warning a minute, and one when cleared.
+        self._failures = FailureLog(log, "WAL checkpoint failed; commits append to the log")
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def failures(self) -> int:
+        return self._failures.failures
 
     @property
     def applies(self) -> bool:
@@ -110,6 +116,6 @@ class WalCheckpoints:
         except sqlite3.Error as exc:
             # A locked, full or vanished store: the daemon's store monitor reports and
             # acts on it; checkpoints go on at the next interval.
-            self.failures += 1
-            if self.failures in (1, 10, 100) or self.failures % 1000 == 0:
-                log.warning("WAL checkpoint failed", extra={"error": str(exc)[:200]})
+            self._failures.failed(exc)
+        else:
+            self._failures.succeeded()
