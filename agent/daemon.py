@@ -245,7 +245,11 @@ class Daemon:
     async def _serve(self) -> int:
         loop = asyncio.get_running_loop()
         sys.setswitchinterval(ACK_SWITCH_INTERVAL_S)  # see agent/handoff.py
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        stops = {signal.SIGINT, signal.SIGTERM}
+        # A parent may have started us with these blocked (a thread's mask is inherited
+        # across fork and exec): blocked, an operator's stop would wait forever.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        for sig in stops:
             loop.add_signal_handler(sig, self.stopping.set)
         async with contextlib.AsyncExitStack() as stack:
             runtime = Runtime(self.settings, skills=self.skills, provider=self.provider)

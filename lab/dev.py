@@ -112,7 +112,7 @@ class DevSession:
         self.folder = folder
         self.printer = printer
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread = threading.Thread(target=self._run_loop, daemon=True)
         self.fake = FakeDingTalk(_clock())
         self.model = DevModel() if args.model == "fake" else None
         self.daemon: DevDaemon | None = None
@@ -121,6 +121,14 @@ class DevSession:
         self._console: Any = None
         self._watch: asyncio.Task[None] | None = None
         self.counter = 0
+
+    def _run_loop(self) -> None:
+        # Ctrl-C and SIGTERM must reach the main thread: the kernel hands a signal to any
+        # thread that does not block it, and one taken here left the prompt's input()
+        # waiting in readline forever. Threads started from this one (the loop's
+        # executors, its child watcher) inherit the mask.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        self.loop.run_forever()
 
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)

@@ -186,3 +186,33 @@ def test_model_fake_runs_the_openai_path_offline(project):
         assert code == 0
     finally:
         term.kill()
+
+
+def _blocked_signals(pid: int, task: str) -> int:
+    status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("SigBlk:"))
+    return int(line.split()[1], 16)
+
+
+def test_ctrl_c_can_only_land_on_the_prompt_and_the_daemon_takes_its_stops(project):
+    """The kernel hands a process's SIGINT to any thread that does not block it; one taken
+    by the background loop left the prompt's input() waiting forever. Every thread but the
+    prompt's blocks SIGINT and SIGTERM, and the daemon (started from that loop, so with its
+    mask) unblocks them for itself."""
+    stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    term = Terminal(project, "--no-console")
+    try:
+        term.read_until("/help")
+        tasks = sorted(os.listdir(f"/proc/{term.pid}/task"), key=int)
+        assert len(tasks) > 1, "dta dev runs its loop on a thread of its own"
+        assert _blocked_signals(term.pid, str(term.pid)) & stops == 0
+        for task in tasks:
+            if task != str(term.pid):
+                assert _blocked_signals(term.pid, task) & stops == stops, task
+        folder = next(p for p in (project / ".dta" / "dev").iterdir() if p.is_dir())
+        daemon = json.loads((folder / "dev.json").read_text())["daemon_pid"]
+        assert _blocked_signals(daemon, str(daemon)) & stops == 0
+        seconds, code = term.interrupt()
+        assert code == 0 and seconds < 1.5, f"Ctrl-C took {seconds:.2f} s"
+    finally:
+        term.kill()
