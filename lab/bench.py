@@ -30,6 +30,7 @@ from agent.daemon import settle_heap
 from agent.runtime import Runtime
 from agent.transport import DingTalkTransport, OutboundRequest
 from lab.bench_cards import run_bench_cards
+from lab.bench_floor import StoreCalls
 from lab.bench_stream import bench_stream
 from lab.fake.callbacks import callback_frame
 from storage.baseline import write_bare_rows
@@ -53,6 +54,12 @@ class PipelineBench:
     # the floor both sides pay alike, so the ratio can at most approach the pipeline's
     # share of time in commits.
     bare_commit_share: float = 0.0
+    # The pipeline's own store calls replayed alone (lab/bench_floor.py), medians of the
+    # rounds: bare seconds / replay seconds, the highest ratio its store layer allows; and
+    # the share of the pipeline's time spent outside its store calls.
+    store_calls_seconds: float = 0.0
+    store_calls_ratio: float = 0.0
+    outside_store_share: float = 0.0
 
 
 def _callback(i: int, now_ms: int) -> dict[str, object]:
@@ -93,9 +100,12 @@ class StubTransport(DingTalkTransport):
         return self.ok
 
 
-async def bench_pipeline_on(store: dict[str, object], count: int) -> tuple[float, int]:
+async def bench_pipeline_on(
+    store: dict[str, object], count: int, recorder: StoreCalls | None = None
+) -> tuple[float, int]:
     """``count`` DMs through the whole pipeline on the store ``store`` names (settings
-    overrides: a SQLite ``store_path``, or a PostgreSQL ``store_url`` and schema)."""
+    overrides: a SQLite ``store_path``, or a PostgreSQL ``store_url`` and schema);
+    ``recorder`` keeps the store calls the events make."""
     settings = Settings(
         **store,
         robot_code="bench-robot",
@@ -109,6 +119,8 @@ async def bench_pipeline_on(store: dict[str, object], count: int) -> tuple[float
     settle_heap()  # as the daemon does once it is built: collections skip start-up's objects
     now_ms = int(time.time() * 1000)
     frames = [callback_frame(_callback(i, now_ms), f"bf-{i}") for i in range(count)]
+    if recorder is not None:
+        recorder.attach(runtime.store)
     started = time.perf_counter()
     for raw in frames:
         runtime.ingest(raw)
@@ -116,17 +128,32 @@ async def bench_pipeline_on(store: dict[str, object], count: int) -> tuple[float
             await runtime.drain()
     await runtime.drain()
     seconds = time.perf_counter() - started
+    if recorder is not None:
+        recorder.detach()
     await runtime.aclose()
     gc.unfreeze()
     return seconds, stub.answered
 
 
+def _recorded(count: int, synchronous: str) -> StoreCalls:
+    """The store calls of ``count`` events through the pipeline (a run of its own: copying
+    the arguments slows it, so its time is not one of the rounds')."""
+    calls = StoreCalls()
+    with tempfile.TemporaryDirectory(prefix="dta-bench-") as tmp:
+        target = {"store_path": Path(tmp) / "recorded.db", "store_synchronous": synchronous}
+        asyncio.run(bench_pipeline_on(target, count, calls))
+    return calls
+
+
 def bench_pipeline(
-    count: int, synchronous: str = "normal", rounds: int = PIPELINE_ROUNDS
+    count: int, synchronous: str = "normal", rounds: int = PIPELINE_ROUNDS, floor: bool = False
 ) -> PipelineBench:
     """``rounds`` times: ``count`` events through the pipeline, then the same rows as bare
-    writes, each on a fresh store; seconds are the rounds' medians."""
+    writes, each on a fresh store; seconds are the rounds' medians. ``floor``: also replay
+    the pipeline's store calls alone in each round (lab/bench_floor.py)."""
     pipeline, bare, replies, commit_shares = [], [], [], []
+    calls = _recorded(count, synchronous) if floor else None
+    replays: list[float] = []
     for _ in range(rounds):
         with tempfile.TemporaryDirectory(prefix="dta-bench-") as tmp:
             target = {"store_path": Path(tmp) / "pipeline.db", "store_synchronous": synchronous}
@@ -136,7 +163,20 @@ def bench_pipeline(
             written = write_bare_rows(Path(tmp) / "bare.db", count, synchronous)
             bare.append(written.seconds)
             commit_shares.append(written.commit_seconds / written.seconds)
+            if calls is not None:
+                replays.append(calls.replay(Path(tmp) / "replay.db", synchronous))
     ratios = [round(b / p, 3) for p, b in zip(pipeline, bare, strict=True)]
+    floors = {}
+    if replays:
+        floors = {
+            "store_calls_seconds": round(statistics.median(replays), 3),
+            "store_calls_ratio": round(
+                statistics.median(b / r for b, r in zip(bare, replays, strict=True)), 3
+            ),
+            "outside_store_share": round(
+                statistics.median(1 - r / p for p, r in zip(pipeline, replays, strict=True)), 3
+            ),
+        }
     seconds, bare_seconds = statistics.median(pipeline), statistics.median(bare)
     return PipelineBench(
         events=count,
@@ -149,6 +189,7 @@ def bench_pipeline(
         rounds=rounds,
         round_ratios=ratios,
         bare_commit_share=round(statistics.median(commit_shares), 3),
+        **floors,
     )
 
 
@@ -158,7 +199,7 @@ def bench(events: int | None, quick: bool, only: str | None) -> dict[str, object
     if only in (None, "pipeline"):
         count = events or (1000 if quick else 2000)
         rounds = 2 if quick else PIPELINE_ROUNDS
-        normal = bench_pipeline(count, rounds=rounds)
+        normal = bench_pipeline(count, rounds=rounds, floor=True)
         report["pipeline"] = asdict(normal)
         # The same load with every commit synced to disk (survives power loss, not only a
         # crash of dta): what store_synchronous = "full" costs, in the same run.

@@ -1,6 +1,7 @@
 """Flame graphs of where dta spends its CPU, made with py-spy (``pip install py-spy``).
 
     python -m lab.profile OUT_DIR [--format flamegraph|raw] [--events N] [--burst N]
+                             [--only pipeline|stream] [--gil]
 
 writes two profiles of the same loads ``dta lab bench`` measures:
 
@@ -40,8 +41,20 @@ def _py_spy() -> str:
     return found
 
 
-def _record(fmt: str, target: Path) -> list[str]:
-    return [_py_spy(), "record", "-r", RATE_HZ, "-f", fmt, "-o", str(target)]
+def _record(fmt: str, target: Path, gil: bool = False) -> list[str]:
+    # --gil keeps only the samples of the thread holding the interpreter: what limits a
+    # burst's replies/s is that one lock, not the threads waiting on I/O.
+    return [
+        _py_spy(),
+        "record",
+        "-r",
+        RATE_HZ,
+        "-f",
+        fmt,
+        "-o",
+        str(target),
+        *(["--gil"] if gil else []),
+    ]
 
 
 def _target(events: int) -> list[str]:
@@ -68,7 +81,7 @@ def _pipeline_target(events: int) -> None:
         asyncio.run(bench_pipeline_on({"store_path": Path(tmp) / "pipeline.db"}, events))
 
 
-async def profile_stream(out: Path, fmt: str, burst: int) -> None:
+async def profile_stream(out: Path, fmt: str, burst: int, gil: bool = False) -> None:
     target = out / f"stream{_suffix(fmt)}"
     fake = FakeDingTalk(SystemClock())
     await fake.start()
@@ -82,7 +95,7 @@ async def profile_stream(out: Path, fmt: str, burst: int) -> None:
                 fake.inject({"msg": f"w{i}", "from": f"w{i}", "text": f"{i} + 1 等于多少"})
             await until(lambda: len(fake.received) >= 5, 30)
             spy = subprocess.Popen(
-                [*_record(fmt, target), "--pid", str(daemon.pid)],
+                [*_record(fmt, target, gil), "--pid", str(daemon.pid)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -104,6 +117,10 @@ def main() -> None:
     parser.add_argument("--format", default="flamegraph", choices=("flamegraph", "raw"))
     parser.add_argument("--events", type=int, default=5000, help="pipeline messages")
     parser.add_argument("--burst", type=int, default=1000, help="stream burst messages")
+    parser.add_argument(
+        "--gil", action="store_true", help="stream: sample only the thread holding the GIL"
+    )
+    parser.add_argument("--only", choices=("pipeline", "stream"), help="one of the two")
     parser.add_argument("--pipeline-target", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pipeline_target is not None:
@@ -113,8 +130,10 @@ def main() -> None:
         parser.error("OUT_DIR is required")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    profile_pipeline(args.out, args.format, args.events)
-    asyncio.run(profile_stream(args.out, args.format, args.burst))
+    if args.only != "stream":
+        profile_pipeline(args.out, args.format, args.events)
+    if args.only != "pipeline":
+        asyncio.run(profile_stream(args.out, args.format, args.burst, args.gil))
     print(f"profiles in {args.out} ({time.monotonic() - started:.0f} s)")
 
 

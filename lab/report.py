@@ -156,6 +156,12 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
         each = ", ".join(f"{r:g}" for r in pipeline.get("round_ratios", ()))
         rounds = f" (rounds: {each})" if each else ""
         yield f"  ratio pipeline / bare = {pipeline['ratio']}{rounds}"
+        if pipeline.get("store_calls_seconds"):
+            yield (
+                "  its store calls alone, replayed: ratio to bare"
+                f" {pipeline['store_calls_ratio']} (the most its store layer allows);"
+                f" {pipeline['outside_store_share']:.0%} of the pipeline's time is outside them"
+            )
     if full := report.get("pipeline_synchronous_full"):
         yield (
             f"  store_synchronous = full: {full['pipeline_events_per_s']} events/s"

@@ -32,6 +32,9 @@ def test_quick_bench_reports_every_figure_with_its_baseline() -> None:
     # The pipeline and its bare writes alternate; the ratio is the rounds' median.
     assert pipeline["rounds"] == len(pipeline["round_ratios"]) == 2
     assert 0 < pipeline["bare_commit_share"] < 1
+    # Its store calls alone run faster than the whole pipeline, which also does the rest.
+    assert pipeline["store_calls_ratio"] > pipeline["ratio"]
+    assert 0 < pipeline["outside_store_share"] < 1
     full = report["pipeline_synchronous_full"]
     assert full["replies"] == 1000 and full["full_over_normal"] > 0
     by_latency: dict[float, dict[str, dict[str, float]]] = {}
