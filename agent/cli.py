@@ -241,9 +241,7 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
     ev.add_argument("paths", nargs="+", type=Path, help="case files or folders (recursive)")
     ev.add_argument("--report", type=Path, help="write a JSON report here")
     ev.add_argument("--html", type=Path, help="write an HTML report here")
-    ev.add_argument(
-        "--live", action="store_true", help="through the real connector and websocket"
-    )
+    ev.add_argument("--live", action="store_true", help="through the real connector and websocket")
     rp = _add(sub, "replay", "drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     sec = _add(sub, "security", "injection corpus; grep artefacts for secrets", json_output=True)

@@ -44,6 +44,7 @@ from storage import Store
 
 log = logging.getLogger("dta.invocation")
 
+
 @dataclass(frozen=True)
 class InvocationLimits:
     max_text_chars: int = 4000

@@ -110,5 +110,5 @@ def parse_when(text: str, now: float | None = None) -> float:
         return time.mktime(time.strptime(text, "%Y-%m-%d"))
     except ValueError:
         raise ValueError(
-            f"\"{text}\" is not a time: use 15m, 2h or 3d (ago), 2026-01-31 or 2026-01-31T09:30"
+            f'"{text}" is not a time: use 15m, 2h or 3d (ago), 2026-01-31 or 2026-01-31T09:30'
         ) from None

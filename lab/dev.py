@@ -150,9 +150,7 @@ class DevSession:
         if not self.args.no_console:
             from agent.console.server import start_console
 
-            self._console, self.console_url = await start_console(
-                self.daemon.store_path, settings
-            )
+            self._console, self.console_url = await start_console(self.daemon.store_path, settings)
 
     async def _stop(self) -> None:
         if self._watch is not None:

@@ -213,4 +213,3 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
                 f" burst {f['burst_messages']} → {f['replies_per_s']} replies/s"
             )
         yield f"  three replicas / one = {pg['three_over_one']}"
-

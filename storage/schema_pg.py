@@ -201,9 +201,7 @@ def migrate_pg(conn: psycopg.Connection[Any], schema: str) -> int:
     with conn.transaction():
         # One migrator at a time per schema; the lock ends with the transaction.
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dta-migrate:{schema}",))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)"
-        )
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
         row = conn.execute("SELECT version FROM schema_version").fetchone()
         version = int(row[0]) if row else 0
         if version > newest:

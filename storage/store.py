@@ -137,9 +137,7 @@ class Store(
         return [Event.model_validate_json(row[0]) for row in rows]
 
     def runs_per_event(self) -> dict[str, int]:
-        rows = self.conn.execute(
-            "SELECT event_id, COUNT(*) FROM runs GROUP BY event_id"
-        ).fetchall()
+        rows = self.conn.execute("SELECT event_id, COUNT(*) FROM runs GROUP BY event_id").fetchall()
         return {event_id: count for event_id, count in rows}
 
     def quarantined(self) -> list[dict[str, Any]]:

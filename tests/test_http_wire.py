@@ -111,9 +111,9 @@ async def test_keep_alive_connections_are_reused_and_close_is_honoured(transport
 async def test_chunked_and_unframed_bodies_are_read_whole(transport):
     chunked = (
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-        b"5\r\n{\"a\":\r\n3;x=y\r\n12}\r\n0\r\n\r\n"
+        b'5\r\n{"a":\r\n3;x=y\r\n12}\r\n0\r\n\r\n'
     )
-    unframed = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"b\":3}"
+    unframed = b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"b":3}'
     replies = {1: chunked, 2: unframed}
     server = Scripted(lambda n: replies.get(n) if n in replies else None)
     async with server as url:
@@ -179,9 +179,7 @@ async def test_no_answer_in_time_is_a_read_timeout_and_the_place_comes_back(tran
     port = server.sockets[0].getsockname()[1]
     try:
         with pytest.raises(httpx.ReadTimeout):
-            await transport.post_json(
-                f"http://127.0.0.1:{port}/", {}, {}, httpx.Timeout(0.2)
-            )
+            await transport.post_json(f"http://127.0.0.1:{port}/", {}, {}, httpx.Timeout(0.2))
         pool = transport._pool  # type: ignore[attr-defined]
         assert pool._busy == 0 and not pool._idle
     finally:

@@ -40,7 +40,7 @@ def test_uncommenting_a_block_sets_top_level_keys(tmp_path, monkeypatch):
     for line in ("# heartbeat_interval_s = 60", "# follow_up_after_s = 3600"):
         text = text.replace(line, line.removeprefix("# "))
     for line in text.splitlines():  # the model block, as a reader would uncomment it
-        if line.startswith(("# provider = \"openai\"", "# openai_")):
+        if line.startswith(('# provider = "openai"', "# openai_")):
             text = text.replace(line, line.removeprefix("# "))
     config.write_text(text, encoding="utf-8")
     settings = load_settings(config, env={})

@@ -402,9 +402,7 @@ async def test_a_crash_before_the_task_moves_is_finished_by_recovery(
 
 
 @respx.mock
-async def test_a_receipt_waits_out_a_store_locked_by_another_process(
-    settings, clock, tmp_path
-):
+async def test_a_receipt_waits_out_a_store_locked_by_another_process(settings, clock, tmp_path):
     """Right after a send, another process holds the write lock for longer than SQLite's
     own busy timeout: the receipt is written once the lock is gone, not lost. (SQLite's
     file lock; on PostgreSQL, tables locked past the lock timeout are test_store_queue's.)"""

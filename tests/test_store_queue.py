@@ -132,9 +132,7 @@ async def test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery_l
 
 
 @respx.mock
-async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(
-    settings, store_settings
-):
+async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(settings, store_settings):
     route = webhook_ok()
     settings = settings.with_overrides({"max_queued_runs": 3, **store_settings})
     runtime = Runtime(settings, clock=VirtualClock(T0))
@@ -176,6 +174,7 @@ async def test_a_backlog_in_the_store_is_refilled_in_batches_not_after_every_run
     """While events wait in the store, the recovery loop refills memory once a tenth of
     it is free: each pass reads a queue's worth of rows, so a pass per finished run
     would cost the most exactly when the daemon is busiest."""
+
     async def answer_a_moment_later(request):
         await asyncio.sleep(0.001)  # runs end one by one, each on a later turn of the loop
         return httpx.Response(200, json={"errcode": 0, "errmsg": "ok"})

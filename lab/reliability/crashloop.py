@@ -103,10 +103,7 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         "wall_s": round(wall_s, 2),
     }
     report["passed"] = bool(
-        quiet
-        and kills >= kills_wanted
-        and figures["injected"] > 0
-        and nothing_wrong(figures)
+        quiet and kills >= kills_wanted and figures["injected"] > 0 and nothing_wrong(figures)
     )
     return seal(report, [fake.app_secret])
 
