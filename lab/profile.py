@@ -44,17 +44,8 @@ def _py_spy() -> str:
 def _record(fmt: str, target: Path, gil: bool = False) -> list[str]:
     # --gil keeps only the samples of the thread holding the interpreter: what limits a
     # burst's replies/s is that one lock, not the threads waiting on I/O.
-    return [
-        _py_spy(),
-        "record",
-        "-r",
-        RATE_HZ,
-        "-f",
-        fmt,
-        "-o",
-        str(target),
-        *(["--gil"] if gil else []),
-    ]
+    command = [_py_spy(), "record", "-r", RATE_HZ, "-f", fmt, "-o", str(target)]
+    return [*command, "--gil"] if gil else command
 
 
 def _target(events: int) -> list[str]:
