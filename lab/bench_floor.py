@@ -32,8 +32,8 @@ class StoreCalls:
     """The store calls of one pipeline run, recorded while attached."""
 
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
-    _store: Store | None = None
-    _wrapped: list[str] = field(default_factory=list)
+    _store: Store | None = field(default=None, init=False, repr=False)
+    _wrapped: list[str] = field(default_factory=list, init=False, repr=False)
 
     def attach(self, store: Store) -> None:
         """Record every public method call on ``store`` from now on (instance attributes
