@@ -233,7 +233,7 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
         assert f"pid {proc.pid}" in str(raised.value)
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=10)
     with StoreLock(path) as lock:  # kill -9 left no stale lock behind
         assert lock.held and lock.previous.pid == proc.pid
 

@@ -65,24 +65,55 @@ class Terminal:
                     break
         return self.output
 
+    def drain(self, seconds: float) -> None:
+        """Read whatever the terminal printed within ``seconds`` (so the child never blocks
+        writing to a full pty)."""
+        ready, _, _ = select.select([self.fd], [], [], seconds)
+        if ready:
+            try:
+                self.output += os.read(self.fd, 65536).decode(errors="replace")
+            except OSError:
+                time.sleep(seconds)  # the other end is closed: nothing more to read
+
     def type(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
-    def interrupt(self) -> tuple[float, int]:
-        """Ctrl-C; the seconds until the process is gone, and its exit status."""
+    def wait(self, timeout: float) -> int | None:
+        """The exit status once the process is gone; None if it is still there after
+        ``timeout`` seconds (a wait on a child never blocks without a deadline)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return 0  # already reaped
+            if pid == self.pid:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() > deadline:
+                return None
+            self.drain(0.02)
+
+    def interrupt(self, timeout: float = 10.0) -> tuple[float, int]:
+        """Ctrl-C; the seconds until the process is gone, and its exit status. A process
+        still there after ``timeout`` fails the test (and is killed), never hangs it."""
         started = time.monotonic()
         os.kill(self.pid, signal.SIGINT)
-        _, status = os.waitpid(self.pid, 0)
+        code = self.wait(timeout)
         seconds = time.monotonic() - started
-        self.read_until("", 0.1)
-        return seconds, os.waitstatus_to_exitcode(status)
+        if code is None:
+            self.kill()
+            raise AssertionError(
+                f"dta dev still running {timeout:g}s after one Ctrl-C:\n{self.output[-2000:]}"
+            )
+        self.drain(0.1)
+        return seconds, code
 
     def kill(self) -> None:
         try:
             os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        except ProcessLookupError:
+            return
+        self.wait(10.0)
 
 
 @pytest.fixture
