@@ -5,11 +5,20 @@ Why: two daemons on one file each take the other's in-flight attempts for crash 
 an empty file where a store used to be would answer again every old message DingTalk
 redelivers, because the dedupe record went with the old file.
 
-The lock file ``<store>.lock`` (beside the store) does both jobs:
+The lock follows the file, not the path's spelling. A symlink is resolved first, so every
+name of it finds the same ``<store>.lock``; and a hard link (another name of the same
+inode, with its own ``-wal`` beside it: two daemons on it corrupt the store) meets the
+second lock, which is on the database file itself. Both are needed: the lock file exists
+before the database does, and the database's own lock is the one no other name escapes.
 
-* ``dta run`` holds ``flock(LOCK_EX | LOCK_NB)`` on it for its whole life. The kernel drops
-  the lock when the process ends, however it ends (``kill -9`` included), so there is no
-  stale lock to clean up. The file says who holds it — ``{"pid", "host", "since",
+The lock file ``<store>.lock`` (beside the resolved store) does both jobs:
+
+* ``dta run`` holds ``flock(LOCK_EX | LOCK_NB)`` on it for its whole life, and on the
+  database file too once it exists. The kernel drops both when the process ends, however
+  it ends (``kill -9`` included), so there is no stale lock to clean up. (``flock`` locks
+  are apart from the POSIX locks SQLite takes on the same file; the descriptor is closed
+  only after the store is, since closing any descriptor of the file drops this process's
+  POSIX locks on it.) The file says who holds it — ``{"pid", "host", "since",
   "store_id"}`` as JSON — so a second ``dta run`` refuses with one line naming the holder.
 * The file outlives the database: it is never deleted. ``store_id`` is the id the first
   daemon wrote into the store (``store_meta``, see ``storage/integrity.py``). At the next
@@ -84,13 +93,17 @@ def lock_path(store_path: str | Path) -> Path:
 
 
 class StoreLock:
-    """The OS lock on ``<store>.lock``; released by ``release`` or the end of the process."""
+    """The OS locks on ``<store>.lock`` and on the database file; released by ``release``
+    or the end of the process."""
 
     def __init__(self, store_path: str | Path) -> None:
         self.store_path = Path(store_path)
-        self.path = lock_path(store_path)
+        resolved = Path(os.path.realpath(store_path))  # every symlink's name, one lock
+        self.path = lock_path(resolved)
+        self.database = resolved
         self.previous = LockHolder()  # what the file said before we took it
         self._fd: int | None = None
+        self._database_fd: int | None = None
 
     @property
     def held(self) -> bool:
@@ -122,6 +135,29 @@ class StoreLock:
         self._write(LockHolder(os.getpid(), socket.gethostname(), time.time(), None))
         return self
 
+    def hold_database(self) -> None:
+        """Lock the database file itself (it must exist): a hard link is another name of
+        the same file, and its lock file another file, so only this lock stops it."""
+        if self._database_fd is not None:
+            return
+        try:
+            fd = os.open(self.database, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise StoreError(
+                classify(exc), f"cannot lock store {self.store_path}: {exc.strerror or exc}"
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreError(
+                StoreProblem.IN_USE,
+                f"store {self.store_path} is in use by another dta run under another name"
+                f" (a hard link to the same file, inode {os.stat(self.database).st_ino});"
+                " stop it first: one daemon per store",
+            ) from None
+        self._database_fd = fd
+
     def _read_holder(self, fd: int) -> LockHolder:
         """The holder writes its name right after taking the lock: allow it a moment."""
         holder = self._read(fd)
@@ -151,7 +187,11 @@ class StoreLock:
         self._write(LockHolder(os.getpid(), socket.gethostname(), time.time(), store_id))
 
     def release(self) -> None:
-        """Unlock; the file stays (it remembers the store, and removing it would race)."""
+        """Unlock; the file stays (it remembers the store, and removing it would race).
+        Called once the store is closed (see the module docstring)."""
+        if self._database_fd is not None:
+            os.close(self._database_fd)  # closing the descriptor drops its flock
+            self._database_fd = None
         if self._fd is not None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -176,11 +216,13 @@ def claim_store(
     (corrupt header, a newer schema, read-only); a write probe (read-only file); a quick
     check of every page (corruption inside); the store's id against the one remembered.
     """
-    path = Path(store_path)
-    lock = StoreLock(path).acquire()
+    lock = StoreLock(store_path).acquire()
+    path = lock.database
     try:
         remembered = lock.previous.store_id
-        if not path.exists():
+        if path.exists():
+            lock.hold_database()  # before SQLite opens it: a hard link's WAL is another file
+        else:
             if remembered and not new_store:
                 raise StoreError(
                     StoreProblem.MISSING,
@@ -190,6 +232,7 @@ def claim_store(
                 )
             _remove_stale_journal(path)
         store_id = _check_store(path, synchronous, remembered, new_store)
+        lock.hold_database()  # created just now, if it was missing
         lock.record_store(store_id)
     except BaseException:
         lock.release()

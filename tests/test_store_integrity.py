@@ -302,6 +302,29 @@ def test_claim_refuses_while_another_daemon_holds_the_store(tmp_path: Path) -> N
     assert raised.value.problem is StoreProblem.IN_USE
 
 
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_another_name_of_the_store_is_refused_too(tmp_path: Path, link: str) -> None:
+    """The lock follows the file, not the path's spelling: a symlink resolves to the same
+    lock file, and a hard link (its own lock file, its own -wal) meets the lock on the
+    database file itself, before SQLite opens it."""
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    path = tmp_path / "d1" / "dta.db"
+    other = tmp_path / "d2" / "dta.db"
+    with claim_store(path) as held:
+        if link == "symlink":
+            other.symlink_to(path)
+        else:
+            os.link(path, other)
+        with pytest.raises(StoreError) as raised:
+            claim_store(other)
+        assert raised.value.problem is StoreProblem.IN_USE
+        assert "\n" not in str(raised.value) and "in use by another dta run" in str(raised.value)
+        assert not (tmp_path / "d2" / "dta.db-wal").exists(), "refused before SQLite opened it"
+        assert held.held
+    claim_store(other).release()  # once the first daemon is gone, either name may run
+
+
 def test_writers_of_one_file_in_this_process_take_turns(tmp_path: Path) -> None:
     """Two connections (the connector's and the loop's) wait for each other's commit on a
     lock of their own; a turn held past the busy timeout reads as "database is locked"."""

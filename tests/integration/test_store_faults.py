@@ -72,6 +72,34 @@ async def test_run_refuses_while_another_daemon_holds_the_store(tmp_path: Path) 
     assert_one_line(code, output, "in use", f"pid {os.getpid()}", "since")
 
 
+async def test_a_second_daemon_on_another_name_of_the_store_is_refused(
+    fake: FakeDingTalk, tmp_path: Path
+) -> None:
+    """One daemon on d1/dta.db; a second started on a symlink and on a hard link to it is
+    refused in one line, and the first goes on answering on an intact store."""
+    daemon = DaemonProcess(fake, tmp_path / "d1")
+    await daemon.start()
+    try:
+        fake.inject({"msg": "m1", "from": "u1", "text": "7 + 5 等于多少"})
+        assert await until(lambda: len(fake.received) == 1, 10), daemon.log_tail()
+        (tmp_path / "d2").mkdir()
+        symlink, hard = tmp_path / "d2" / "sym.db", tmp_path / "d2" / "hard.db"
+        symlink.symlink_to(daemon.store_path)
+        os.link(daemon.store_path, hard)
+        for other in (symlink, hard):
+            env = {**daemon._env(), "DTA_STORE_PATH": str(other), "DTA_HEALTH_PORT": "0"}
+            code, output = await dta_run("--config", str(daemon.config_path), env=env)
+            assert_one_line(code, output, "in use by another dta run")
+        assert not Path(f"{hard}-wal").exists(), "the refusal came before SQLite opened it"
+        fake.inject({"msg": "m2", "from": "u2", "text": "8 + 5 等于多少"})
+        assert await until(lambda: len(fake.received) == 2, 10), daemon.log_tail()
+    finally:
+        await daemon.stop()
+    with sqlite3.connect(daemon.store_path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert [m.text for m in fake.received] == ["7 + 5 = 12", "8 + 5 = 13"]
+
+
 async def test_other_commands_open_the_store_without_the_daemons_lock(tmp_path: Path) -> None:
     path = tmp_path / "dta.db"
     with claim_store(path):
