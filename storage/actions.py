@@ -26,14 +26,23 @@ class ActionRecords(StoreBase):
         ).fetchone()
         return Receipt.model_validate_json(row[0]) if row else None
 
-    @property
-    def _writes_since_sql(self) -> str:
-        if self.backend == "sqlite":
-            return (
-                "(SELECT MAX(rowid) FROM budget_ledger) - (SELECT rowid FROM budget_ledger"
-                " WHERE at > ? ORDER BY at LIMIT 1) + 1"
-            )
-        return "(SELECT COUNT(*) FROM budget_ledger WHERE at > ?)"
+    def _writes_since(self, day_ago: float) -> tuple[str, tuple[float, ...]]:
+        """SQL counting the ledger rows stamped after ``day_ago``, and its parameters.
+
+        On SQLite the count is by time but reads little: whole hours after the one
+        ``day_ago`` falls in come from ``budget_hours`` (kept by triggers), and only that
+        one hour's rows are counted one by one. Rows out of time order (a clock stepped
+        back, a restored backup) are counted by their own time, as anywhere else.
+        PostgreSQL counts."""
+        if self.backend != "sqlite":
+            return "(SELECT COUNT(*) FROM budget_ledger WHERE at > ?)", (day_ago,)
+        hour = float(int(day_ago // 3600))
+        return (
+            "(SELECT COALESCE(SUM(writes), 0) FROM budget_hours WHERE hour > ?)"
+            " + (SELECT COUNT(*) FROM budget_ledger WHERE at > ? AND at < ?"
+            " AND CAST(at / 3600 AS INTEGER) <= ?)",
+            (hour, day_ago, (hour + 1) * 3600, hour),
+        )
 
     def gate_facts(
         self,
@@ -45,22 +54,15 @@ class ActionRecords(StoreBase):
     ) -> tuple[int, int, int, dict[str, Receipt | None]]:
         """Everything the action gate reads, in one statement (it runs before every write):
         the thread's generation, writes in the conversation since ``minute_ago`` and in
-        total since ``day_ago``, and which of ``keys`` are already held.
-
-        On SQLite the day's total is the span of ledger rows from the first one inside the
-        day to the newest (rows are appended in time order), found through two index
-        lookups instead of counting up to a day of rows before every write. A row removed
-        inside the day (an intent dropped unsent) still counts, on the budget's safe side;
-        at the day's edge, writes stamped a moment out of order (concurrent runs) can move
-        the count by those few rows. PostgreSQL, shared by replicas with their own clocks,
-        counts."""
+        total since ``day_ago``, and which of ``keys`` are already held."""
         marks = ",".join("?" * len(keys))
+        day_sql, day_params = self._writes_since(day_ago)
         row = self.conn.execute(
             "SELECT (SELECT generation FROM threads WHERE thread_key = ?),"
             " (SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?),"
-            f" {self._writes_since_sql},"
+            f" {day_sql},"
             f" (SELECT COUNT(*) FROM intents WHERE idempotency_key IN ({marks}))",
-            (thread_key, conversation_id, minute_ago, day_ago, *keys),
+            (thread_key, conversation_id, minute_ago, *day_params, *keys),
         ).fetchone()
         taken: dict[str, Receipt | None] = {}
         if row[3]:  # rarely: a repeat, or an ack before the answer

@@ -201,6 +201,26 @@ MIGRATIONS: list[str] = [
     UPDATE tasks SET created_at = json_extract(task_json, '$.created_at');
     CREATE INDEX tasks_due ON tasks (status, due_at);
     """,
+    # 8: the day's write budget counted by time, not by row ids (rows out of time order, a
+    # clock stepped back or a restored backup, must not move it): the ledger's rows per
+    # hour, kept by triggers on every insert and delete, so the count before every write
+    # reads at most 25 hours and the ledger rows of one of them (storage/actions.py)
+    """
+    CREATE TABLE budget_hours (
+        hour INTEGER PRIMARY KEY,
+        writes INTEGER NOT NULL
+    );
+    INSERT INTO budget_hours (hour, writes)
+        SELECT CAST(at / 3600 AS INTEGER), COUNT(*) FROM budget_ledger
+        GROUP BY CAST(at / 3600 AS INTEGER);
+    CREATE TRIGGER budget_hours_add AFTER INSERT ON budget_ledger BEGIN
+        INSERT INTO budget_hours (hour, writes) VALUES (CAST(NEW.at / 3600 AS INTEGER), 1)
+        ON CONFLICT (hour) DO UPDATE SET writes = writes + 1;
+    END;
+    CREATE TRIGGER budget_hours_remove AFTER DELETE ON budget_ledger BEGIN
+        UPDATE budget_hours SET writes = writes - 1 WHERE hour = CAST(OLD.at / 3600 AS INTEGER);
+    END;
+    """,
 ]
 
 

@@ -96,6 +96,8 @@ class Store(
             for table, sql in statements.items():
                 removed[table] = conn.execute(sql, {"before": before}).rowcount
             conn.execute("DROP TABLE prune_events")
+            if self.backend == "sqlite":  # hours the ledger no longer has a row in
+                conn.execute("DELETE FROM budget_hours WHERE writes <= 0")
         return removed
 
     def vacuum(self) -> None:
