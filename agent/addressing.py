@@ -28,6 +28,7 @@ from agent.contracts import (
     canonical_json,
     sha256_text,
 )
+from agent.http_pool import Place
 from agent.openapi import TransportConfig
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -94,6 +95,8 @@ class OutboundRequest:
     # Whether a message POST may have reached DingTalk: set as it starts, cleared only by
     # an answer or a proof it never left. Stopped while False, the attempt sent nothing.
     may_have_arrived: bool = field(default=False, init=False)
+    # The pool place the send holds (agent/http_pool.py): its bytes leave without waiting.
+    place: Place | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         # The digest covers what we said, never where the secret-bearing URL points.

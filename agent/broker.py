@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agent.clock import Clock
@@ -30,6 +31,7 @@ from agent.contracts import (
     new_id,
 )
 from agent.crashpoints import CrashPoints
+from agent.http_pool import Place
 from agent.transport import Delivery, DingTalkTransport, OutboundRequest
 from gates.action import GATE_VERSION
 from storage import Store
@@ -43,6 +45,16 @@ _STATUS_OF = {
 
 
 log = logging.getLogger("dta.broker")
+
+
+@dataclass
+class _Sent:
+    """What one send came to: its last attempt, the delivery, the channels tried."""
+
+    attempt: Attempt
+    delivery: Delivery
+    tried: list[Channel]
+    retries: int
 
 
 class Broker:
@@ -115,14 +127,26 @@ class Broker:
         content = intent.content
         if self.cards is not None and content is not None and content.msgtype == "card":
             return await self.cards.deliver(run, intent, ending)
-        attempt = request = None
-        if intent.kind.is_message:
-            channel = self.transport.channel_for(intent.target)
-            if channel is not Channel.NONE:
-                await self.transport.prepare(channel)
-                attempt, request = self._attempt(intent, channel)
-        if not self.store.add_intent(intent, attempt):
-            return self.refuse_duplicate(run, intent)
+        channel = self.transport.channel_for(intent.target) if intent.kind.is_message else None
+        if channel is None or channel is Channel.NONE:
+            if not self.store.add_intent(intent):
+                return self.refuse_duplicate(run, intent)
+            return self._without_channel(run, intent, silence_detail, ending)
+        await self.transport.prepare(channel)
+        # The pool place first, however long it takes: only then is the attempt recorded,
+        # so a stop (or a takeover) while waiting leaves nothing that may have been sent.
+        async with await self.transport.reserve_place() as place:
+            attempt, request = self._attempt(intent, channel, place)
+            if not self.store.add_intent(intent, attempt):
+                return self.refuse_duplicate(run, intent)
+            sent = await self._send(run, intent, attempt, request)
+        return await self._settle(run, intent, sent, ending)
+
+    def _without_channel(
+        self, run: Run, intent: ActionIntent, silence_detail: str, ending: RunEnding | None
+    ) -> Receipt:
+        """A stored intent that sends nothing: a silence, or a message with no channel (the
+        webhook expired after the gate looked and there is no OpenAPI to fall to)."""
         if intent.kind is ActionKind.SILENCE:
             receipt = self.receipt(
                 run,
@@ -132,10 +156,7 @@ class Broker:
                 reason=SilentReason.PROVIDER_SILENCE.value,
                 evidence=Evidence(detail=silence_detail[:500] or None),
             )
-            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
-            return receipt
-        if attempt is None or request is None:
-            # The webhook expired after the gate looked and there is no OpenAPI to fall to.
+        else:
             receipt = self.receipt(
                 run,
                 intent.kind,
@@ -146,9 +167,8 @@ class Broker:
                     detail="no usable channel: webhook expired, no OpenAPI credentials",
                 ),
             )
-            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
-            return receipt
-        return await self._deliver(run, intent, attempt, request, ending)
+        self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
+        return receipt
 
     async def deliver_instead(
         self,
@@ -175,12 +195,17 @@ class Broker:
             self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
             return receipt
         await self.transport.prepare(channel)
-        attempt, request = self._attempt(intent, channel)
-        record(attempt)
-        return await self._deliver(run, intent, attempt, request, ending, reason, tried)
+        async with await self.transport.reserve_place() as place:
+            attempt, request = self._attempt(intent, channel, place)
+            record(attempt)
+            sent = await self._send(run, intent, attempt, request, tried)
+        return await self._settle(run, intent, sent, ending, reason)
 
-    def _attempt(self, intent: ActionIntent, channel: Channel) -> tuple[Attempt, OutboundRequest]:
+    def _attempt(
+        self, intent: ActionIntent, channel: Channel, place: Place | None = None
+    ) -> tuple[Attempt, OutboundRequest]:
         request = self.transport.build_request(intent, channel)
+        request.place = place
         attempt = Attempt(
             attempt_id=new_id("att"),
             intent_id=intent.intent_id,
@@ -190,17 +215,16 @@ class Broker:
         )
         return attempt, request
 
-    async def _deliver(
+    async def _send(
         self,
         run: Run,
         intent: ActionIntent,
         attempt: Attempt,
         request: OutboundRequest,
-        ending: RunEnding | None,
-        reason: str | None = None,
         tried_before: list[Channel] | None = None,
-    ) -> Receipt:
-        """Send on the attempt's channel; fall back to the OpenAPI only on a definite no."""
+    ) -> _Sent:
+        """Send on the attempt's channel (its place held); fall back to the OpenAPI only on
+        a definite no."""
         tried: list[Channel] = list(tried_before or [])
         retries = 0
         while True:
@@ -230,10 +254,10 @@ class Broker:
                 and channel is Channel.SESSION_WEBHOOK
                 and fallback is not Channel.NONE
             ):
-                break
+                return _Sent(attempt, delivery, tried, retries)
             # DingTalk said the webhook is gone: nothing was delivered, so the OpenAPI may
             # carry the same message. The next attempt is stored before it is sent.
-            attempt_next, request = self._attempt(intent, fallback)
+            attempt_next, request = self._attempt(intent, fallback, request.place)
             await patiently(
                 lambda done=attempt, then=attempt_next: self.store.finish_attempt(
                     done, start_next=then
@@ -241,8 +265,20 @@ class Broker:
                 attempts=None,
             )
             attempt = attempt_next
+
+    async def _settle(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        sent: _Sent,
+        ending: RunEnding | None,
+        reason: str | None = None,
+    ) -> Receipt:
+        """The receipt for what the send proved (read back first when asked), stored with
+        the attempt's end, the outbound index and the run's last state, together."""
+        attempt, delivery = sent.attempt, sent.delivery
         evidence = delivery.evidence.model_copy(
-            update={"channels_tried": tried, "retries": retries}
+            update={"channels_tried": sent.tried, "retries": sent.retries}
         )
         status = _STATUS_OF[delivery.outcome]
         key = evidence.process_query_key

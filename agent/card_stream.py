@@ -63,7 +63,9 @@ class StreamHost:
     act: Act
     ack: Callable[[], Awaitable[None]]
     ending: Callable[[RunOutcome, ActionKind], RunEnding]
-    ack_after_s: float
+    ack_after_s: float  # from now: what is left of the ack's delay since the message came
+    # The provider's places (``max_concurrent_runs``): the answer waits for one.
+    slots: asyncio.Semaphore
 
 
 @dataclass
@@ -121,9 +123,11 @@ class CardReplies:
         """The provider's reply; with a card opened, the card already carries (and has
         finished) the reply, and only what the pipeline still owes is returned."""
         events: asyncio.Queue[StreamEvent] = asyncio.Queue()
-        answer = asyncio.ensure_future(
-            host.provider.respond_streaming(invocation, skills, events.put_nowait)
-        )
+        async def respond() -> ProviderReply:
+            async with host.slots:
+                return await host.provider.respond_streaming(invocation, skills, events.put_nowait)
+
+        answer = asyncio.ensure_future(respond())
         live = _Live(run, outcome, asyncio.get_running_loop().time())
         try:
             await self._consume(host, live, events, answer)

@@ -126,6 +126,8 @@ class Settings(BaseModel):
     # How long one statement waits for another process's write lock before the store
     # counts as unavailable (the run then waits and is driven again; nothing is dropped).
     store_busy_timeout_s: float = Field(default=10, gt=0)
+    # Runs at their provider (the model, a command agent) at once; the rest of every run
+    # in memory goes on meanwhile, so its "稍等" still comes ack_after_s after arrival.
     max_concurrent_runs: int = Field(default=16, ge=1)
     shutdown_grace_s: float = Field(default=10, ge=0)
     # The store is the queue: at most this many runs wait in memory; the rest stay durable
@@ -189,7 +191,7 @@ class Settings(BaseModel):
 
     # read OpenAPI sends back from DingTalk: receipts say "verified", not just "accepted"
     verify_by_readback: bool = False
-    # a run that takes longer than this gets an ack first ("seen, working on it")
+    # a message not answered this long after it arrived gets an ack ("seen, working on it")
     ack_after_s: float = Field(default=3.0, gt=0)
 
     # openai provider: any OpenAI-compatible /chat/completions endpoint

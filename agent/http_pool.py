@@ -11,8 +11,17 @@ otherwise only keeps idle connections, in a list; each request goes over a
 own (agent/http_backend.py). Through a proxy, httpcore's own proxy pool is used as is.
 
 A response that arrived whole hands its connection and its place back at once; one that
-streams holds both until its body is closed. ``respx`` mocks ``WireConnection`` like
-httpcore's own connections once it is added to its targets (tests/conftest.py).
+streams holds both until its body is closed.
+
+A message send does not wait for a place inside its request: waiting is not failing, and
+a send stopped while it waited must leave no attempt behind. The broker takes a ``Place``
+first (``IdlePool.reserve``: as long as it takes, no pool timeout), records its attempt,
+and sends on that place (the request's ``PLACE`` extension), so an attempt is only ever
+recorded when its bytes can leave at once. The access token's request takes no place
+(``EXEMPT``): every send waits on it, so it must never queue behind them.
+
+``respx`` mocks ``WireConnection`` like httpcore's own connections once it is added to its
+targets (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -29,6 +38,35 @@ import httpx
 
 from agent.http_backend import AsyncioBackend
 from agent.http_wire import WireConnection
+
+# The request extension naming the place a request was sent on (see the module docstring).
+PLACE = "dta_place"
+
+
+class Place:
+    """A place in the pool held across one send's requests; ``release`` gives it back."""
+
+    def __init__(self, pool: IdlePool | None) -> None:
+        self._pool = pool
+
+    @property
+    def held(self) -> bool:
+        return self._pool is not None
+
+    def release(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool._places.release()
+
+    async def __aenter__(self) -> Place:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+# Taken by a request that must not wait behind the sends (the access token).
+EXEMPT = Place(None)
 
 
 class IdlePool:
@@ -54,7 +92,17 @@ class IdlePool:
         self._closed = False
         self._places = asyncio.Semaphore(max_connections)
 
-    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+    async def reserve(self) -> Place:
+        """A place for a send, waited for as long as it takes (in order)."""
+        await self._places.acquire()
+        return Place(self)
+
+    async def _take_place(self, request: httpcore.Request) -> bool:
+        """Wait for a place unless the request brings one; True when it took its own
+        (handed back with the connection)."""
+        brought = request.extensions.get(PLACE)
+        if isinstance(brought, Place):
+            return False
         if self._places.locked():
             # All places taken: wait no longer than the pool timeout. (``asyncio.timeout``,
             # not ``wait_for``: a place won just as the wait is cancelled is never lost.)
@@ -66,22 +114,27 @@ class IdlePool:
                 raise httpcore.PoolTimeout("no connection free in time") from None
         else:
             await self._places.acquire()  # free: taken at once, without a timer
+        return True
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        own_place = await self._take_place(request)
         try:
             connection = await self._take(request.url.origin)
         except BaseException:
-            self._places.release()
+            if own_place:
+                self._places.release()
             raise
         self._busy += 1
         try:
             response = await connection.handle_async_request(request)
         except BaseException:
             await connection.aclose()
-            await self.give_back(connection)
+            await self.give_back(connection, own_place)
             raise
         if connection.is_idle() or connection.is_closed():  # the answer arrived whole
-            await self.give_back(connection)
+            await self.give_back(connection, own_place)
         else:
-            then = partial(self.give_back, connection)
+            then = partial(self.give_back, connection, own_place)
             response.stream = _ClosingStream(response.stream, then)
         return response
 
@@ -100,11 +153,12 @@ class IdlePool:
             origin, self._ssl_context, self._keepalive_expiry, self._network_backend
         )
 
-    async def give_back(self, connection: WireConnection) -> None:
+    async def give_back(self, connection: WireConnection, own_place: bool = True) -> None:
         """Once its response is read: kept if it can take another request; the place goes
-        back either way."""
+        back either way (a reserved one, when its holder releases it)."""
         self._busy -= 1
-        self._places.release()
+        if own_place:
+            self._places.release()
         if self._closed or not connection.is_idle():
             await connection.aclose()
             return
@@ -174,6 +228,11 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
         else:
             built._network_backend = AsyncioBackend()
 
+    async def reserve(self) -> Place:
+        """A place for a send (``IdlePool.reserve``); through a proxy, none to hold."""
+        pool = self._pool
+        return await pool.reserve() if isinstance(pool, IdlePool) else Place(None)
+
     async def post_json(
         self,
         url: str | httpx.URL,
@@ -181,6 +240,7 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
         headers: dict[str, str],
         timeout: httpx.Timeout,
         params: dict[str, str] | None = None,
+        place: Place | None = None,
     ) -> httpx.Response:
         """POST ``body`` as JSON straight to the pool and read the whole answer.
 
@@ -188,7 +248,8 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
         daemon never uses on its sends (cookies, auth flows, redirects, event hooks, base
         URL merging) and without httpx's request model, whose URL parser alone cost more
         than the rest of a request. The body is encoded as httpx encodes ``json=``; errors
-        are httpx's own classes, as from the client.
+        are httpx's own classes, as from the client. ``place``: a reserved place to send
+        on, or ``EXEMPT`` to take none.
         """
         target = _wire_url(url, params)
         content = json.dumps(
@@ -199,7 +260,9 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
             target,
             headers=_json_headers(target, headers, len(content)),
             content=content,
-            extensions={"timeout": timeout.as_dict()},
+            extensions={"timeout": timeout.as_dict()}
+            if place is None
+            else {"timeout": timeout.as_dict(), PLACE: place},
         )
         try:
             answer = await self._pool.handle_async_request(request)

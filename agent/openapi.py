@@ -16,7 +16,7 @@ import httpx
 
 from agent.clock import Clock
 from agent.contracts import Channel, Origin
-from agent.http_pool import OutboundTransport
+from agent.http_pool import EXEMPT, OutboundTransport, Place
 
 # The old OpenAPI answers with HTTP 200 and an errcode. These say "no such user / not in
 # your scope" (worth remembering); these say the token is bad (fetch a new one). Anything
@@ -99,6 +99,8 @@ class DingTalkAPI:
     ) -> None:
         self.config = config
         self.clock = clock
+        # Waiting for a place is bounded for lookups and downloads (they have a fallback);
+        # a send holds its place before it starts (``reserve_place``) and never meets it.
         self._timeout = httpx.Timeout(
             config.read_timeout_s, connect=config.connect_timeout_s, pool=config.connect_timeout_s
         )
@@ -133,15 +135,25 @@ class DingTalkAPI:
         *,
         params: dict[str, str] | None = None,
         timeout_s: float | None = None,
+        place: Place | None = None,
     ) -> httpx.Response:
-        """POST ``body`` as JSON; the whole answer is read. httpx's errors as they come."""
+        """POST ``body`` as JSON; the whole answer is read. httpx's errors as they come.
+        ``place``: sent on a reserved place (``reserve_place``), or ``EXEMPT`` from the
+        places."""
         timeout = self._timeout if timeout_s is None else httpx.Timeout(timeout_s)
         if self._direct is None:
             return await self._client.post(
                 url, json=body, headers=headers, params=params, timeout=timeout
             )
         sent = {**_HEADERS, **headers} if headers else _HEADERS
-        return await self._direct.post_json(url, body, sent, timeout, params)
+        return await self._direct.post_json(url, body, sent, timeout, params, place)
+
+    async def reserve_place(self) -> Place:
+        """A place in the connection pool for one send, waited for as long as it takes
+        (``agent.http_pool``); with a client handed in, there is none to hold."""
+        if self._direct is None:
+            return Place(None)
+        return await self._direct.reserve()
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -179,6 +191,7 @@ class DingTalkAPI:
         response = await self.post(
             f"{cfg.openapi_base_url}/v1.0/oauth2/accessToken",
             {"appKey": cfg.client_id, "appSecret": cfg.client_secret},
+            place=EXEMPT,  # every send waits on it: it never queues behind them
         )
         data = json_object(response)
         token = data.get("accessToken")

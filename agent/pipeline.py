@@ -65,6 +65,10 @@ __all__ = ["ACK_TEXT", "HONEST_FAILURE", "OPERATOR_STOPS", "Pipeline", "SkillSou
 OPERATOR_STOPS = (SilentReason.PAUSED, SilentReason.DENIED, SilentReason.NOT_ALLOWED)
 # What it says when the answer takes a while (only then).
 ACK_TEXT = "收到，我看一下，稍等。"
+# The ack is due ``ack_after_s`` after the message arrived, but never sooner than this after
+# the run starts (nor than ``ack_after_s`` itself): a run that starts late (recovered after a restart, or behind the same
+# person's earlier message) and answers at once needs no "稍等" just before its answer.
+ACK_FLOOR_S = 0.5
 
 
 class SkillSource(Protocol):
@@ -88,6 +92,7 @@ class Pipeline:
         tasks: TaskKeeper,
         run_dir: Path | None = None,
         ack_after_s: float = 3.0,
+        provider_slots: int = 16,
         owner: str = "local",
         lease_s: float = 60.0,
         reply_form: str = "text",
@@ -105,6 +110,9 @@ class Pipeline:
         self.tasks = tasks
         self.run_dir = run_dir
         self.ack_after_s = ack_after_s
+        # Runs at their provider at once (``max_concurrent_runs``). The rest of a run is
+        # not held back by it, so every run's ack timer runs from its message's arrival.
+        self.provider_slots = asyncio.Semaphore(provider_slots)
         self.owner = owner
         self.lease_s = lease_s
         # How answers are delivered ("text", "markdown" or "card"); cards stream when the
@@ -235,8 +243,10 @@ class Pipeline:
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
         if hosted is not None:
             return ProviderReply([hosted], evidence={"answered_by": "host"})
+        waited = self.clock.now() - event.received_at
+        ack_in = max(self.ack_after_s - waited, min(ACK_FLOOR_S, self.ack_after_s))
         try:
-            return await self._respond(run, invocation, skills, outcome)
+            return await self._respond(run, invocation, skills, outcome, ack_in)
         except ProviderFailed as exc:
             log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
             return exc
@@ -250,8 +260,10 @@ class Pipeline:
         invocation: EnrichedInvocation,
         skills: Sequence[Any],
         outcome: RunOutcome,
+        ack_in: float,
     ) -> ProviderReply:
-        """Ask the provider; if it takes longer than ``ack_after_s``, ack first.
+        """Ask the provider (once a place is free); if no answer has come ``ack_in``
+        seconds from now (``ack_after_s`` counted from the message's arrival), ack first.
 
         The ack ("seen, working on it") goes through the action gate like anything else,
         so it counts against the run's budget and the write budgets; a fast answer never
@@ -261,7 +273,9 @@ class Pipeline:
         if self.cards is not None and self.cards.streams(self.provider):
             ack = partial(self._ack, run, outcome)
             acting = self.acting
-            host = StreamHost(self.provider, acting.act, ack, acting.ending, self.ack_after_s)
+            host = StreamHost(
+                self.provider, acting.act, ack, acting.ending, ack_in, self.provider_slots
+            )
             return await self.cards.respond(host, run, invocation, skills, outcome)
         # A timer, not a second task: almost every answer comes before it fires.
         acking: asyncio.Task[None] | None = None
@@ -270,9 +284,10 @@ class Pipeline:
             nonlocal acking
             acking = asyncio.ensure_future(self._ack(run, outcome))
 
-        timer = asyncio.get_running_loop().call_later(self.ack_after_s, ack_now)
+        timer = asyncio.get_running_loop().call_later(ack_in, ack_now)
         try:
-            reply = await self.provider.respond(invocation, skills)
+            async with self.provider_slots:
+                reply = await self.provider.respond(invocation, skills)
         except BaseException:
             if acking is not None:
                 acking.cancel()

@@ -134,6 +134,7 @@ class Runtime:
             tasks=TaskKeeper(self.store, self.clock),
             run_dir=settings.run_dir,
             ack_after_s=settings.ack_after_s,
+            provider_slots=settings.max_concurrent_runs,
             owner=self.owner,
             lease_s=settings.run_lease_s,
             reply_form=settings.reply_mode,
@@ -142,7 +143,9 @@ class Runtime:
         )
         # Proactive work (agent/heartbeat.py): None unless heartbeat_interval_s is set.
         self.heartbeat = build_heartbeat(settings, self.store, self.clock, self)
-        self.dispatcher = Dispatcher(settings.max_concurrent_runs)
+        # Every run in memory may be under way (the provider's places bound the expensive
+        # part): a run waiting only for its turn would start its ack timer late.
+        self.dispatcher = Dispatcher(settings.max_queued_runs)
         # Told how long each event took from receipt to finished run (metrics).
         self.on_run_finished: Callable[[float], None] | None = None
         self._inflight: set[str] = set()  # queued or running, by event id

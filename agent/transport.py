@@ -28,6 +28,8 @@ from agent.contracts import AttemptOutcome, Channel, Evidence
 from agent.openapi import DingTalkAPI, TokenError, TransportConfig, json_object
 
 # Errors that prove the request never reached DingTalk: retried (connecting) or failed.
+# (A send holds its pool place before it starts, so it never waits for one and never
+# meets PoolTimeout; it stays here for a client handed in without our pool.)
 _NOT_CONNECTED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _NOT_SENT = (httpx.UnsupportedProtocol, httpx.ProxyError, httpx.LocalProtocolError)
 # DingTalk's answer when a session webhook no longer exists (seen in field reports).
@@ -234,9 +236,11 @@ class DingTalkTransport(Addressing, DingTalkAPI):
         headers = {"Content-Type": "application/json"}
         if request.needs_token:
             headers["x-acs-dingtalk-access-token"] = await self._token_for_send()
+        # The send holds its pool place (the broker reserved it), so from here the bytes
+        # leave at once: no wait for a place lies between this mark and the wire.
         request.may_have_arrived = True
         try:
-            response = await self.post(request.url, request.body, headers)
+            response = await self.post(request.url, request.body, headers, place=request.place)
         except (*_NOT_CONNECTED, *_NOT_SENT):
             request.may_have_arrived = False
             raise

@@ -10,7 +10,7 @@ import trustme
 from aiohttp import web
 
 from agent.http_backend import AsyncioBackend
-from agent.http_pool import OutboundTransport
+from agent.http_pool import EXEMPT, OutboundTransport
 
 
 async def _server(
@@ -179,4 +179,49 @@ async def test_failures_keep_their_httpx_classes():
             with pytest.raises(httpx.ConnectError):  # nobody listens on port 1
                 await client.post("http://127.0.0.1:1/send", json={})
     finally:
+        await runner.cleanup()
+
+
+async def test_a_reserved_place_waits_as_long_as_it_takes_and_the_token_never_waits():
+    """A send waits for its place without a pool timeout (waiting is not failing), sends on
+    it without waiting again, and gives it back; a request ``EXEMPT`` from the places (the
+    access token) goes past sends holding all of them."""
+    gate = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await gate.wait()
+        return web.json_response({"errcode": 0})
+
+    async def quick(request: web.Request) -> web.Response:
+        return web.json_response({"accessToken": "t"})
+
+    app = web.Application()
+    app.router.add_post("/send", slow)
+    app.router.add_post("/token", quick)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    transport = OutboundTransport(2, None)
+    timeout = httpx.Timeout(5.0, pool=0.05)
+    try:
+
+        async def send(i: int) -> int:
+            async with await transport.reserve() as place:
+                answer = await transport.post_json(
+                    f"{base}/send", {"i": i}, {}, timeout, None, place
+                )
+                return answer.status_code
+
+        sends = [asyncio.create_task(send(i)) for i in range(6)]
+        await asyncio.sleep(0.3)  # six times the pool timeout: four sends still wait
+        assert not any(task.done() for task in sends)
+        token = await transport.post_json(f"{base}/token", {}, {}, timeout, None, EXEMPT)
+        assert token.json() == {"accessToken": "t"}
+        gate.set()
+        assert await asyncio.gather(*sends) == [200] * 6
+        assert not transport._pool._places.locked()  # every place given back
+    finally:
+        gate.set()
+        await transport.aclose()
         await runner.cleanup()
