@@ -123,6 +123,7 @@ class CardReplies:
         """The provider's reply; with a card opened, the card already carries (and has
         finished) the reply, and only what the pipeline still owes is returned."""
         events: asyncio.Queue[StreamEvent] = asyncio.Queue()
+
         async def respond() -> ProviderReply:
             async with host.slots:
                 return await host.provider.respond_streaming(invocation, skills, events.put_nowait)

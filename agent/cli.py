@@ -52,6 +52,7 @@ RELIABILITY = {
     "soak": "100,000 events through the daemon: throughput and memory",
     "storefaults": "a full disk, a held lock, a deleted and a corrupted store under load",
     "replicas": "three daemons on one PostgreSQL, a redelivery storm and kill -9 of replicas",
+    "backlog": "sends beyond the pool on a slow platform, SIGTERM amid them, a burst's first word",
 }
 
 

@@ -65,9 +65,10 @@ __all__ = ["ACK_TEXT", "HONEST_FAILURE", "OPERATOR_STOPS", "Pipeline", "SkillSou
 OPERATOR_STOPS = (SilentReason.PAUSED, SilentReason.DENIED, SilentReason.NOT_ALLOWED)
 # What it says when the answer takes a while (only then).
 ACK_TEXT = "收到，我看一下，稍等。"
-# The ack is due ``ack_after_s`` after the message arrived, but never sooner than this after
-# the run starts (nor than ``ack_after_s`` itself): a run that starts late (recovered after a restart, or behind the same
-# person's earlier message) and answers at once needs no "稍等" just before its answer.
+# The ack is due ``ack_after_s`` after the message arrived, but never sooner than this
+# (or ``ack_after_s``, if less) after the run starts: a run that starts late (recovered
+# after a restart, or behind the same person's earlier message) and answers at once
+# needs no "稍等" just before its answer.
 ACK_FLOOR_S = 0.5
 
 

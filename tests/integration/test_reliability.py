@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.fake import FakeDingTalk
-from lab.reliability import chaos, crashloop, soak, storm
+from lab.reliability import backlog, chaos, crashloop, soak, storm
 
 # The scripts run the fake with its default credentials: this is the secret to look for.
 APP_SECRET = inspect.signature(FakeDingTalk).parameters["app_secret"].default
@@ -70,4 +70,23 @@ async def test_soak(tmp_path: Path) -> None:
     assert report["not_answered_once"] == 0
     assert report["rss_growth_pct"] <= 10
     assert report["store_bytes_per_event"] > 0 and report["events_per_s"] > 0
+    _no_secret(report)
+
+
+async def test_backlog_beyond_the_pool_a_stop_amid_it_and_the_first_word_on_time(
+    tmp_path: Path,
+) -> None:
+    report = await backlog.run("reduced", tmp_path)
+    assert report["passed"], report
+    pool, stop, burst = (report[k] for k in ("beyond_the_pool", "stop_while_waiting", "first_word"))
+    # Waiting for a pool place is not failing: all answered, each once, nothing uncertain.
+    assert pool["injected"] == pool["replied"] == 40 and pool["receipt_statuses"] == ["accepted"]
+    # Sends still waiting at the stop went after the restart; those on the wire were owned
+    # up to as uncertain, and the platform has every one of them once.
+    assert stop["replied"] == stop["injected"] == 16 and stop["unanswered"] == 0
+    assert stop["answered_twice"] == 0 and stop["uncertain"] == stop["uncertain_but_delivered"]
+    assert stop["on_platform_at_stop"] < stop["injected"], "the stop came amid the backlog"
+    # The burst's first word: within ack_after_s of arrival, though runs queue for the model.
+    assert burst["first_word_late"] == 0 and burst["answered_once"] == burst["injected"] == 60
+    assert burst["acks"] > 0
     _no_secret(report)
