@@ -196,11 +196,13 @@ def store_schema(settings: Settings) -> str | None:
     return settings.store_schema or schema_for(settings.robot_code)
 
 
-def open_store(settings: Settings) -> Store:
-    """The configured store: SQLite at ``store_path``, or PostgreSQL at ``store_url``."""
+def open_store(settings: Settings, owner: str | None = None) -> Store:
+    """The configured store: SQLite at ``store_path``, or PostgreSQL at ``store_url``;
+    ``owner``: the run owner a daemon writes for (its writes of a run are fenced by it)."""
     return Store(
         settings.store_target,
         settings.store_synchronous,
         busy_timeout_s=settings.store_busy_timeout_s,
         schema=store_schema(settings),
+        owner=owner,
     )

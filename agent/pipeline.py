@@ -54,7 +54,7 @@ from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
 from skills.providers.media import host_reply
 from skills.rundir import prepare_run_dir
-from storage import Lease, Store
+from storage import Lease, LeaseLost, Store
 from storage.patience import is_transient
 
 log = logging.getLogger("dta.pipeline")
@@ -149,6 +149,14 @@ class Pipeline:
         """
         try:
             return await self._process(event, generation)
+        except LeaseLost as lost:
+            # Another replica took the run over while this one was away (paused, cut off
+            # from the store): the write was refused and nothing more is sent from here.
+            log.warning(
+                "run taken over by another owner; left to it",
+                extra={"event_id": event.event_id, "owner": lost.holder},
+            )
+            return None
         except Exception as exc:
             if is_transient(exc):
                 raise
@@ -251,6 +259,8 @@ class Pipeline:
         except ProviderFailed as exc:
             log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
             return exc
+        except LeaseLost:
+            raise  # a write while answering (the ack, a streamed card) found the run taken
         except Exception as exc:  # a provider bug must not take the daemon down
             log.exception("provider crashed", extra={"run_id": run.run_id})
             return ProviderFailed("provider_error", type(exc).__name__)

@@ -99,9 +99,9 @@ class Runtime:
         self.crash = crash or CrashPoints()
         self.owner = owner_id()
         self.store = (
-            open_store(settings)
+            open_store(settings, self.owner)
             if store_path is None
-            else Store(store_path, settings.store_synchronous)
+            else Store(store_path, settings.store_synchronous, owner=self.owner)
         )
         self.response_gate = ResponseGate(response_policy(settings))
         self.ingestor = Ingestor(

@@ -180,12 +180,23 @@ class DaemonProcess:
             self.proc.send_signal(signal.SIGKILL)
             await self.proc.wait()
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stands still (as a VM paused, or a long GC), holding its
+        leases and connections, until ``resume``."""
+        if self.proc is not None and self.running:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.running:
+            self.proc.send_signal(signal.SIGCONT)
+
     async def terminate(self, timeout: float = 15.0) -> int | None:
         """SIGTERM, as an operator stops it; the exit status (None if it had to be killed)."""
         if self.proc is None:
             return None
         if self.running:
             self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)  # a paused one takes its SIGTERM once resumed
             try:
                 await asyncio.wait_for(self.proc.wait(), timeout)
             except TimeoutError:

@@ -76,8 +76,9 @@ class ActionRecords(StoreBase):
 
     def add_intent(self, intent: ActionIntent, first_attempt: Attempt | None = None) -> bool:
         """Store an approved intent, its write-budget row and (before any I/O) its first
-        attempt, together. False if another execution already holds the idempotency key."""
-        with self._tx() as conn:
+        attempt, together. False if another execution already holds the idempotency key;
+        ``LeaseLost`` if another owner took the run over (then nothing may be sent)."""
+        with self._tx(run=intent.run_id) as conn:
             if not self._insert_intent(conn, intent):
                 return False
             if first_attempt is not None:
@@ -132,7 +133,7 @@ class ActionRecords(StoreBase):
 
     def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
         """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""
-        with self._tx() as conn:
+        with self._tx(intent=attempt.intent_id) as conn:
             self._update_attempt(conn, attempt)
             if start_next is not None:
                 self._insert_attempt(conn, start_next)
@@ -146,7 +147,7 @@ class ActionRecords(StoreBase):
     ) -> None:
         """Close the last attempt, write the receipt, index what we sent and (when this was
         the run's last word) save the run's final state, together."""
-        with self._tx() as conn:
+        with self._tx(run=receipt.run_id) as conn:
             self._update_attempt(conn, attempt)
             self._insert_receipt(conn, receipt)
             if run is not None:
@@ -155,7 +156,7 @@ class ActionRecords(StoreBase):
                 self._insert_outbound(conn, outbound)
 
     def add_receipt(self, receipt: Receipt, run: Run | None = None) -> None:
-        with self._tx() as conn:
+        with self._tx(run=receipt.run_id) as conn:
             self._insert_receipt(conn, receipt)
             if run is not None:
                 self._update_run(conn, run)
@@ -201,7 +202,7 @@ class ActionRecords(StoreBase):
     def forget_unsent(self, intent_id: str) -> None:
         """Forget an intent and its attempts when nothing of it can have reached DingTalk
         (stopped while waiting for a token or a back-off), so re-execution sends it."""
-        with self._tx() as conn:
+        with self._tx(intent=intent_id) as conn:
             if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
                 return  # it already has a final word; that stands
             if conn.execute("SELECT 1 FROM cards WHERE intent_id = ?", (intent_id,)).fetchone():
@@ -216,6 +217,6 @@ class ActionRecords(StoreBase):
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
 
     def close_interrupted(self, attempt: Attempt, receipt: Receipt) -> None:
-        with self._tx() as conn:
+        with self._tx(run=receipt.run_id) as conn:
             self._update_attempt(conn, attempt)
             self._insert_receipt(conn, receipt)

@@ -40,6 +40,18 @@ from storage.schema import migrate
 WRITE_CHUNK = 50
 SQLITE_AUTOCHECKPOINT_PAGES = 1000  # SQLite's own default
 
+
+class LeaseLost(Exception):
+    """This owner no longer holds the run's lease: another replica took the run over (this
+    process was paused, or cut off from the store, past its lease). Nothing of the write
+    was kept, and nothing more may be sent for that run from here."""
+
+    def __init__(self, run_id: str, holder: str) -> None:
+        super().__init__(f"run {run_id} is now owned by {holder}")
+        self.run_id = run_id
+        self.holder = holder
+
+
 _WRITERS: dict[str, threading.Lock] = {}
 _WRITERS_GUARD = threading.Lock()
 
@@ -68,6 +80,7 @@ class StoreBase:
         *,
         schema: str | None = None,
         checkpoints: bool = True,
+        owner: str | None = None,
     ) -> None:
         self.path = str(path)
         self.synchronous = synchronous
@@ -104,6 +117,10 @@ class StoreBase:
             raise StoreError(StoreProblem.ERROR, message) from exc
         except RuntimeError as exc:  # a schema written by a newer dta
             raise StoreError(StoreProblem.SCHEMA, f"store {self.where}: {exc}") from exc
+        # The run owner this store writes for: on a store replicas share, every write of a
+        # run's records checks, in its own transaction, that this owner still holds the
+        # run (a fencing check: ``_tx(run=...)``). One daemon per SQLite file needs none.
+        self.owner = None if self.exclusive else owner
 
     @property
     def where(self) -> str:
@@ -167,9 +184,14 @@ class StoreBase:
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
 
     @contextmanager
-    def _tx(self) -> Iterator[Any]:
+    def _tx(self, *, run: str | None = None, intent: str | None = None) -> Iterator[Any]:
         """One write transaction; IMMEDIATE so concurrent SQLite writers queue instead of
         failing (PostgreSQL locks rows as they are written).
+
+        ``run`` (a run id) or ``intent`` (an intent id, for its run): the write belongs to
+        that run, so on a shared store it first checks, holding the run's row until the
+        commit, that this store's owner still holds it (``LeaseLost`` if not; a takeover
+        waits for this transaction, and this one for a takeover).
 
         Writers of one SQLite file in this process (the connector's thread storing frames,
         the loop running the pipeline) also take turns on a lock of their own: a writer
@@ -180,12 +202,28 @@ class StoreBase:
         with self._turn():
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if self.owner is not None and (run is not None or intent is not None):
+                    self._fence(conn, run, intent)
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # also after a failed COMMIT: never leave one open
                     conn.execute("ROLLBACK")
                 raise
+
+    def _fence(self, conn: Any, run: str | None, intent: str | None) -> None:
+        """Raise ``LeaseLost`` unless this owner holds the run (or it has no owner)."""
+        if run is not None:
+            sql, key = "SELECT run_id, owner FROM runs WHERE run_id = ? FOR UPDATE", run
+        else:
+            sql = (
+                "SELECT r.run_id, r.owner FROM runs r JOIN intents i ON i.run_id = r.run_id"
+                " WHERE i.intent_id = ? FOR UPDATE OF r"
+            )
+            key = intent
+        row = conn.execute(sql, (key,)).fetchone()
+        if row is not None and row[1] is not None and row[1] != self.owner:
+            raise LeaseLost(row[0], row[1])
 
     def writers_held(self) -> AbstractContextManager[None]:
         """Hold this process's writers of the file between two of their transactions (for

@@ -30,7 +30,7 @@ class CardRecords(ActionRecords):
     def open_card(self, intent: ActionIntent, attempt: Attempt, card: Card) -> bool:
         """Store the approved intent (claiming its key and its budget row), the create
         attempt and the card, together; False when another execution holds the key."""
-        with self._tx() as conn:
+        with self._tx(run=intent.run_id) as conn:
             if not self._insert_intent(conn, intent):
                 return False
             self._insert_attempt(conn, attempt)
@@ -53,7 +53,7 @@ class CardRecords(ActionRecords):
     ) -> None:
         """The card's new state (a frame taken, the create answered); an attempt closed
         and the next one started before its I/O, in the same breath."""
-        with self._tx() as conn:
+        with self._tx(run=card.run_id) as conn:
             self._update_card(conn, card)
             if done is not None:
                 self._update_attempt(conn, done)
@@ -71,7 +71,7 @@ class CardRecords(ActionRecords):
     ) -> None:
         """The card's last word: its state, the intent's final content (recorded here, once),
         the receipt, the attempt it closes, what was said, and the ended run."""
-        with self._tx() as conn:
+        with self._tx(run=receipt.run_id) as conn:
             self._update_card(conn, card)
             conn.execute(
                 "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
@@ -88,7 +88,7 @@ class CardRecords(ActionRecords):
     def fall_back(self, card: Card, intent: ActionIntent, attempt: Attempt) -> None:
         """The card will not carry the answer: its state, the intent's content as the
         markdown message that replaces it, and that message's first attempt (before I/O)."""
-        with self._tx() as conn:
+        with self._tx(run=card.run_id) as conn:
             self._update_card(conn, card)
             conn.execute(
                 "UPDATE intents SET intent_json = ? WHERE intent_id = ?",

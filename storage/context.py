@@ -89,7 +89,7 @@ class ContextRecords(StoreBase):
     def save_task(self, task: TaskCheckpoint) -> bool:
         """Compare-and-set: ``task.revision`` must be one more than the stored revision
         (or 1 for a new task). False when someone else moved the task first."""
-        with self._tx() as conn:
+        with self._tx(run=task.updated_by_run) as conn:
             if task.revision == 1:
                 cursor = conn.execute(
                     "INSERT INTO tasks (task_id, scope_id, status, revision, updated_at,"

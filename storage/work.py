@@ -162,6 +162,16 @@ class WorkRecords(StoreBase):
         ).fetchall()
         return {owner: count for owner, count in rows}
 
+    def runs_held(self, owner_prefix: str) -> int:
+        """Unfinished runs whose owner starts with ``owner_prefix`` (one process, by its
+        ``host:pid:``): the work a replica holds at a moment."""
+        return int(
+            self._scalar(
+                "SELECT COUNT(*) FROM runs WHERE state = ? AND owner LIKE ?",
+                (RunState.WORKING.value, owner_prefix.replace("%", "") + "%"),
+            )
+        )
+
     def max_event_rowid(self) -> int:
         return int(self._scalar("SELECT MAX(rowid) FROM events") or 0)
 

@@ -8,16 +8,26 @@ delivery), and a random replica is killed with SIGKILL every few seconds and res
 moment later. Runs are leased for 3 s here, so a dead replica's runs are taken over by the
 others quickly; the attempts it had started become ``uncertain`` and are never resent.
 
+Then a pause: with the platform taking 3 s to answer a send, DMs arrive and one replica is
+stopped (SIGSTOP) while it holds run leases and sends in flight. The others take its runs
+over when the leases expire and finish them; then it is resumed (SIGCONT). Every write of
+a run's records is fenced (it checks, in its own transaction, that its owner still holds
+the run), so the resumed replica writes nothing into the runs it lost and sends nothing
+for them: no message reaches the platform, and no receipt or attempt is written, after
+the resume (no new message arrives meanwhile, and every run had finished before it).
+
 Pass, once quiet: no message answered twice (counted on the platform); every message has
 exactly one decision and one finished run; every message without an ``accepted`` reply
 has an ``uncertain`` one (and every message unanswered on the platform has one); no
-attempt is left ``started``.
+attempt is left ``started``; no event has two last words (terminal receipts); and the
+paused replica held runs when it stopped and did nothing for them once resumed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -41,6 +51,10 @@ from lab.reliability.daemon import (
 
 DEFAULT_URL = "postgresql://127.0.0.1:5432/test"
 SIZES: dict[str, tuple[int, float]] = {"full": (12, 30.0), "reduced": (3, 8.0)}  # kills, s
+# The pause: DMs sent at once, how long the replica stands still, how long it is watched
+# once resumed.
+PAUSES: dict[str, tuple[int, float, float]] = {"full": (48, 60.0, 15.0), "reduced": (24, 8.0, 6.0)}
+PAUSE_SEND_LATENCY_S = 3.0
 PREFIX, BASE, SEED = "replica", 700_000, 20_261_201
 REPLICAS = 3
 RATE_PER_S = 15.0  # three daemons, PostgreSQL and the fake share two cores here
@@ -71,6 +85,66 @@ async def _load(
             fake.redeliver(rng.choice(sent))
             redelivered += 1
     return redelivered
+
+
+def _last_words_twice(store: Any) -> int:
+    """Events with more than one terminal receipt (a reply, an ask, a silence)."""
+    terminal: dict[str, int] = {}
+    for receipt in store.receipts():
+        if receipt.kind is not None and receipt.kind.value != "ack":
+            terminal[receipt.event_id] = terminal.get(receipt.event_id, 0) + 1
+    return sum(count > 1 for count in terminal.values())
+
+
+async def _pause(
+    fake: FakeDingTalk, replicas: list[DaemonProcess], sent: list[str], size: Size
+) -> dict[str, Any]:
+    """One replica stopped while it holds leases and sends, resumed after the takeover."""
+    count, paused_s, watch_s = PAUSES[size]
+    fake.send_latency_s = PAUSE_SEND_LATENCY_S
+    first = len(sent)
+    batch = [send_dm(fake, PREFIX, i, BASE) for i in range(first, first + count)]
+    sent.extend(batch)
+    store = replicas[0].store()
+    try:
+        # Each replica is handed work; the one to stop is one holding runs (sends in flight).
+        await asyncio.sleep(1.0)
+        held = {r: store.runs_held(f"{socket.gethostname()}:{r.pid}:") for r in replicas}
+        victim = max(replicas, key=lambda r: held[r])
+        victim.pause()
+        holding = held[victim]
+        started = time.monotonic()
+        taken_over = await until(lambda: unfinished_runs(store, batch) == 0, paused_s + 60, 0.2)
+        await asyncio.sleep(max(0.0, paused_s - (time.monotonic() - started)))
+        fake.send_latency_s = SEND_LATENCY_S
+        on_platform, resumed_at = len(fake.received), time.time()
+        written = _written_since(store, resumed_at)
+        victim.resume()
+        await asyncio.sleep(watch_s)
+        report = {
+            "paused_replica_held_runs": holding,
+            "paused_s": round(time.monotonic() - started - watch_s, 1),
+            "taken_over": taken_over,
+            "sends_after_resume": len(fake.received) - on_platform,
+            "writes_after_resume": _written_since(store, resumed_at) - written,
+            "events_with_two_last_words": _last_words_twice(store),
+        }
+    finally:
+        store.close()
+    return report
+
+
+def _written_since(store: Any, moment: float) -> int:
+    """Receipts and attempts stamped at or after ``moment`` (every replica's clock is this
+    machine's)."""
+    receipts = [r for r in store.receipts() if r.created_at >= moment]
+    attempts = [
+        a
+        for intent in store.intents()
+        for a in store.attempts(intent.intent_id)
+        if a.started_at >= moment or (a.finished_at or 0) >= moment
+    ]
+    return len(receipts) + len(attempts)
 
 
 async def run(
@@ -115,6 +189,13 @@ async def run(
         try:
             # A dead replica's runs wait out their lease (3 s) before another takes them.
             quiet = quiet and await until(lambda: unfinished_runs(store, sent) == 0, 60, 0.2)
+        finally:
+            store.close()
+        paused = await _pause(fake, replicas, sent, size)
+        quiet = quiet and await fake.wait_idle(60)
+        store = replicas[0].store()
+        try:
+            quiet = quiet and await until(lambda: unfinished_runs(store, sent) == 0, 60, 0.2)
             await asyncio.sleep(1.0)
             figures = judge_messages(store, fake, sent, PREFIX, BASE)
             owners = sorted(store.runs_per_owner().values(), reverse=True)
@@ -137,6 +218,7 @@ async def run(
         "kills": kills,
         "redeliveries_injected": redelivered,
         **figures,
+        "pause": paused,
         "stream_connections": connections,
         "runs_per_process": owners,  # each start of a replica is a process of its own
         "quiet": quiet,
@@ -148,6 +230,11 @@ async def run(
         and figures["injected"] > 0
         and len(owners) >= REPLICAS  # the platform really spread the work
         and nothing_wrong(figures)
+        and paused["taken_over"]
+        and paused["paused_replica_held_runs"] > 0
+        and paused["sends_after_resume"] == 0
+        and paused["writes_after_resume"] == 0
+        and paused["events_with_two_last_words"] == 0
     )
     return seal(report, [fake.app_secret])
 

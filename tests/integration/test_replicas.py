@@ -24,3 +24,9 @@ async def test_replicas_share_the_work_and_answer_each_message_once(tmp_path: Pa
     assert report["replied"] + report["unanswered"] == report["injected"]
     assert report["duplicate_deliveries"] >= report["redeliveries_injected"]
     assert len(report["runs_per_process"]) >= 3
+    # A replica paused while it held runs, resumed after the others took them over, wrote
+    # nothing into them and sent nothing for them (its writes are fenced by the lease).
+    paused = report["pause"]
+    assert paused["paused_replica_held_runs"] > 0 and paused["taken_over"]
+    assert paused["writes_after_resume"] == 0 and paused["sends_after_resume"] == 0
+    assert paused["events_with_two_last_words"] == 0
