@@ -99,6 +99,11 @@ class IdentityDirectory:
             raise
         return len(batch)
 
+    async def settle(self) -> None:
+        """Wait for the lookups in flight (the lab judges only once nothing is under way)."""
+        while self._lookups:
+            await asyncio.gather(*list(self._lookups.values()), return_exceptions=True)
+
     async def aclose(self) -> None:
         """Stop lookups still in flight and write what was gathered."""
         lookups = list(self._lookups.values())

@@ -229,8 +229,10 @@ class Runtime:
             self._spilling = True
             return False
         self._queue(event, generation)
-        # The sender's directory lookup starts now, while the run waits for its turn.
-        self.pipeline.invocations.identities.prefetch(event)
+        # The sender's directory lookup starts now, while the run waits for its turn; only
+        # for an event the response gate engages on: silence costs DingTalk no call at all.
+        if self.response_gate.engages(event, self.clock.now()):
+            self.pipeline.invocations.identities.prefetch(event)
         return True
 
     def _queue(self, event: Event, generation: int | None = None) -> None:
@@ -382,18 +384,20 @@ class Runtime:
                     await asyncio.sleep(wait)
 
     async def drain(self) -> None:
-        """Wait for the runs in memory to finish (a stop: nothing new is started)."""
+        """Wait for the runs in memory to finish (a stop: nothing new is started), and the
+        directory lookups they started."""
         await self.dispatcher.join()
+        await self.pipeline.invocations.identities.settle()
 
     async def drain_store(self, rounds: int = 20) -> None:
         """Work until no stored event lacks a finished run (the lab's "drain"): runs in
         memory, runs the store interrupted (their waits cut short) and events that waited
         in the store. Bounded, so a store that keeps failing cannot hang the caller."""
         for _ in range(rounds):
-            await self.dispatcher.join()
+            await self.drain()
             if self.tick(force=True) == 0 and not self._inflight:
                 return
-        await self.dispatcher.join()
+        await self.drain()
 
     async def aclose(self) -> None:
         if self._loop_task is not None:

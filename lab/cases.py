@@ -194,6 +194,24 @@ class MessageExpect(_Check):
     channel: PlatformChannel | None = None
 
 
+class CallsExpect(_Check):
+    """``platform.calls``: exact counts of the HTTP requests the fake answered, by kind
+    (``lab.fake.calls.CALL_KINDS``); a kind left out is not checked."""
+
+    total: int | None = Field(default=None, ge=0)
+    token: int | None = Field(default=None, ge=0)
+    directory: int | None = Field(default=None, ge=0)
+    send: int | None = Field(default=None, ge=0)
+    card: int | None = Field(default=None, ge=0)
+    download: int | None = Field(default=None, ge=0)
+    media_upload: int | None = Field(default=None, ge=0)
+    reaction: int | None = Field(default=None, ge=0)
+    todo: int | None = Field(default=None, ge=0)
+    calendar: int | None = Field(default=None, ge=0)
+    readback: int | None = Field(default=None, ge=0)
+    recall: int | None = Field(default=None, ge=0)
+
+
 class PlatformExpect(_Check):
     EMPTY_CHECKS = frozenset({"cards"})
 
@@ -203,6 +221,8 @@ class PlatformExpect(_Check):
     downloads: int | None = Field(default=None, ge=0)
     # dta extension: every AI card the platform created, in order ([] means none)
     cards: list[CardExpect] | None = None
+    # every request the fake answered, by kind (``../shared/lab-cases.md``)
+    calls: CallsExpect | None = None
 
     @model_validator(mode="after")
     def _messages_not_empty(self) -> PlatformExpect:

@@ -86,11 +86,21 @@ def judge(
     store: Store,
     downloads: int = 0,
     cards: list[dict[str, Any]] | None = None,
+    calls: dict[str, int] | None = None,
 ) -> list[Check]:
     """``downloads``: the message-file download calls the platform answered; ``cards``: the
-    platform's record of its AI cards."""
+    platform's record of its AI cards; ``calls``: every request it answered, by kind
+    (``lab.fake.calls``)."""
     problems: list[Check] = []
 
+    if expect.platform is not None and expect.platform.calls is not None:
+        counted = calls or {}
+        for kind, wanted in expect.platform.calls.model_dump(exclude_none=True).items():
+            if counted.get(kind, 0) != wanted:
+                note = ", ".join(f"{k} {n}" for k, n in counted.items() if n and k != "total")
+                problems.append(
+                    Check(f"platform.calls.{kind}", wanted, counted.get(kind, 0), note or None)
+                )
     if expect.platform is not None:
         if expect.platform.count is not None and len(received) != expect.platform.count:
             # A count is compared as a count; the messages are context, not the value.

@@ -23,6 +23,7 @@ from agent.connector import Connector
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step
 from lab.fake import FakeDingTalk
+from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import judge
@@ -110,8 +111,9 @@ class LiveCaseRun:
                 await self._settle(runtime, connector, frames)
             received = [message.to_dict() for message in self.fake.received]
             cards = [card.to_dict() for card in self.fake.cards]
+            calls = call_counts(self.fake.request_log)
             result.problems = judge(
-                self.case.expect, received, runtime.store, self.fake.downloads, cards
+                self.case.expect, received, runtime.store, self.fake.downloads, cards, calls
             )
             result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
         except Exception as exc:

@@ -26,6 +26,7 @@ from agent.operator import send as operator_send
 from agent.runtime import Runtime
 from lab.cases import Case, RestartSpec, Step
 from lab.fake import FakeDingTalk, build_callback, callback_frame
+from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import Check, judge
@@ -135,7 +136,10 @@ class CaseRun:
             store = self.runtime.store
             received = [message.to_dict() for message in self.fake.received]
             cards = [card.to_dict() for card in self.fake.cards]
-            result.problems = judge(self.case.expect, received, store, self.fake.downloads, cards)
+            calls = call_counts(self.fake.request_log)
+            result.problems = judge(
+                self.case.expect, received, store, self.fake.downloads, cards, calls
+            )
             result.transcript = collect_transcript(store, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown
             result.error = f"{type(exc).__name__}: {exc}"

@@ -687,3 +687,30 @@ def test_callbacks_parse_as_the_runtime_reads_them(fake) -> None:
     assert event.mentioned and "u2" in event.at_users and event.quote is not None
     assert event.session_webhook is not None
     assert event.session_webhook.expires_at == START + SESSION_TTL_S
+
+
+def test_calls_are_counted_by_kind_leaving_out_the_gateway_and_the_controls():
+    from lab.fake.calls import CALL_KINDS, call_counts
+
+    log = [
+        {"path": path}
+        for path in (
+            "/v1.0/gateway/connections/open",
+            "/connect",
+            "/_lab/messages",
+            "/v1.0/oauth2/accessToken",
+            "/topapi/v2/user/get",
+            "/robot/sendBySession",
+            "/v1.0/robot/oToMessages/batchSend",
+            "/v1.0/robot/groupMessages/query",
+            "/v1.0/card/streaming",
+            "/v1.0/robot/messageFiles/download",
+            "/_files/abc",
+        )
+    ]
+    counts = call_counts(log)
+    assert set(counts) == {"total", *CALL_KINDS}
+    assert counts["total"] == 8  # the file's bytes count in the total, under no kind
+    assert (counts["token"], counts["directory"], counts["send"]) == (1, 1, 2)
+    assert (counts["readback"], counts["card"], counts["download"]) == (1, 1, 1)
+    assert counts["reaction"] == counts["todo"] == 0

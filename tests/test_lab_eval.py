@@ -240,6 +240,9 @@ HOLLOW: list[tuple[dict[str, Any], str]] = [
         {"memory_candidates": [{"status": "proposed", "confidense": 1}]},
         "expect.memory_candidates.0",
     ),
+    ({"platform": {"calls": {}}}, "expect.platform.calls"),
+    ({"platform": {"calls": {"tokens": 0}}}, "expect.platform.calls.tokens"),
+    ({"platform": {"calls": {"total": -1}}}, "expect.platform.calls.total"),
 ]
 
 
@@ -294,6 +297,10 @@ GROUP_QUESTION = {
         # an explicit [] demands none at all
         ({"receipts": []}, EXIT_FAILED, "receipts: expected []"),
         ({"refusals": []}, EXIT_OK, ""),
+        # every request the fake answered, by kind: a token, the directory, the webhook send
+        ({"platform": {"calls": {"total": 3, "token": 1, "directory": 1, "send": 1}}}, EXIT_OK, ""),
+        ({"platform": {"calls": {"total": 0}}}, EXIT_FAILED, "platform.calls.total: expected 0"),
+        ({"platform": {"calls": {"download": 1}}}, EXIT_FAILED, "platform.calls.download"),
     ],
 )
 def test_the_judge_checks_what_it_is_given(tmp_path, expect, code, complaint):
