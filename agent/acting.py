@@ -139,6 +139,7 @@ class Acting:
             outcome.stale = True
         if verdict.reason in ANSWER_REFUSALS and (verdict.kind is None or verdict.terminal):
             outcome.refused_answer = f"{verdict.reason.value}: {verdict.detail}"[:500]
+            outcome.refused_say = verdict.say
         if (
             verdict.reason is RefusalReason.DUPLICATE_INTENT
             and verdict.first_receipt is not None

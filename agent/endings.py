@@ -88,7 +88,9 @@ class Endings:
         if not say_sorry or ActionKind.REPLY not in run.allowed_actions:
             return self.end_silent(run, SilentReason.PROVIDER_FAILED, run.failure or "")
         outcome.ends_as = RunState.FAILED  # saved with the reply's receipt, in one go
-        reply = [{"kind": "reply", "text": HONEST_FAILURE}]
+        # A refusal with plain words of its own (reminders switched off) says those: a
+        # capability that is off is not a failure to apologise for.
+        reply = [{"kind": "reply", "text": outcome.refused_say or HONEST_FAILURE}]
         await self.acting.act(run, reply, outcome, answer=False)
         return self.finish(run, outcome, RunState.FAILED)
 

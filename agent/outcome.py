@@ -26,6 +26,7 @@ class RunOutcome:
     # The gate refused the answer itself (not a repeat or a superseded run): the person is
     # still owed a word, and the refusal is kept on the run.
     refused_answer: str | None = None
+    refused_say: str | None = None  # the refusal's own plain words for the person, if any
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:

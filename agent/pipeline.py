@@ -207,7 +207,8 @@ class Pipeline:
         proactive = await self.proactive.handle(event, run)
         if proactive is not None:
             return proactive
-        start = self.tasks.begin(run, event.text)
+        supplies = bool(event.attachments) or event.quote is not None
+        start = self.tasks.begin(run, event.text, supplies=supplies)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")

@@ -5,8 +5,11 @@ provider saying so); a single question and its answer leave nothing behind. Ever
 is a revision compare-and-set on the store, so two runs can never both move a task.
 
 - An ``ask`` that reached the person puts the task in ``waiting`` with what it waits for.
-- The actor's next message in the conversation resumes it: the run gets the checkpoint
-  as its ``continuation``.
+- The actor's next message in the conversation resumes it, when it continues the task:
+  the run gets the checkpoint as its ``continuation``. A continuation supplies what was
+  asked for (a file, a picture, the missing detail) or quotes the question; a message
+  carrying a request of its own (a reminder, a question, 「帮我…」) starts its own run and
+  leaves the task waiting (``own_request``).
 - "算了" / "停" / "取消" / "stop" / "cancel" ends it: cancelled, and the run stays silent
   (also when there was no task: a stop is not a question to answer). The stop message is
   newer, so the older run's pending writes are already refused as ``stale_generation``.
@@ -47,6 +50,27 @@ def is_stop(text: str) -> bool:
     return bool(_STOP.match(text.strip()))
 
 
+_REMINDER = re.compile(r"提醒我|(?i:\bremind me\b)")
+_QUESTION = re.compile(r"(?:[?？]|[吗嘛呢](?:[\s。.!！~～]*))$")
+_REQUEST = re.compile(
+    r"^(?:请|麻烦你?)?(?:帮我|帮忙|给我|替我)|^(?:能不能|能否|可不可以|可以)(?:帮我|给我)"
+    r"|(?i:^(?:please\s+)?(?:can|could|would)\s+you\b)"
+)
+
+
+def own_request(text: str, task: TaskCheckpoint) -> bool:
+    """Does this message carry a request of its own, rather than answer the waiting task?
+    A reminder (unless the task is about one), a question, or 「帮我…」: each is a whole
+    request, so it gets its own run and the task keeps waiting for its answer."""
+    said = text.strip()
+    if not said:
+        return False
+    about = f"{task.goal or ''} {task.waiting_for or ''}"
+    if _REMINDER.search(said):
+        return not _REMINDER.search(about) and "提醒" not in about
+    return bool(_QUESTION.search(said) or _REQUEST.search(said))
+
+
 @dataclass(frozen=True)
 class TaskStart:
     continuation: TaskCheckpoint | None = None  # the waiting task this message resumes
@@ -78,8 +102,10 @@ class TaskKeeper:
         log.warning("task moved by another run", extra={"task_id": task.task_id})
         return None
 
-    def begin(self, run: Run, text: str) -> TaskStart:
-        """Before the provider: resume, stop or supersede the thread's active task."""
+    def begin(self, run: Run, text: str, *, supplies: bool = False) -> TaskStart:
+        """Before the provider: resume, stop or supersede the thread's active task.
+        ``supplies``: the message brings something of its own (a file, a picture, a quote
+        of the question), so it answers a waiting task whatever its words."""
         active = self.store.active_task(run.thread_key)
         if active is not None and active.updated_by_run == run.run_id:
             return TaskStart(continuation=active)  # re-execution after a crash
@@ -89,6 +115,8 @@ class TaskKeeper:
         if stop:
             cancelled = self._move(active, run, status=TaskStatus.CANCELLED)
             return TaskStart(stop=True, cancelled=cancelled)
+        if active.status is TaskStatus.WAITING and not supplies and own_request(text, active):
+            return TaskStart()  # its own request: the task keeps waiting for its answer
         resumed = self._move(active, run, status=TaskStatus.WORKING, waiting_for=None)
         return TaskStart(continuation=resumed)
 

@@ -82,6 +82,9 @@ class Refusal:
     checked: list[str]
     kind: ActionKind | None = None
     first_receipt: Receipt | None = None
+    # What the robot says instead, when the refusal has plain words for the person (a
+    # switched-off capability); else the honest failure's.
+    say: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -113,7 +116,12 @@ class ActionGate:
             refused = check.test(case)
             if refused is not None:
                 return Refusal(
-                    refused.reason, refused.detail, checked, case.kind, refused.first_receipt
+                    refused.reason,
+                    refused.detail,
+                    checked,
+                    case.kind,
+                    refused.first_receipt,
+                    refused.say,
                 )
         due = case.reminder_due if case.request.reminder is not None else None
         return Approval(case.request, _intents(case, checked), checked, due)

@@ -181,6 +181,7 @@ class _Refused:
     reason: RefusalReason
     detail: str
     first_receipt: Receipt | None = None
+    say: str | None = None  # how the robot tells the person, where the refusal has words
 
 
 def _schema(c: _Case) -> _Refused | None:
@@ -321,7 +322,9 @@ def _reminder(c: _Case) -> _Refused | None:
         c.facts.now,
         ReminderLimits(policy.reminders, policy.max_reminder_days * DAY_S),
     )
-    return None if problem is None else _Refused(RefusalReason.REMINDER_NOT_ALLOWED, problem)
+    if problem is None:
+        return None
+    return _Refused(RefusalReason.REMINDER_NOT_ALLOWED, problem.detail, say=problem.say)
 
 
 def _at_all(c: _Case) -> _Refused | None:

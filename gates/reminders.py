@@ -20,6 +20,18 @@ _EVERYONE = re.compile(r"[@＠]\s*(?:所有人|全体成员|全员|(?i:all|every
 
 
 @dataclass(frozen=True)
+class ReminderProblem:
+    """Why a reminder may not be set (``detail``, for the receipt) and how the robot says
+    so to the person (``say``), plainly: a switched-off capability is never a failure."""
+
+    detail: str
+    say: str
+
+
+REMINDERS_OFF = "提醒功能还没开启，请联系管理员。"
+
+
+@dataclass(frozen=True)
 class ReminderLimits:
     enabled: bool  # a heartbeat is configured to deliver reminders
     max_ahead_s: float
@@ -48,20 +60,33 @@ def reminder_problem(
     due: float | None,
     now: float,
     limits: ReminderLimits,
-) -> str | None:
+) -> ReminderProblem | None:
     """Why the reminder may not be set, or None when it may."""
     if not limits.enabled:
-        return "no heartbeat is configured to deliver reminders"
+        return ReminderProblem("no heartbeat is configured to deliver reminders", REMINDERS_OFF)
     if kind is not ActionKind.REPLY:
-        return "a reminder is confirmed with a reply"
+        return ReminderProblem("a reminder is confirmed with a reply", _NOT_SET)
     if reminder.user_id is not None and reminder.user_id != origin.user_id:
-        return "a reminder is only for the person who asked"
+        return ReminderProblem(
+            "a reminder is only for the person who asked",
+            "提醒只能设给提出的人自己；要提醒别人，请让对方自己来设。",
+        )
     if reminder.conversation_id not in (None, origin.conversation_id):
-        return "a reminder is only for the conversation it was asked in"
+        return ReminderProblem(
+            "a reminder is only for the conversation it was asked in",
+            "提醒只能发在你提出它的这个会话里。",
+        )
     if due is None:
-        return f"unreadable time {reminder.at!r}"
+        return ReminderProblem(f"unreadable time {reminder.at!r}", _NO_TIME)
     if due <= now:
-        return "the time has passed"
+        return ReminderProblem("the time has passed", "这个时间已经过去了，换一个之后的时间吧。")
     if due > now + limits.max_ahead_s:
-        return f"more than {limits.max_ahead_s / 86_400:g} days ahead"
+        days = limits.max_ahead_s / 86_400
+        return ReminderProblem(
+            f"more than {days:g} days ahead", f"提醒最多只能设在 {days:g} 天以内。"
+        )
     return None
+
+
+_NOT_SET = "这个提醒没能设置好，请换个说法再试一次。"
+_NO_TIME = "我没读懂提醒的时间，请说一个具体的时间，比如「明天上午10点」。"

@@ -10,7 +10,11 @@ when the outcome may surprise. The web console runs alongside.
 The prompt runs on the main thread with readline (line editing, history kept in
 ``.dta/dev/history``); the fake, the daemon's supervision and the console run on an event
 loop in a background thread. So Ctrl-C reaches the prompt as a plain ``KeyboardInterrupt``
-and dev stops everything within a second, without a traceback.
+and dev stops everything within a second, without a traceback. One Ctrl-C always lands:
+readline checks for signals only when its wait for a key is interrupted, so a signal that
+arrives just before that wait starts would be noticed only at the next key;
+``InterruptWaker`` sees every signal through ``signal.set_wakeup_fd`` and interrupts the
+prompt's wait again until the stop has been taken.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import select
 import shlex
 import signal
 import sys
@@ -289,8 +294,66 @@ def _repl(session: DevSession, history: Path) -> None:
                 readline.write_history_file(history)
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+class InterruptWaker:
+    """Makes one Ctrl-C (or SIGTERM) stop ``dta dev``, wherever the main thread is.
+
+    The C-level handler writes each signal's number to a pipe (``set_wakeup_fd``); a
+    watcher thread reads it and, until the Python-level handler has run (it raises
+    ``KeyboardInterrupt`` on the main thread, once), interrupts the main thread again every
+    ``KICK_S`` with ``pthread_kill``: a wait that began just after the first signal (a
+    ``select`` in readline) then ends with EINTR and the handler runs. Later signals are
+    taken quietly: the stop is already under way, and it is bounded."""
+
+    KICK_S = 0.05
+    STOPS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.taken = threading.Event()
+        self._main = threading.main_thread().ident
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._previous: dict[int, Any] = {}
+        self._previous_fd = -1
+
+    def install(self) -> None:
+        self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        for sig in self.STOPS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        threading.Thread(target=self._watch, name="dev-interrupts", daemon=True).start()
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        signal.set_wakeup_fd(self._previous_fd)
+        os.close(self._write)  # the watcher sees the pipe closed and ends
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.taken.is_set():
+            return
+        self.taken.set()
+        raise KeyboardInterrupt
+
+    def _watch(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(self.STOPS))  # never taken here
+        stops = {int(sig) for sig in self.STOPS}
+        try:
+            while True:
+                select.select([self._read], [], [])
+                try:
+                    data = os.read(self._read, 64)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    return  # uninstalled
+                if stops.isdisjoint(data):
+                    continue
+                while not self.taken.wait(self.KICK_S) and self._main is not None:
+                    signal.pthread_kill(self._main, signal.SIGINT)
+        except OSError:
+            return
+        finally:
+            os.close(self._read)
 
 
 def run_dev(args: argparse.Namespace, out: TextIO) -> int:
@@ -308,7 +371,8 @@ def run_dev(args: argparse.Namespace, out: TextIO) -> int:
     printer = Printer(out)
     session = DevSession(args, folder, printer)
     state: dict[str, Any] = {"pid": os.getpid(), "started_at": time.time()}
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupts = InterruptWaker()
+    interrupts.install()
     try:
         try:
             session.start(raw, settings)
@@ -341,7 +405,7 @@ def run_dev(args: argparse.Namespace, out: TextIO) -> int:
         state["stopped_at"] = time.time()
         with contextlib.suppress(OSError):
             devstate.write_state(folder, state)
-        signal.signal(signal.SIGTERM, previous)
+        interrupts.uninstall()
         if not args.demo:
             printer(f"stopped in {time.monotonic() - started:.1f} s; the store stays in {folder}")
 

@@ -37,7 +37,8 @@ def test_uncommenting_a_block_sets_top_level_keys(tmp_path, monkeypatch):
     config = tmp_path / "dta.toml"
     text = config.read_text(encoding="utf-8")
     text = text.replace('provider = "rules"', "")
-    for line in ("# heartbeat_interval_s = 60", "# follow_up_after_s = 3600"):
+    assert "\nheartbeat_interval_s = 60\n" in text, "reminders work in a new project"
+    for line in ("# follow_up_after_s = 3600",):
         text = text.replace(line, line.removeprefix("# "))
     for line in text.splitlines():  # the model block, as a reader would uncomment it
         if line.startswith(('# provider = "openai"', "# openai_")):

@@ -89,7 +89,7 @@ def test_model_saying_completed_is_not_enough(store):
     k = keeper(store)
     k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
     second = run("m2", "run_2")
-    start = k.begin(second, "done?")
+    start = k.begin(second, "done")
     claim = ActionRequest.model_validate(
         {"kind": "reply", "text": "已完成", "task": {"status": "completed"}}
     )
@@ -127,3 +127,36 @@ def test_other_threads_do_not_see_the_task(store):
     k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
     other = run_for(event(msg_id="x", user="u2")).model_copy(update={"run_id": "run_x"})
     assert k.begin(other, "7+5").continuation is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "明天上午10点提醒我交报销",
+        "报销需要哪些材料？",
+        "这个能用吗",
+        "帮我查一下明天的会",
+        "remind me at 5pm",
+    ],
+)
+def test_a_request_of_its_own_leaves_the_waiting_task_waiting(store, text):
+    k = keeper(store)
+    k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
+    start = k.begin(run("m2", "run_2"), text)
+    assert start.continuation is None and not start.stop
+    assert store.active_task(run().thread_key).status is TaskStatus.WAITING
+
+
+@pytest.mark.parametrize(("text", "supplies"), [("7+5", False), ("就是这个", False), ("", True)])
+def test_what_was_asked_for_resumes_the_task(store, text, supplies):
+    k = keeper(store)
+    k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
+    start = k.begin(run("m2", "run_2"), text, supplies=supplies)
+    assert start.continuation is not None and start.continuation.status is TaskStatus.WORKING
+
+
+def test_a_question_that_quotes_the_ask_or_brings_a_file_resumes_it(store):
+    k = keeper(store)
+    k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
+    start = k.begin(run("m2", "run_2"), "是这个吗？", supplies=True)
+    assert start.continuation is not None

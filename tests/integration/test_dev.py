@@ -247,3 +247,39 @@ def test_ctrl_c_can_only_land_on_the_prompt_and_the_daemon_takes_its_stops(proje
         assert code == 0 and seconds < 1.5, f"Ctrl-C took {seconds:.2f} s"
     finally:
         term.kill()
+
+
+@pytest.mark.timeout(600)
+def test_one_ctrl_c_stops_dev_within_a_second_every_time_under_load(project):
+    """Twenty starts, one Ctrl-C each, at varied moments (idle at the prompt, mid-line,
+    while a message is on its way, a moment after one), with both cores kept busy: every
+    time dev is gone within a second, exit 0, no traceback. A signal that lands just before
+    readline starts waiting must still end the wait (``InterruptWaker``)."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    moments = ["idle", "mid-line", "sending", "after-send"]
+    took: list[float] = []
+    try:
+        for attempt in range(20):
+            term = Terminal(project, "--no-console")
+            try:
+                term.read_until("/help", timeout=60)
+                moment = moments[attempt % len(moments)]
+                if moment == "mid-line":
+                    term.type("7 + 5 等")
+                elif moment in ("sending", "after-send"):
+                    term.type(f"{attempt} + 5 等于多少\r")
+                    if moment == "after-send":
+                        term.read_until(f"{attempt} + 5 = {attempt + 5}", timeout=30)
+                time.sleep(0.01 * (attempt % 7))  # a little later each time
+                seconds, code = term.interrupt(timeout=10)
+                assert code == 0, term.output[-2000:]
+                assert "Traceback" not in term.output, term.output[-2000:]
+                took.append(seconds)
+            finally:
+                term.kill()
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait(timeout=10)
+    assert len(took) == 20
+    assert max(took) < 1.0, f"seconds to stop, per try: {[round(t, 2) for t in took]}"
