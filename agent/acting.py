@@ -16,6 +16,7 @@ from agent.broker import Broker
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
+    ActionRequest,
     Evidence,
     Receipt,
     ReceiptStatus,
@@ -99,15 +100,7 @@ class Acting:
                 self._note_refusal(outcome, verdict)
                 continue
             kind = verdict.request.kind
-            if verdict.request.memory_candidates:
-                proposals = candidates_from(run, verdict.request, self.clock.now())
-                self.store.propose_memory(proposals)
-            reminder = verdict.request.reminder
-            if reminder is not None and verdict.reminder_due is not None:
-                # Scheduled before the reply that confirms it goes out; its id comes from
-                # the event, so a re-executed run finds it already stored.
-                due, now = verdict.reminder_due, self.clock.now()
-                self.store.save_task(reminder_task(run, reminder.text, due, now))
+            self.accept(run, verdict.request, verdict.reminder_due)
             status: ReceiptStatus | None = None
             receipt = None
             for chunk, intent in enumerate(verdict.intents, start=1):
@@ -130,6 +123,19 @@ class Acting:
                 outcome.terminal, outcome.terminal_kind = status, kind
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
+
+    def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
+        """What an approved request carries besides its message, before that goes out: its
+        memory candidates are proposed and its reminder is scheduled. The card stream calls
+        this for its finished answer too, so a reply in a card keeps what text keeps."""
+        if request.memory_candidates:
+            self.store.propose_memory(candidates_from(run, request, self.clock.now()))
+        reminder = request.reminder
+        if reminder is not None and reminder_due is not None:
+            # Scheduled before the reply that confirms it goes out; its id comes from the
+            # event, so a re-executed run finds it already stored.
+            now = self.clock.now()
+            self.store.save_task(reminder_task(run, reminder.text, reminder_due, now))
 
     @staticmethod
     def _note_refusal(outcome: RunOutcome, verdict: Refusal) -> None:

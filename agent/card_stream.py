@@ -44,10 +44,10 @@ from agent.contracts import (
 )
 from agent.crashpoints import CrashPoints
 from agent.gate_facts import load_facts
-from agent.memory import candidates_from
 from agent.outcome import RunOutcome, touches_task
 from gates.action import ActionGate, Refusal
-from gates.frames import final_refusal, frame_refusal, unsafe_tail
+from gates.frames import final_check, frame_refusal, unsafe_tail
+from gates.reminders import EVERYONE_WORDS
 from skills.providers.base import ProviderFailed, ProviderReply
 from skills.providers.streaming import ReplyText, RequestDone, StreamEvent, StreamingProvider
 
@@ -66,6 +66,9 @@ class StreamHost:
     ack_after_s: float  # from now: what is left of the ack's delay since the message came
     # The provider's places (``max_concurrent_runs``): the answer waits for one.
     slots: asyncio.Semaphore
+    # The acting step's handling of an approved answer (``Acting.accept``): its memory
+    # candidates and its reminder, exactly as for a text reply.
+    accept: Callable[[Run, ActionRequest, float | None], None]
 
 
 @dataclass
@@ -237,7 +240,8 @@ class CardReplies:
         if refusal is not None:
             live.refusal = refusal
             return
-        keep = len(text) - unsafe_tail(text, self.gate.policy.secrets)
+        held = (*self.gate.policy.secrets, *EVERYONE_WORDS)  # neither may show, even in part
+        keep = len(text) - unsafe_tail(text, held)
         self.cards.offer(live.card, text[:keep])
 
     # ------------------------------------------------------------------ when it is done
@@ -295,13 +299,11 @@ class CardReplies:
             await host.act(live.run, before, outcome, settle_last=False)
         run = live.run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
         live.run = run
-        refusal = final_refusal(self.gate, final, run)
-        if refusal is not None:
-            return await self._refused(host, live, refusal, reply)
+        check = final_check(self.gate, final, run, self.cards.clock.now())
+        if check.refusal is not None:
+            return await self._refused(host, live, check.refusal, reply)
         request = ActionRequest.model_validate(final)
-        if request.memory_candidates:
-            store = self.cards.store
-            store.propose_memory(candidates_from(run, request, self.cards.clock.now()))
+        host.accept(run, request, check.reminder_due)
         task_work = invocation.continuation is not None or any(map(touches_task, requests))
         ending = host.ending(outcome, ActionKind.REPLY) if not (after or task_work) else None
         body = request.text if request.text is not None else request.markdown or ""
@@ -330,12 +332,14 @@ class CardReplies:
         cards.store.add_receipt(refused)
         outcome.receipts.append(refused)
         outcome.refused_answer = f"{refusal.reason.value}: {refusal.detail}"[:500]
+        outcome.refused_say = refusal.say
         outcome.ends_as = RunState.FAILED
         run = run.model_copy(update={"failure": f"refused_by_gate: {outcome.refused_answer}"[:500]})
         ending = host.ending(outcome, ActionKind.REPLY)
         assert live.card is not None
-        receipt = await cards.finish(run, live.card, REFUSAL_TEXT, ending)
-        request = ActionRequest(kind=ActionKind.REPLY, text=REFUSAL_TEXT)
+        said = refusal.say or REFUSAL_TEXT  # plain words where the refusal has them
+        receipt = await cards.finish(run, live.card, said, ending)
+        request = ActionRequest(kind=ActionKind.REPLY, text=said)
         self._record(outcome, request, receipt, run, ending)
         return ProviderReply([], reply.usage if reply else {}, reply.evidence if reply else {})
 

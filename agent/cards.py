@@ -74,6 +74,12 @@ _STATUS = {
 }
 
 
+def _reason(cut_off: str | None, late: bool) -> str | None:
+    if cut_off is not None:
+        return CardReason.CUT_OFF.value
+    return CardReason.FINAL_LATE.value if late else None
+
+
 def cut_off_text(streamed: str) -> str:
     """What a card cut off mid-answer ends with: what the person saw, and the note."""
     return f"{streamed.rstrip()}\n\n{CUT_OFF_NOTE}" if streamed.strip() else CUT_OFF_NOTE
@@ -245,10 +251,16 @@ class CardBroker:
         status = ReceiptStatus.ACCEPTED if frame.ok and state.ok else ReceiptStatus.FAILED
         if not (frame.ok and state.ok) and CardOutcome.UNCERTAIN in (frame.outcome, state.outcome):
             status = ReceiptStatus.UNCERTAIN
+        late = status is ReceiptStatus.FAILED and frame.retryable and cut_off is None
         if cut_off is not None:
             status = ReceiptStatus.FAILED
         last = state if frame.ok else frame
         evidence = self._evidence(handle, last, cut_off)
+        if late:  # still throttled at card_stall_s: the recovery loop finishes it later
+            evidence.detail = (
+                f"the final frame was still throttled after {self.stall_s:g}s: the card shows"
+                f" what had streamed ({card.frames} frames) until it is finished later"
+            )
         attempt.outcome, attempt.finished_at = _STATUS[status], self.clock.now()
         attempt.evidence = evidence
         receipt = self.broker.receipt(
@@ -256,7 +268,7 @@ class CardBroker:
             ActionKind.REPLY,
             status,
             intent_id=handle.intent.intent_id,
-            reason=CardReason.CUT_OFF.value if cut_off is not None else None,
+            reason=_reason(cut_off, late),
             evidence=evidence,
         )
         intent = handle.intent.model_copy(

@@ -286,7 +286,13 @@ class Pipeline:
             ack = partial(self._ack, run, outcome)
             acting = self.acting
             host = StreamHost(
-                self.provider, acting.act, ack, acting.ending, ack_in, self.provider_slots
+                self.provider,
+                acting.act,
+                ack,
+                acting.ending,
+                ack_in,
+                self.provider_slots,
+                acting.accept,
             )
             return await self.cards.respond(host, run, invocation, skills, outcome)
         # A timer, not a second task: almost every answer comes before it fires.

@@ -2,11 +2,12 @@
 
 A card is approved like any reply (``ActionGate.decide(..., form="card")``), on the first text
 of the answer, before the card exists. What streams after that can still go wrong, so every
-frame passes the same content check as a text reply before it is pushed, and the finished
-answer passes the checks that depend on what it says (schema, allowed action, content) before
-the card is finalized with it. The rest — run state, generation, budgets, idempotency,
-identity, target — was decided once, when the card was approved, and does not change with
-the text.
+frame passes the checks on what a text reply says (its content, and no @ of everyone)
+before it is pushed, and the finished answer passes every check that depends on what it
+says (schema, allowed action, content, its reminder, @ everyone) before the card is
+finalized with it: a card is a way to deliver a reply, held to what the reply is held to.
+The rest — run state, generation, budgets, idempotency, identity, target — was decided
+once, when the card was approved, and does not change with the text.
 
 Pure functions over the gate's own table (``gates.action.CHECKS``): nothing here reads the
 store.
@@ -15,19 +16,32 @@ store.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agent.contracts import Run
 from gates.action import CHECKS, ActionFacts, ActionGate, Refusal, RunTally, _Case
 
-FRAME_CHECKS = frozenset({"content"})
-FINAL_CHECKS = frozenset({"schema", "allowed_action", "content"})
-# The facts a content-only check never reads: the run's facts were weighed at approval.
-_NO_FACTS = ActionFacts(now=0.0, thread_generation=0, writes_last_minute=0, writes_last_day=0)
+FRAME_CHECKS = frozenset({"content", "at_all"})
+FINAL_CHECKS = frozenset({"schema", "allowed_action", "content", "reminder", "at_all"})
 
 
-def _recheck(gate: ActionGate, raw: Any, run: Run, names: frozenset[str]) -> Refusal | None:
-    case = _Case(raw, run, RunTally(), _NO_FACTS, gate.policy, "card")
+@dataclass(frozen=True)
+class FinalCheck:
+    """The finished answer's verdict: refused, or passed with its reminder's time (epoch
+    seconds; None without a reminder), which the acting step schedules as for text."""
+
+    refusal: Refusal | None = None
+    reminder_due: float | None = None
+
+
+def _recheck(
+    gate: ActionGate, raw: Any, run: Run, names: frozenset[str], now: float = 0.0
+) -> tuple[Refusal | None, _Case]:
+    # Only ``now`` is read by these checks (a reminder's time); the run's other facts were
+    # weighed at approval.
+    facts = ActionFacts(now=now, thread_generation=0, writes_last_minute=0, writes_last_day=0)
+    case = _Case(raw, run, RunTally(), facts, gate.policy, "card")
     checked: list[str] = []
     for check in CHECKS:
         if check.name not in names:
@@ -35,8 +49,9 @@ def _recheck(gate: ActionGate, raw: Any, run: Run, names: frozenset[str]) -> Ref
         checked.append(check.name)
         refused = check.test(case)
         if refused is not None:
-            return Refusal(refused.reason, refused.detail, checked, case.kind)
-    return None
+            refusal = Refusal(refused.reason, refused.detail, checked, case.kind, say=refused.say)
+            return refusal, case
+    return None, case
 
 
 def frame_refusal(gate: ActionGate, text: str, run: Run) -> Refusal | None:
@@ -47,12 +62,15 @@ def frame_refusal(gate: ActionGate, text: str, run: Run) -> Refusal | None:
     """
     if not text.strip():
         return None  # nothing to show yet, so nothing to refuse
-    return _recheck(gate, {"kind": "reply", "text": text}, run, FRAME_CHECKS)
+    return _recheck(gate, {"kind": "reply", "text": text}, run, FRAME_CHECKS)[0]
 
 
-def final_refusal(gate: ActionGate, raw: Any, run: Run) -> Refusal | None:
-    """Why the finished answer cannot be the card's final text, or None when it can."""
-    return _recheck(gate, raw, run, FINAL_CHECKS)
+def final_check(gate: ActionGate, raw: Any, run: Run, now: float) -> FinalCheck:
+    """Whether the finished answer may be the card's final text (as of ``now``)."""
+    refusal, case = _recheck(gate, raw, run, FINAL_CHECKS, now)
+    if refusal is not None:
+        return FinalCheck(refusal)
+    return FinalCheck(None, case.reminder_due if case.request.reminder is not None else None)
 
 
 def unsafe_tail(text: str, secrets: Iterable[str]) -> int:

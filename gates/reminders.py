@@ -17,6 +17,9 @@ from agent.contracts import ActionKind, Origin, ReminderProposal
 
 # "@所有人", "@全体成员", "@all", "@everyone": DingTalk readers take these as everyone.
 _EVERYONE = re.compile(r"[@＠]\s*(?:所有人|全体成员|全员|(?i:all|everyone)\b)")
+# The same words as a streamed card must not show even in part: a frame holds back a tail
+# that could be the start of one (``gates.frames.unsafe_tail``).
+EVERYONE_WORDS = ("@所有人", "@全体成员", "@全员", "＠所有人", "＠全体成员", "@all", "@everyone")
 
 
 @dataclass(frozen=True)

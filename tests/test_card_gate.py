@@ -7,8 +7,8 @@ import pytest
 from agent.config import ConfigError, Settings, validate_settings
 from agent.contracts import RefusalReason
 from gates.action import Approval, Refusal, RunTally
-from gates.frames import final_refusal, frame_refusal, unsafe_tail
-from tests.factories import event, run_for
+from gates.frames import final_check, frame_refusal, unsafe_tail
+from tests.factories import T0, event, run_for
 from tests.test_action_gate import facts, gate
 
 LONG = "段落。" * 2000  # 6000 characters: two messages as text, too long for one card
@@ -61,9 +61,28 @@ def test_frames_are_held_to_the_content_checks():
 
 def test_the_final_answer_is_checked_whole():
     g, run = gate(), run_for(event())
-    assert final_refusal(g, {"kind": "reply", "text": "好", "title": "t"}, run) is None
-    target = final_refusal(g, {"kind": "reply", "text": "好", "target": "u9"}, run)
+    passed = final_check(g, {"kind": "reply", "text": "好", "title": "t"}, run, T0)
+    assert passed.refusal is None and passed.reminder_due is None
+    target = final_check(g, {"kind": "reply", "text": "好", "target": "u9"}, run, T0).refusal
     assert target is not None and target.reason is RefusalReason.SCHEMA_INVALID
+
+
+def test_a_card_is_held_to_what_a_text_reply_is_held_to():
+    """@ everyone in a frame or the answer, a reminder for someone else, reminders that no
+    heartbeat delivers: refused as they are for text, with the same plain words."""
+    run = run_for(event())
+    assert frame_refusal(gate(), "好的 @所有人 明天开会", run).reason is RefusalReason.AT_ALL
+    later = {"at": "2025-10-10T10:00:00+08:00", "text": "交报销"}  # the day after T0
+    answer = {"kind": "reply", "text": "好的，明天提醒你", "reminder": later}
+    off = final_check(gate(), answer, run, T0).refusal
+    assert off is not None and off.reason is RefusalReason.REMINDER_NOT_ALLOWED
+    assert off.say is not None and "还没开启" in off.say
+    on = gate(reminders=True)
+    set_ = final_check(on, answer, run, T0)
+    assert set_.refusal is None and set_.reminder_due is not None and set_.reminder_due > T0
+    theirs = {**answer, "reminder": {**later, "user_id": "u2"}}
+    other = final_check(on, theirs, run, T0).refusal
+    assert other is not None and other.reason is RefusalReason.REMINDER_NOT_ALLOWED
 
 
 @pytest.mark.parametrize(

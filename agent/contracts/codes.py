@@ -81,6 +81,7 @@ class CardReason(StrEnum):
     The first five are fallbacks: the card never carried the answer, so the same answer went
     as markdown. ``card_cut_off`` is a card that ended with what was streamed and a note
     that the answer was cut off (a crash, a stall, a provider that broke mid-answer).
+    ``card_final_late`` is a whole answer whose last frame DingTalk took only later.
     """
 
     NO_PERMISSION = "card_no_permission"  # the app lacks Card.Instance.Write / Streaming.Write
@@ -89,6 +90,10 @@ class CardReason(StrEnum):
     REFUSED = "card_refused"  # any other definite no to the create
     THROTTLED = "card_throttled"  # the create stayed throttled until card_stall_s
     CUT_OFF = "card_cut_off"
+    # The final frame stayed throttled past card_stall_s: the card showed what had streamed
+    # (receipt ``failed``) until the recovery loop put the whole answer on it (a second
+    # receipt, ``accepted``, with this reason: what the person finally saw).
+    FINAL_LATE = "card_final_late"
 
 
 class QuarantineReason(StrEnum):
