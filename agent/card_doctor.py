@@ -5,8 +5,9 @@ exist (``outTrackId`` ``dta-doctor-…``) is refused by DingTalk either for a mi
 (403 ``…PermissionDenied``, naming the scope) or for the card — and the second answer proves
 the scope is there. The template and the key can only be proven by a card: with ``card_to``
 (a staff id, usually the operator's own) doctor sends one small card to that person, streams
-one frame into ``card_content_key`` and finishes it. Without it, the lines say how they will
-show instead: the first reply falls back to markdown with the reason on its receipt.
+one frame into ``card_content_key`` and finishes it. Without it, the template's line says
+"not checked" (never a pass) and how a problem will show instead: the first reply falls back
+to markdown with the reason on its receipt.
 
 Each check is a plain dict with ``agent.doctor.Check``'s fields (name, ok, detail, fix,
 cause), so the doctor can take them as they are.
@@ -28,8 +29,17 @@ from agent.openapi import DingTalkAPI
 CONSOLE = "open-dev.dingtalk.com → the app → 权限管理 (permissions)"
 
 
-def _check(name: str, ok: bool, detail: str, fix: str = "", cause: str = "") -> dict[str, Any]:
-    return {"name": name, "ok": ok, "detail": detail, "fix": fix, "cause": cause}
+def _check(
+    name: str, ok: bool, detail: str, fix: str = "", cause: str = "", checked: bool = True
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "ok": ok,
+        "detail": detail,
+        "fix": fix,
+        "cause": cause,
+        "checked": checked,
+    }
 
 
 def _scope(name: str, scope: str, answer: CardAnswer) -> dict[str, Any]:
@@ -62,11 +72,12 @@ async def _checks(settings: Settings, card_to: str | None) -> list[dict[str, Any
         if card_to is None:
             detail = (
                 f"template {settings.card_template_id}, key {settings.card_content_key!r}:"
-                " proven by the first card (a failure falls back to markdown, with"
-                " card_template_unpublished or card_key_mismatch on its receipt);"
-                " `dta doctor --card-to <staff id>` sends a test card now"
+                " only a card proves them, and none was sent; the first reply does (a"
+                " failure falls back to markdown, with card_template_unpublished or"
+                " card_key_mismatch on its receipt); `dta doctor --card-to <staff id>`"
+                " sends a test card now"
             )
-            return [*checks, _check("card template", True, detail)]
+            return [*checks, _check("card template", True, detail, checked=False)]
         return [*checks, *await _test_card(cards, settings, card_to, probe)]
     finally:
         await api.aclose()

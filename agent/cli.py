@@ -287,10 +287,17 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return commands.dispatch(args)
+        code = commands.dispatch(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return code
     except KeyboardInterrupt:
         print("dta: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``dta lab eval … | head``): stop quietly, as `cat` does. The
+        # rest of stdout goes nowhere, so Python's own flush at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command the pipe ended
 
 
 if __name__ == "__main__":

@@ -276,8 +276,13 @@ class Runtime:
 
     def _release_thread(self, thread_key: str) -> None:
         self._threads.discard(thread_key)
-        with contextlib.suppress(Exception):  # an unreleased lease simply expires
+        try:
             self.store.release_thread(thread_key, self.owner)
+        except Exception as exc:  # an unreleased lease simply expires: said, not raised
+            log.warning(
+                "thread lease not released; it expires on its own",
+                extra={"thread_key": thread_key, "error": str(exc)[:200]},
+            )
 
     def _retry_later(self, event: Event, exc: Exception | None) -> None:
         """The store failed under a run (``exc``), or another replica is working on the

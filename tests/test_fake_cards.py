@@ -190,6 +190,7 @@ async def test_doctor_probes_the_card_permissions_without_sending_anything(fake:
         ("card template", True),
     ]
     assert fake.cards == [] and "--card-to" in lines[-1]["detail"]
+    assert not lines[-1]["checked"] and all(line["checked"] for line in lines[:-1])
     fake.arm_fault({"card_stream": {"error": "no_permission"}})
     missing = await _checks(doctor_settings(fake), None)
     assert not missing[0]["ok"] and "Card.Streaming.Write" in missing[0]["fix"]

@@ -12,16 +12,16 @@ import json
 import logging
 from pathlib import Path
 
-import pytest
-
 from agent.recorder import FailureLog, FrameRecorder
 from lab.replay import read_recording
+from tests.environment import unavailable
 
 DEV_FULL = Path("/dev/full")
 
 
-@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full (Linux)")
 def test_a_full_disk_is_counted_not_raised(caplog) -> None:
+    if not DEV_FULL.exists():
+        unavailable("needs /dev/full (Linux)")
     recorder = FrameRecorder(DEV_FULL, [])
     with caplog.at_level(logging.WARNING, logger="dta.recorder"):
         for n in range(50):

@@ -10,15 +10,15 @@ While distinct DMs flow at a steady rate, the store fails under the running daem
 - ``locked``: another process holds the store's write lock three times longer than the
   daemon's busy timeout (a backup, a ``VACUUM``), then lets go;
 - ``deleted``: the store file is unlinked; the daemon must finish what it holds through its
-  open handle, ack nothing more and exit non-zero, and a restart must refuse to start on a
+  open handle, ack nothing more and exit 3, and a restart must refuse (exit 2) to start on a
   new empty store (old messages redelivered later would be answered twice);
 - ``corrupt``: pages in the middle of the file are overwritten; once the daemon notices it
-  acks nothing more and exits non-zero.
+  acks nothing more and exits 3.
 
 Counted on the platform (the fake's record), not in the bot's store. Pass: for ``full`` and
 ``locked`` every message is answered exactly once after the fault clears, no attempt is left
 ``started``, and ``/readyz`` said 503 during the fault; for ``deleted`` and ``corrupt`` no
-frame is acked after the daemon noticed, it exits non-zero, and (deleted) a restart refuses.
+frame is acked after the daemon noticed, it exits 3, and (deleted) a restart refuses (exit 2).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from agent.clock import SystemClock
+from agent.daemon import EXIT_STORE_LOST
 from lab.fake import FakeDingTalk
 from lab.reliability.daemon import (
     DaemonProcess,
@@ -275,11 +276,14 @@ async def _fatal(kind: str, workdir: Path) -> dict[str, Any]:
     }
     report["passed"] = bool(
         exited
-        and exit_code not in (0, None)
+        and exit_code == EXIT_STORE_LOST
         and report["acked_after_noticed"] == 0
         and refused.get("restart_refused", True)
     )
     return report
+
+
+EXIT_REFUSED = 2  # start-up refused in one line (storage/lock.py, agent/commands.py)
 
 
 async def _restart_refuses(daemon: DaemonProcess) -> dict[str, Any]:
@@ -292,7 +296,7 @@ async def _restart_refuses(daemon: DaemonProcess) -> dict[str, Any]:
     code = daemon.proc.returncode if daemon.proc is not None else None
     lines = [line for line in daemon.log_tail().splitlines() if line.strip()]
     return {
-        "restart_refused": not started and code not in (0, None),
+        "restart_refused": not started and code == EXIT_REFUSED,
         "restart_message": lines[-1][:300] if lines else "",
     }
 

@@ -124,6 +124,25 @@ def host_reply(invocation: EnrichedInvocation) -> dict[str, Any] | None:
     return None
 
 
+def pictures_only(invocation: EnrichedInvocation) -> bool:
+    """The message's own media are only what this provider cannot read (pictures, video):
+    nothing among them it could quote back, so its words are what it can answer."""
+    own = _own(invocation)
+    return bool(own) and all(_read_text(item) is None for item in own)
+
+
+def picture_note(invocation: EnrichedInvocation, english: bool) -> str:
+    """One line on the media it could not look at, for an answer that could use them."""
+    what = "、".join(dict.fromkeys(_KIND_ZH.get(m.kind, "文件") for m in _own(invocation)))
+    if english:
+        kinds = ", ".join(dict.fromkeys(_KIND_EN.get(m.kind, "file") for m in _own(invocation)))
+        return (
+            f"(I can't look at the {kinds} you sent; if the answer depends on what it shows,"
+            " tell me the key details in words.)"
+        )
+    return f"（你发的{what}我看不了内容；如果问题的关键在{what}里，请把要点用文字告诉我。）"
+
+
 def wants_file(text: str) -> bool:
     """A request about a file or picture ("帮我看下这个文件")."""
     return bool(_WANTS_FILE.search(text))

@@ -196,7 +196,14 @@ class RulesProvider:
         own_media = any(m.part_of == "message" for m in invocation.media)
         about = media.about_media(invocation, english) if invocation.media else None
         if own_media and about is not None:
-            return about
+            if not (text and media.pictures_only(invocation) and not media.wants_file(text)):
+                return about
+            # A question with a screenshot: answer the question; the picture is mentioned
+            # only where it matters (when the words alone found no answer).
+            answer = self._answer(text, english, redirect_kind(text))
+            if answer["text"] == self._dont_know(english):
+                answer["text"] += "\n" + media.picture_note(invocation, english)
+            return answer
         quoted = followup.from_quote(invocation, text, english)
         if quoted is not None:
             return quoted

@@ -128,3 +128,26 @@ async def test_dev_demo_talks_to_the_daemon_over_the_stream(tmp_path):
     assert "robot → cid-demo @u2: (3 + 4) × 6 = 42" in text
     assert "delivered 2x, 0 new messages" in text
     assert not (tmp_path / ".dta" / "dev.json").exists()
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly() -> None:
+    """``dta lab eval … | head -1``: the pipe closes after one line; no BrokenPipeError
+    traceback, and the status says the pipe ended it (141)."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "lab", "eval", str(ROOT / "lab" / "cases")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does after its line
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert first.startswith((b"PASS", b"FAIL"))
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()[-2000:]
+    assert proc.returncode == 141

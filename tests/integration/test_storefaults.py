@@ -24,6 +24,6 @@ async def test_store_faults_lose_nothing_and_ack_nothing_after_a_fatal_one(
         assert phase["attempts_left_started"] == 0 and phase["not_ready_during_fault"], phase
     for fatal in ("deleted", "corrupt"):
         phase = report[fatal]
-        assert phase["exited"] and phase["exit_code"] not in (0, None), phase
+        assert phase["exited"] and phase["exit_code"] == 3, phase  # the store-lost promise
         assert phase["acked_after_noticed"] == 0, phase
     assert report["deleted"]["restart_refused"], report["deleted"]
