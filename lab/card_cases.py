@@ -15,7 +15,7 @@ fails it). Each entry checks the card's record on the fake platform:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,9 +25,10 @@ class CardExpect(BaseModel):
 
     conversation: str | None = None
     user: str | None = None
-    final: str | None = None
-    contains: list[str] = Field(default_factory=list)
-    not_contains: list[str] = Field(default_factory=list)
+    # an empty fragment is in every text: it would check nothing, so it is refused
+    final: Annotated[str, Field(min_length=1)] | None = None
+    contains: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    not_contains: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     finalized: bool | None = None
     finished: bool | None = None
     min_frames: int | None = Field(default=None, ge=0)

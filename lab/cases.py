@@ -67,6 +67,13 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+# The fields of DingTalk's ``repliedMsg`` (../shared/dingtalk-platform.md): a raw quote in a
+# case may give these and nothing else.
+REPLIED_MSG_KEYS = frozenset({"msgType", "msgId", "senderId", "createdAt", "content"})
+# Text a case matches on: an empty fragment is in every text, so it would check nothing.
+Fragment = Annotated[str, Field(min_length=1)]
+
+
 class SendSpec(_Model):
     msg: str
     from_: str = Field(alias="from")
@@ -81,6 +88,28 @@ class SendSpec(_Model):
     raw: dict[str, Any] | None = None
     # dta extension: download codes of the message's files (fixtures.files declares them)
     attach: list[str] = Field(default_factory=list)
+
+    @field_validator("quote")
+    @classmethod
+    def _quote_keys(cls, quote: dict[str, Any] | None) -> dict[str, Any] | None:
+        """One of the quote's three forms, with no key a reader would mistake for another:
+        ``{"msg", "shape"?}``, ``{"platform_message"}``, or a raw ``repliedMsg``."""
+        if quote is None:
+            return None
+        if "platform_message" in quote:
+            allowed, form = {"platform_message"}, "a quote of a robot message"
+        elif "msg" in quote:
+            allowed, form = {"msg", "shape"}, "a quote of an earlier message"
+        else:
+            allowed, form = REPLIED_MSG_KEYS, "a raw repliedMsg"
+        unknown = sorted(set(quote) - allowed)
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) {unknown} in {form}; it takes {', '.join(sorted(allowed))}"
+            )
+        if quote.get("shape", "text") not in ("text", "content"):
+            raise ValueError(f"shape must be 'text' or 'content', got {quote['shape']!r}")
+        return quote
 
     def short_keys(self) -> dict[str, Any]:
         """The step as the fake platform's callback builder takes it."""
@@ -185,9 +214,9 @@ class MessageExpect(_Check):
 
     conversation: str | None = None
     user: str | None = None
-    contains: list[str] = Field(default_factory=list)
-    not_contains: list[str] = Field(default_factory=list)
-    matches: str | None = None
+    contains: list[Fragment] = Field(default_factory=list)
+    not_contains: list[Fragment] = Field(default_factory=list)
+    matches: Fragment | None = None
     # exactly these users are @-ed, in any order; [] means nobody is
     at_users: list[str] | None = None
     # dta extension: the channel the platform took the message on
@@ -327,6 +356,21 @@ class Expect(_Model):
         return self
 
 
+class UserFixture(_Model):
+    """One person in the fake's staff directory (``fixtures.users``)."""
+
+    name: str = Field(min_length=1)
+    title: str | None = None
+    dept_names: list[str] = Field(default_factory=list)
+    dept_id_list: list[int] = Field(default_factory=list)
+    union_id: str | None = None
+
+
+def directory(users: dict[str, UserFixture]) -> dict[str, dict[str, Any]]:
+    """``fixtures.users`` as the fake's staff directory takes it."""
+    return {uid: user.model_dump(exclude_none=True) for uid, user in users.items()}
+
+
 class Fixtures(_Model):
     knowledge: dict[str, str] = Field(default_factory=dict)
     agent: AgentDefinition | None = None
@@ -335,7 +379,7 @@ class Fixtures(_Model):
     skills: dict[str, str] = Field(default_factory=dict)
     provider_script: dict[str, list[Any]] = Field(default_factory=dict)
     # the fake platform's staff directory: user id -> {name, title, dept_names}
-    users: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    users: dict[str, UserFixture] = Field(default_factory=dict)
     # the fake model's scripted answers (lab.fake_model): msgId -> list of entries
     model_script: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     # files the fake platform serves: download code -> {name, type, content | base64, size}

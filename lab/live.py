@@ -21,7 +21,7 @@ from agent.clock import SystemClock
 from agent.components import connector_config
 from agent.connector import Connector
 from agent.runtime import Runtime
-from lab.cases import Case, SendSpec, Step
+from lab.cases import Case, SendSpec, Step, directory
 from lab.fake import FakeDingTalk
 from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
@@ -70,7 +70,9 @@ class LiveCaseRun:
     def __init__(self, case: Case, workdir: Path) -> None:
         self.case = case
         self.workdir = workdir
-        self.fake = FakeDingTalk(SystemClock(), timeout_fault_s=1.0, users=case.fixtures.users)
+        self.fake = FakeDingTalk(
+            SystemClock(), timeout_fault_s=1.0, users=directory(case.fixtures.users)
+        )
         self.fake.files.update(parse_files(case.fixtures.files))
 
     async def run(self) -> CaseResult:

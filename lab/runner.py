@@ -24,7 +24,7 @@ from agent.crashpoints import Crash, CrashPoints
 from agent.operator import operator_event
 from agent.operator import send as operator_send
 from agent.runtime import Runtime
-from lab.cases import Case, RestartSpec, Step
+from lab.cases import Case, RestartSpec, Step, directory
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
@@ -112,7 +112,9 @@ class CaseRun:
         self.case = case
         self.workdir = workdir
         self.clock = VirtualClock(LAB_EPOCH)
-        self.fake = FakeDingTalk(self.clock, timeout_fault_s=1.0, users=case.fixtures.users)
+        self.fake = FakeDingTalk(
+            self.clock, timeout_fault_s=1.0, users=directory(case.fixtures.users)
+        )
         self.fake.files.update(parse_files(case.fixtures.files))
         self.crash = CrashPoints()
         self.unacked: list[tuple[float, dict[str, Any]]] = []

@@ -240,6 +240,10 @@ HOLLOW: list[tuple[dict[str, Any], str]] = [
         {"memory_candidates": [{"status": "proposed", "confidense": 1}]},
         "expect.memory_candidates.0",
     ),
+    ({"platform": {"messages": [{"contains": [""]}]}}, "expect.platform.messages.0.contains.0"),
+    ({"platform": {"messages": [{"matches": ""}]}}, "expect.platform.messages.0.matches"),
+    ({"platform": {"cards": [{"contains": [""]}]}}, "expect.platform.cards.0.contains.0"),
+    ({"platform": {"cards": [{"final": ""}]}}, "expect.platform.cards.0.final"),
     ({"platform": {"calls": {}}}, "expect.platform.calls"),
     ({"platform": {"calls": {"tokens": 0}}}, "expect.platform.calls.tokens"),
     ({"platform": {"calls": {"total": -1}}}, "expect.platform.calls.total"),
@@ -256,6 +260,39 @@ def test_hollow_expectations_are_invalid_case_files(tmp_path, expect, field):
     out = io.StringIO()
     assert evaluate([path], out=out) == EXIT_INVALID
     assert str(path) in out.getvalue() and field in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (
+            {"steps": [{"at": 0, "send": {"msg": "m1", "from": "u1", "quote": {"mgs": "m0"}}}]},
+            "steps.0.send.quote",
+        ),
+        (
+            {
+                "steps": [
+                    {
+                        "at": 0,
+                        "send": {"msg": "m1", "from": "u1", "quote": {"msg": "m0", "shpe": "text"}},
+                    }
+                ]
+            },
+            "steps.0.send.quote",
+        ),
+        (
+            {"fixtures": {"users": {"u1": {"name": "王芳", "titel": "经理"}}}},
+            "fixtures.users.u1.titel",
+        ),
+        ({"fixtures": {"users": {"u1": {"title": "经理"}}}}, "fixtures.users.u1.name"),
+    ],
+)
+def test_misspelt_keys_in_quotes_and_users_make_the_file_invalid(tmp_path, change, field):
+    path = _write(tmp_path, {**BASE, **change})
+    with pytest.raises(CaseError) as info:
+        load_case(path)
+    assert f"field '{field}" in str(info.value), str(info.value)
+    assert evaluate([path], out=io.StringIO()) == EXIT_INVALID
 
 
 def test_misspelt_record_keys_are_named(tmp_path):
