@@ -188,8 +188,10 @@ def _classify(
     receipts: list[dict[str, Any]],
     tasks: list[dict[str, Any]],
     quarantined: list[dict[str, Any]],
+    superseded_by: tuple[str, str] | None = None,
 ) -> tuple[Cause, str]:
-    """Which of the four causes the chain shows, and one sentence saying why."""
+    """Which of the four causes the chain shows, and one sentence saying why.
+    ``superseded_by``: the later message (id, text) whose answer covered this one."""
     if event is None:
         if quarantined:
             reason = quarantined[0]["reason"]
@@ -215,6 +217,12 @@ def _classify(
         return Cause.FAILED, (
             "a send is uncertain (DingTalk may or may not have it; it is never resent blindly)"
         )
+    if run.state is RunState.INTERRUPTED and superseded_by is not None:
+        later, text = superseded_by
+        return Cause.ANSWERED, (
+            f"answered together with the later message {later} (「{text[:40]}」): it came"
+            " while this one was being answered, so one reply covered both"
+        )
     if run.state in (RunState.FAILED, RunState.INTERRUPTED):
         failure = f": {run.failure}" if run.failure else ""
         return Cause.FAILED, f"the run ended {run.state.value}{failure}"
@@ -229,6 +237,21 @@ def _classify(
     return Cause.ANSWERED, (
         f"the run finished and chose silence itself ({reason}): that is the agent's judgement"
     )
+
+
+def _superseded_by(store: Store, event: Event, run: Run) -> tuple[str, str] | None:
+    """For a run a newer message of the same person superseded: the first later message
+    in the thread whose run did answer (its reply took this one in), as (id, text)."""
+    if run.state is not RunState.INTERRUPTED:
+        return None
+    actor, conversation = event.actor.user_id, event.conversation.id
+    for later in store.events_between(conversation, actor, event.created_at, float("inf")):
+        if later.event_id == event.event_id:
+            continue
+        answered = store.get_run(later.event_id)
+        if answered is not None and answered.state in (RunState.DONE, RunState.WAITING):
+            return later.event_id, later.text
+    return None
 
 
 def _receipt(receipt: Any) -> dict[str, Any]:
@@ -281,7 +304,8 @@ def trace_message(store: Store, msg_id: str) -> Trace:
         for c in records.memory_in_scope(event.conversation.id)
         if f"msg:{msg_id}" in c.source_refs
     ]
-    cause, summary = _classify(event, decision, run, receipts, tasks, [])
+    later = _superseded_by(store, event, run) if run is not None else None
+    cause, summary = _classify(event, decision, run, receipts, tasks, [], later)
     return Trace(
         msg_id=msg_id,
         cause=cause,

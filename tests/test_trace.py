@@ -42,6 +42,10 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"at": 2, "fault": {"openapi": {"timeout": True, "times": 9}}},
         {"at": 3, "send": {"msg": "dm2", "from": "u3", "text": "1 + 1 等于多少？"}},
         {"at": 4, "frame": '{"not": "a callback", "msgId": "bad1"}'},
+        # three lines at once: the first two are answered together with the last
+        {"at": 5, "send": {"msg": "b1", "from": "u4", "text": "帮我算一下"}},
+        {"at": 5, "send": {"msg": "b2", "from": "u4", "text": "就是那个数"}},
+        {"at": 5, "send": {"msg": "b3", "from": "u4", "text": "(3+4)×6"}},
     ]
     done = asyncio.run(CaseRun(case(steps), workdir).run())
     assert done.error is None, done.error
@@ -78,6 +82,16 @@ def test_an_uncertain_send_is_a_failure_to_look_at(store):
     trace = trace_message(store, "dm2")
     assert trace.cause is Cause.FAILED, trace.summary
     assert any(r["status"] in ("uncertain", "failed") for r in trace.receipts)
+
+
+def test_a_message_answered_together_with_a_later_one_says_so_and_names_it(store):
+    for msg_id in ("b1", "b2"):
+        trace = trace_message(store, msg_id)
+        assert trace.run["state"] == "interrupted"
+        assert trace.cause is Cause.ANSWERED, trace.summary
+        assert "answered together with the later message b3" in trace.summary
+        assert "(3+4)×6" in trace.summary
+    assert trace_message(store, "b3").cause is Cause.ANSWERED
 
 
 def test_an_unknown_message_never_arrived_and_a_quarantined_one_says_why(store):
