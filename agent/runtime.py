@@ -68,6 +68,7 @@ log = logging.getLogger("dta.runtime")
 RETRY_BASE_S = 0.5  # first wait before a run the store interrupted is driven again
 RETRY_MAX_S = 30.0
 THREAD_BUSY_WAIT_S = 0.2  # first wait when another replica is running the same thread
+THREAD_BUSY_MAX_S = 2.0  # a person's next message waits no longer than this between looks
 
 
 def owner_id() -> str:
@@ -264,12 +265,15 @@ class Runtime:
 
     def _claim_thread(self, event: Event) -> bool:
         """With replicas, take the thread in the store first: its runs stay serial across
-        processes (in one process the dispatcher already keeps them serial)."""
+        processes, in arrival order (in one process the dispatcher already keeps them so).
+        A message whose claim fails waits (``_retry_later``); the next one of the same
+        person cannot go before it either, since its own claim sees this one unfinished."""
         if self.store.exclusive:
             return True
         now = self.clock.now()
         lease = Lease(self.owner, now + self.settings.run_lease_s, now)
-        if not self.store.claim_thread(event.thread_key, lease):
+        since = now - self.settings.max_event_age_s  # older ones are stale: they cannot wait
+        if not self.store.claim_thread(event.thread_key, lease, event.event_id, since):
             return False
         self._threads.add(event.thread_key)
         return True
@@ -290,7 +294,8 @@ class Runtime:
         previous = self._retries.get(event.event_id)
         tries = previous.tries + 1 if previous else 1
         base = RETRY_BASE_S if exc is not None else THREAD_BUSY_WAIT_S
-        wait = min(RETRY_MAX_S, base * 2 ** (tries - 1))
+        most = RETRY_MAX_S if exc is not None else THREAD_BUSY_MAX_S
+        wait = min(most, base * 2 ** (tries - 1))
         self._retries[event.event_id] = _Retry(event, self.clock.now() + wait, tries)
         if exc is None:
             log.info("thread busy on another replica", extra={"event_id": event.event_id})

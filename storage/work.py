@@ -99,10 +99,31 @@ class WorkRecords(StoreBase):
             event_ids,
         )
 
-    def claim_thread(self, thread_key: str, lease: Lease) -> bool:
+    def claim_thread(
+        self,
+        thread_key: str,
+        lease: Lease,
+        event_id: str | None = None,
+        earlier_since: float = 0.0,
+    ) -> bool:
         """Take the thread (conversation + actor) for one run: with replicas, runs of a
-        thread stay serial across processes. True when ``lease.owner`` holds it now."""
+        thread stay serial across processes, and in arrival order: with ``event_id``, not
+        while an earlier message of the thread received after ``earlier_since`` has no
+        finished run (whichever replica got it; the recovery pass picks it up first; one
+        older than that cannot hold a person up for good). True when ``lease.owner`` holds
+        it now."""
         with self._tx() as conn:
+            if (
+                event_id is not None
+                and conn.execute(
+                    "SELECT 1 FROM events mine JOIN events e ON e.conversation_id ="
+                    " mine.conversation_id AND e.actor_id = mine.actor_id AND e.rowid < mine.rowid"
+                    " LEFT JOIN runs r ON r.event_id = e.event_id WHERE mine.event_id = ?"
+                    " AND e.received_at > ? AND (r.run_id IS NULL OR r.state = ?) LIMIT 1",
+                    (event_id, earlier_since, RunState.WORKING.value),
+                ).fetchone()
+            ):
+                return False  # an earlier message of this person goes first
             row = conn.execute(
                 "INSERT INTO thread_leases (thread_key, owner, lease_until) VALUES (?, ?, ?)"
                 " ON CONFLICT (thread_key) DO UPDATE SET owner = excluded.owner,"

@@ -307,3 +307,20 @@ async def test_a_refused_answer_gets_the_honest_short_reply(settings, store_sett
     run = runtime.store.get_run("m1")
     assert run.state is RunState.FAILED and run.failure.startswith("refused_by_gate: schema")
     await runtime.aclose()
+
+
+def test_a_thread_is_claimed_in_arrival_order(store):
+    """With replicas, a person's later message may not take the thread while an earlier one
+    (on whichever replica) has no finished run; once it has, the later one may."""
+    first, second = event(msg_id="m1"), event(msg_id="m2")
+    store.add_event(first, "{}")
+    store.add_event(second, "{}")
+    lease = Lease("b", T0 + 60, T0)
+    assert not store.claim_thread(second.thread_key, lease, "m2")  # m1 has no run yet
+    assert store.claim_thread(first.thread_key, Lease("a", T0 + 60, T0), "m1")
+    store.open_run(run_for(first).model_copy(update={"run_id": "run_m1"}))
+    assert not store.claim_thread(second.thread_key, lease, "m2")  # m1 still working
+    store.release_thread(first.thread_key, "a")
+    done = store.get_run("m1").model_copy(update={"state": RunState.DONE})
+    store.save_run(done)
+    assert store.claim_thread(second.thread_key, lease, "m2")

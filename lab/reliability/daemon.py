@@ -48,11 +48,16 @@ def replies_per_user(fake: FakeDingTalk, start: int = 0) -> Counter[str]:
     return counts
 
 
-def wrong_answers(fake: FakeDingTalk, prefix: str, base: int) -> int:
-    """Replies whose text is not the answer to the recipient's own question."""
+def wrong_answers(
+    fake: FakeDingTalk, prefix: str, base: int, elsewhere: tuple[str, ...] = ()
+) -> int:
+    """Replies whose text is not the answer to the recipient's own question (recipients
+    named with one of the ``elsewhere`` prefixes are another phase's, judged there)."""
     wrong = 0
     for message in fake.received:
         for user in message.user_ids:
+            if user.startswith(elsewhere) and elsewhere:
+                continue
             index = user.removeprefix(f"{prefix}-u")
             if not index.isdigit() or message.text != answer(int(index), base):
                 wrong += 1
@@ -89,10 +94,18 @@ def unanswered_on_platform(fake: FakeDingTalk, prefix: str) -> list[str]:
 
 
 def judge_messages(
-    store: Store, fake: FakeDingTalk, sent: list[str], prefix: str, base: int
+    store: Store,
+    fake: FakeDingTalk,
+    sent: list[str],
+    prefix: str,
+    base: int,
+    elsewhere: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Everything read back from the platform's record and the store, per message."""
+    """Everything read back from the platform's record and the store, per message (the
+    replies to ``elsewhere``'s recipients are another phase's, counted there)."""
     per_user = replies_per_user(fake)
+    if elsewhere:
+        per_user = Counter({u: n for u, n in per_user.items() if not u.startswith(elsewhere)})
     decisions = Counter(d.event_id for d in store.decisions())
     runs = store.runs_per_event()
     statuses: dict[str, set[str]] = {}
@@ -127,7 +140,7 @@ def judge_messages(
         "decisions_not_once": sum(decisions.get(m, 0) != 1 for m in sent),
         "unfinished_runs": unfinished_runs(store, sent),
         "attempts_left_started": attempts_left_started(store),
-        "wrong_answers": wrong_answers(fake, prefix, base),
+        "wrong_answers": wrong_answers(fake, prefix, base, elsewhere),
     }
 
 

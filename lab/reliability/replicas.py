@@ -16,6 +16,12 @@ the run), so the resumed replica writes nothing into the runs it lost and sends 
 for them: no message reaches the platform, and no receipt or attempt is written, after
 the resume (no new message arrives meanwhile, and every run had finished before it).
 
+Then several messages per person: each of a number of people sends a few messages a moment
+apart, spread over the replicas. A person's runs are serial across replicas and in arrival
+order (a thread is claimed only when no earlier message of it is unfinished), so their
+replies come in the order they asked; each message is answered once, on its own or together
+with a later one of the same person that superseded it.
+
 Pass, once quiet: no message answered twice (counted on the platform); every message has
 exactly one decision and one finished run; every message without an ``accepted`` reply
 has an ``uncertain`` one (and every message unanswered on the platform has one); no
@@ -40,9 +46,11 @@ from lab.fake import FakeDingTalk
 from lab.reliability.daemon import (
     DaemonProcess,
     Size,
+    answer,
     cli,
     judge_messages,
     nothing_wrong,
+    question,
     seal,
     send_dm,
     unfinished_runs,
@@ -55,6 +63,12 @@ SIZES: dict[str, tuple[int, float]] = {"full": (12, 30.0), "reduced": (3, 8.0)} 
 # once resumed.
 PAUSES: dict[str, tuple[int, float, float]] = {"full": (48, 60.0, 15.0), "reduced": (24, 8.0, 6.0)}
 PAUSE_SEND_LATENCY_S = 3.0
+# Several messages per person: people, messages each, seconds between one's messages.
+ORDERS: dict[str, tuple[int, int, float]] = {"full": (30, 5, 0.1), "reduced": (10, 4, 0.1)}
+# Sends slow enough that a person's next message often lands on another replica while the
+# first is still being answered: its claim of the thread fails, and it must wait its turn.
+ORDER_SEND_LATENCY_S = 0.3
+ORDER_PREFIX, ORDER_BASE = "order", 800_000
 PREFIX, BASE, SEED = "replica", 700_000, 20_261_201
 REPLICAS = 3
 RATE_PER_S = 15.0  # three daemons, PostgreSQL and the fake share two cores here
@@ -134,6 +148,65 @@ async def _pause(
     return report
 
 
+async def _in_order(fake: FakeDingTalk, size: Size) -> tuple[list[str], dict[str, int]]:
+    """Each person sends several messages a moment apart, spread over the replicas; what
+    each message's index is, by msgId."""
+    people, each, gap = ORDERS[size]
+    fake.send_latency_s = ORDER_SEND_LATENCY_S
+    index: dict[str, int] = {}
+    for round_ in range(each):
+        for person in range(people):
+            i = round_ * people + person
+            msg_id = f"{ORDER_PREFIX}-{i}"
+            text = question(i, ORDER_BASE)
+            fake.inject({"msg": msg_id, "from": f"{ORDER_PREFIX}-p{person}", "text": text})
+            index[msg_id] = i
+        await asyncio.sleep(gap)
+    return list(index), index
+
+
+def _order_done(fake: FakeDingTalk) -> None:
+    fake.send_latency_s = SEND_LATENCY_S
+
+
+def _judge_order(store: Any, fake: FakeDingTalk, index: dict[str, int]) -> dict[str, Any]:
+    """Per person: replies in the order the messages arrived; every message answered once,
+    by its own reply or together with a later one of the same person (superseded)."""
+    answer_of = {answer(i, ORDER_BASE): msg_id for msg_id, i in index.items()}
+    replies: dict[str, list[int]] = {}
+    answered: dict[str, int] = {}
+    stray = 0
+    for message in fake.received:
+        for user in message.user_ids:
+            if not user.startswith(f"{ORDER_PREFIX}-p"):
+                continue
+            msg_id = answer_of.get(message.text)
+            if msg_id is None or fake.inbound[msg_id]["senderStaffId"] != user:
+                stray += 1
+                continue
+            replies.setdefault(user, []).append(index[msg_id])
+            answered[msg_id] = answered.get(msg_id, 0) + 1
+    out_of_order = sum(seq != sorted(seq) for seq in replies.values())
+    unaccounted = 0
+    for msg_id in index:
+        if answered.get(msg_id):
+            continue
+        run = store.get_run(msg_id)
+        person = fake.inbound[msg_id]["senderStaffId"]
+        later = [i for i in replies.get(person, []) if i > index[msg_id]]
+        superseded = run is not None and run.state.value == "interrupted" and later
+        unaccounted += not superseded
+    return {
+        "people": len({fake.inbound[m]["senderStaffId"] for m in index}),
+        "messages": len(index),
+        "replies": sum(answered.values()),
+        "people_answered_out_of_order": out_of_order,
+        "answered_twice": sum(n > 1 for n in answered.values()),
+        "neither_answered_nor_superseded": unaccounted,
+        "stray_replies": stray,
+    }
+
+
 def _written_since(store: Any, moment: float) -> int:
     """Receipts and attempts stamped at or after ``moment`` (every replica's clock is this
     machine's)."""
@@ -192,12 +265,16 @@ async def run(
         finally:
             store.close()
         paused = await _pause(fake, replicas, sent, size)
+        ordered, index = await _in_order(fake, size)
         quiet = quiet and await fake.wait_idle(60)
+        _order_done(fake)
         store = replicas[0].store()
         try:
-            quiet = quiet and await until(lambda: unfinished_runs(store, sent) == 0, 60, 0.2)
+            every = [*sent, *ordered]
+            quiet = quiet and await until(lambda: unfinished_runs(store, every) == 0, 60, 0.2)
             await asyncio.sleep(1.0)
-            figures = judge_messages(store, fake, sent, PREFIX, BASE)
+            figures = judge_messages(store, fake, sent, PREFIX, BASE, (f"{ORDER_PREFIX}-",))
+            order = _judge_order(store, fake, index)
             owners = sorted(store.runs_per_owner().values(), reverse=True)
         finally:
             store.close()
@@ -219,6 +296,7 @@ async def run(
         "redeliveries_injected": redelivered,
         **figures,
         "pause": paused,
+        "order": order,
         "stream_connections": connections,
         "runs_per_process": owners,  # each start of a replica is a process of its own
         "quiet": quiet,
@@ -235,6 +313,11 @@ async def run(
         and paused["sends_after_resume"] == 0
         and paused["writes_after_resume"] == 0
         and paused["events_with_two_last_words"] == 0
+        and order["replies"] > 0
+        and order["people_answered_out_of_order"] == 0
+        and order["answered_twice"] == 0
+        and order["neither_answered_nor_superseded"] == 0
+        and order["stray_replies"] == 0
     )
     return seal(report, [fake.app_secret])
 

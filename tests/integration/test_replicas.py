@@ -30,3 +30,9 @@ async def test_replicas_share_the_work_and_answer_each_message_once(tmp_path: Pa
     assert paused["paused_replica_held_runs"] > 0 and paused["taken_over"]
     assert paused["writes_after_resume"] == 0 and paused["sends_after_resume"] == 0
     assert paused["events_with_two_last_words"] == 0
+    # Several messages per person, spread over the replicas: replies in arrival order, each
+    # message answered once (on its own or together with a later one that superseded it).
+    order = report["order"]
+    assert order["messages"] == 40 and order["replies"] > 0
+    assert order["people_answered_out_of_order"] == 0 and order["answered_twice"] == 0
+    assert order["neither_answered_nor_superseded"] == 0 and order["stray_replies"] == 0
