@@ -26,6 +26,7 @@ from agent.clock import Clock
 from agent.contracts import (
     Event,
     ReceiptStatus,
+    RefusalReason,
     Run,
     Scheduled,
     SilentReason,
@@ -47,6 +48,10 @@ from storage import Store
 log = logging.getLogger("dta.proactive")
 
 LATE_AFTER_S = 60.0  # a reminder this far past its time says it is late
+# A reminder the write budget refused at its time waits for the budget, a minute at a time,
+# for at most a day: the person was promised it, and the budget frees as time passes.
+POSTPONE_S = 60.0
+POSTPONE_FOR_AT_MOST_S = 86_400.0
 
 
 class ProactiveWork:
@@ -107,19 +112,40 @@ class ProactiveWork:
             )
         english = is_english(item.task.goal + (item.task.waiting_for or ""))
         if item.kind == "reminder":
-            # Found overdue (the runtime was down, or beats are far apart): it says so.
-            late = now - item.due_at if now - item.due_at >= LATE_AFTER_S else 0
+            # Found overdue (the runtime was down, the budget was full): it says so.
+            first_due = _first_due(item.task) or item.due_at
+            late = now - first_due if now - first_due >= LATE_AFTER_S else 0
             text = reminder_text(item.task, late, english)
         else:
             text = follow_up_text(item.task, english)
+        origin = item.task.origin
+        if origin is not None and origin.conversation_type.value == "group":
+            # In a group the OpenAPI cannot @ anyone: the person is named instead.
+            text = f"{origin.nick or origin.user_id}，{text}"
         outcome = RunOutcome()
         # A reminder answers no message, so the person's newer one does not supersede it;
         # a follow-up does wait on the person, and their word makes it stale.
         reminder = item.kind == "reminder"
         request = [{"kind": "reply", "text": text}]
         await self.acting.act(run, request, outcome, answer=False, supersedable=not reminder)
+        refused = reminder and outcome.terminal is None and _budget_refused(outcome)
+        if refused and self._postpone(item, run, now):
+            return self.endings.end_silent(
+                run, SilentReason.POSTPONED, "the write budget was full: it goes later"
+            )
         self.settle(item, run, outcome.terminal)
         return self.endings.finish(run, outcome, outcome.final_state())
+
+    def _postpone(self, item: DueItem, run: Run, now: float) -> bool:
+        """Move the reminder a minute on, keeping when it was first due; False once it has
+        waited a day (it fails then, as any reminder that cannot go)."""
+        task = item.task
+        first_due = _first_due(task) or item.due_at
+        if now - first_due >= POSTPONE_FOR_AT_MOST_S:
+            return False
+        evidence = {**task.evidence, FIRST_DUE: repr(first_due)}
+        moved = _moved(task, run, now, due_at=now + POSTPONE_S, evidence=evidence)
+        return self.store.save_task(moved)
 
     def settle(self, item: DueItem, run: Run, status: ReceiptStatus | None) -> None:
         """Move the item's task for what became of it (compare-and-set: a task someone
@@ -152,6 +178,21 @@ class ProactiveWork:
     def _last_receipt(self, event_id: str) -> str | None:
         receipts = [r for r in self.store.receipts(event_id) if r.status.delivered]
         return receipts[-1].receipt_id if receipts else None
+
+
+FIRST_DUE = "first due at"  # a postponed reminder's original time, in its evidence
+
+
+def _first_due(task: TaskCheckpoint) -> float | None:
+    value = task.evidence.get(FIRST_DUE)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _budget_refused(outcome: RunOutcome) -> bool:
+    return any(r.reason == RefusalReason.WRITE_BUDGET.value for r in outcome.receipts)
 
 
 def _moved(task: TaskCheckpoint, run: Run, now: float, **changes: object) -> TaskCheckpoint:

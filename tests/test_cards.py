@@ -193,6 +193,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     await say(runtime, fake)
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.FAILED and receipt.evidence.retries > 2
+    assert receipt.reason == "card_final_late"
     assert not fake.cards[0].finalized
     assert runtime.store.get_run("m1").state is RunState.FAILED
     fake.faults.clear()
@@ -201,7 +202,12 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     assert await runtime.sweep_cards() == 1
     assert fake.cards[0].finalized and fake.cards[0].content == "最终答案"
     assert runtime.store.cards()[0].state is CardState.FINALIZED
-    assert len(runtime.store.receipts()) == 1  # its receipt already said what happened
+    # What the person finally saw is on record: the whole answer, delivered late.
+    first, later = runtime.store.receipts()
+    assert (first.status, later.status) == (ReceiptStatus.FAILED, ReceiptStatus.ACCEPTED)
+    assert later.reason == "card_final_late" and later.intent_id == first.intent_id
+    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert await runtime.sweep_cards() == 0  # closed for good: no third receipt
     await runtime.aclose()
 
 

@@ -39,6 +39,7 @@ class SilentReason(StrEnum):
     QUIET_HOURS = "quiet_hours"  # a beat in quiet hours: follow-ups postponed, never dropped
     TASK_EXPIRED = "task_expired"  # a task nobody answered in time ended ``expired``
     NOT_DUE = "not_due"  # the task moved (answered, cancelled) after the beat found it due
+    POSTPONED = "postponed"  # a due reminder the write budget refused waits for the budget
 
 
 class EngageReason(StrEnum):
