@@ -32,6 +32,7 @@ from agent.contracts import (
 )
 from agent.crashpoints import CrashPoints
 from agent.http_pool import Place
+from agent.spacing import SendSpacing
 from agent.transport import Delivery, DingTalkTransport, OutboundRequest
 from gates.action import GATE_VERSION
 from storage import Store
@@ -65,11 +66,14 @@ class Broker:
         clock: Clock,
         crash: CrashPoints,
         verify: bool = False,
+        spacing: SendSpacing | None = None,
     ) -> None:
         self.store = store
         self.transport = transport
         self.clock = clock
         self.crash = crash
+        # One conversation's messages one after another, send_gap_s apart (agent/spacing.py).
+        self.spacing = spacing or SendSpacing(0.0)
         # Read an accepted OpenAPI send back from DingTalk: "verified" rather than the
         # platform's own "accepted" (one more request per message).
         self.verify = verify
@@ -133,9 +137,11 @@ class Broker:
                 return self.refuse_duplicate(run, intent)
             return self._without_channel(run, intent, silence_detail, ending)
         await self.transport.prepare(channel)
-        # The pool place first, however long it takes: only then is the attempt recorded,
-        # so a stop (or a takeover) while waiting leaves nothing that may have been sent.
-        async with await self.transport.reserve_place() as place:
+        # The conversation's turn, then the pool place, however long they take: only then
+        # is the attempt recorded, so a stop (or a takeover) while waiting leaves nothing
+        # that may have been sent.
+        turn = self.spacing.turn(intent.target.conversation_id)
+        async with turn, await self.transport.reserve_place() as place:
             attempt, request = self._attempt(intent, channel, place)
             if not self.store.add_intent(intent, attempt):
                 return self.refuse_duplicate(run, intent)
@@ -195,7 +201,8 @@ class Broker:
             self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
             return receipt
         await self.transport.prepare(channel)
-        async with await self.transport.reserve_place() as place:
+        turn = self.spacing.turn(intent.target.conversation_id)
+        async with turn, await self.transport.reserve_place() as place:
             attempt, request = self._attempt(intent, channel, place)
             record(attempt)
             sent = await self._send(run, intent, attempt, request, tried)

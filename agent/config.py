@@ -193,6 +193,9 @@ class Settings(BaseModel):
     verify_by_readback: bool = False
     # a message not answered this long after it arrived gets an ack ("seen, working on it")
     ack_after_s: float = Field(default=3.0, gt=0)
+    # messages to one conversation start at least this far apart (DingTalk may show closer
+    # ones out of order); other conversations never wait on it; 0 = no spacing
+    send_gap_s: float = Field(default=1.0, ge=0, le=10)
 
     # openai provider: any OpenAI-compatible /chat/completions endpoint
     openai_base_url: str | None = None

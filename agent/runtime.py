@@ -54,6 +54,7 @@ from agent.ingest import FrameKind, Ingestor, IngestResult
 from agent.invocation import InvocationBuilder
 from agent.media import MediaFetcher
 from agent.pipeline import Pipeline
+from agent.spacing import SendSpacing
 from agent.tasks import TaskKeeper
 from agent.transport import DingTalkTransport
 from gates.action import ActionGate
@@ -110,7 +111,12 @@ class Runtime:
         )
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
         self.broker = Broker(
-            self.store, self.transport, self.clock, self.crash, settings.verify_by_readback
+            self.store,
+            self.transport,
+            self.clock,
+            self.crash,
+            settings.verify_by_readback,
+            SendSpacing(settings.send_gap_s),
         )
         self.skills = skills or SkillLibrary(settings.skill_paths)
         action_gate = ActionGate(action_policy(settings))

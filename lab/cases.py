@@ -252,6 +252,8 @@ class PlatformExpect(_Check):
     cards: list[CardExpect] | None = None
     # every request the fake answered, by kind (``../shared/lab-cases.md``)
     calls: CallsExpect | None = None
+    # the smallest real gap between two messages the fake received for one conversation
+    min_gap_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _messages_not_empty(self) -> PlatformExpect:

@@ -62,6 +62,29 @@ def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[
     return problems
 
 
+def _screen(message: dict[str, Any]) -> str:
+    """The chat a message shows in (``ReceivedMessage.screen``, from its dict)."""
+    conversation = message.get("conversation_id")
+    if message.get("conversation_type") == "group" and conversation:
+        return str(conversation)
+    return f"dm:{','.join(message.get('user_ids') or []) or conversation}"
+
+
+def smallest_gap(received: list[dict[str, Any]]) -> float | None:
+    """The smallest real gap between consecutive messages shown in one chat (None when no
+    chat got two)."""
+    last: dict[str, float] = {}
+    smallest: float | None = None
+    for message in received:
+        screen = _screen(message)
+        mono = float(message["mono"])
+        if screen in last:
+            gap = mono - last[screen]
+            smallest = gap if smallest is None else min(smallest, gap)
+        last[screen] = mono
+    return smallest
+
+
 def _subset(want: dict[str, Any], got: dict[str, Any]) -> bool:
     return all(got.get(key) == value for key, value in want.items())
 
@@ -110,6 +133,11 @@ def judge(
         if expect.platform.cards is not None:
             found = card_findings(expect.platform.cards, cards or [])
             problems.extend(Check(*finding) for finding in found)
+        wanted_gap = expect.platform.min_gap_s
+        if wanted_gap is not None:
+            gap = smallest_gap(received)
+            if gap is not None and gap < wanted_gap:
+                problems.append(Check("platform.min_gap_s", wanted_gap, round(gap, 4)))
         wanted_downloads = expect.platform.downloads
         if wanted_downloads is not None and downloads != wanted_downloads:
             problems.append(Check("platform.downloads", wanted_downloads, downloads))

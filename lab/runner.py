@@ -35,6 +35,7 @@ from lab.transcript import Transcript, collect_transcript
 from skills.providers.base import Provider
 
 LAB_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: every case starts here
+LAB_SEND_GAP_S = 0.05  # one conversation's messages this far apart (the daemon's: 1 s)
 REDELIVERY_DELAY_S = 60.0  # DingTalk redelivers an unacked callback about a minute later
 
 
@@ -88,6 +89,9 @@ def lab_settings(
         knowledge_dir=knowledge_dir,
         skill_paths=skill_paths,
         ack_after_s=0.5,
+        # Real seconds (the virtual clock stands still during a drain): small, so cases
+        # stay fast, and still measured (``platform.min_gap_s``).
+        send_gap_s=LAB_SEND_GAP_S,
         openai_base_url=model_url,
         openai_model=LAB_MODEL if model_url else None,
         openai_timeout_s=5.0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import secrets
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -58,6 +59,16 @@ class ReceivedMessage:
     process_query_key: str | None
     robot_code: str | None
     at_dingtalk_ids: list[str] = field(default_factory=list)  # @ by dingtalkId (atDingtalkIds)
+    # Real (monotonic) arrival time: the lab's virtual clock stands still during a drain,
+    # and the spacing of messages on one screen is measured in real seconds.
+    mono: float = field(default_factory=time.monotonic)
+
+    @property
+    def screen(self) -> str:
+        """The chat it shows in: the group, or the one-to-one chat with its user."""
+        if self.conversation_type == "group" and self.conversation_id:
+            return self.conversation_id
+        return f"dm:{','.join(self.user_ids) or self.conversation_id}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

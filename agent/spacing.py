@@ -1,0 +1,52 @@
+"""Messages to one chat go one after another, ``send_gap_s`` apart.
+
+DingTalk may show messages sent to one conversation within about a second of each other in
+the wrong order (../shared/dingtalk-platform.md). So the broker takes a conversation's turn
+before each message to it: the message starts no sooner than ``gap_s`` after the one before
+it started there, and only after that one is done. Other conversations never wait on it.
+Real time on purpose (the loop's clock): it is the screen's order, not the lab's clock.
+
+    spacing = SendSpacing(1.0)
+    async with spacing.turn(conversation_id):
+        ...send...
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+FORGET_AFTER = 4096  # conversations remembered before the idle ones are let go
+
+
+class SendSpacing:
+    def __init__(self, gap_s: float) -> None:
+        self.gap_s = gap_s
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._next: dict[str, float] = {}  # conversation -> the loop time its next send may start
+
+    @asynccontextmanager
+    async def turn(self, conversation_id: str) -> AsyncIterator[None]:
+        if self.gap_s <= 0:
+            yield
+            return
+        lock = self._locks.get(conversation_id)
+        if lock is None:
+            lock = self._locks[conversation_id] = asyncio.Lock()
+        async with lock:
+            loop = asyncio.get_running_loop()
+            wait = self._next.get(conversation_id, 0.0) - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._next[conversation_id] = loop.time() + self.gap_s
+            yield
+        if len(self._next) > FORGET_AFTER:
+            self._forget_idle(asyncio.get_running_loop().time())
+
+    def _forget_idle(self, now: float) -> None:
+        for conversation_id, at in list(self._next.items()):
+            lock = self._locks.get(conversation_id)
+            if at <= now and (lock is None or not lock.locked()):
+                del self._next[conversation_id]
+                self._locks.pop(conversation_id, None)
