@@ -173,12 +173,17 @@ class Connector:
             on_event=on_event,
             on_frame=on_frame,
             on_ack=on_ack,
+            on_disconnect=self._on_disconnect,
         )
         self._connected = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
-        self._ws: Any = None
+        self._ws: Any = None  # the newest socket (during a hand-over the old one still reads)
+        self._client: Any = None
+        # The connection opened because DingTalk said the current one will go: the main
+        # loop carries on with it once the old one has closed.
+        self._replacement: asyncio.Task[bool] | None = None
 
     @property
     def connected(self) -> bool:
@@ -232,12 +237,16 @@ class Connector:
             checkpoints=False,  # acks never wait for a WAL checkpoint (storage/base.py)
         )
         self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
-        client = make_client(self._sdk, self.config)
+        client = self._client = make_client(self._sdk, self.config)
         started.set()
         attempt = 0
         try:
             while await self._wait_until_accepting():
                 received = await self._connect_once(client)
+                while self._replacement is not None and not self._stopping.is_set():
+                    # The old socket handed over: the new one is the connection now.
+                    replacement, self._replacement = self._replacement, None
+                    received = await replacement or received
                 if self._stopping.is_set():
                     break
                 if self.stats.paused:
@@ -254,7 +263,37 @@ class Connector:
                 )
                 await self._backoff(delay)
         finally:
+            await self._end_replacement()
             store.close()
+
+    async def _end_replacement(self) -> None:
+        """Stopping mid hand-over: the new socket closes too, before the store does."""
+        replacement, self._replacement = self._replacement, None
+        if replacement is not None and not replacement.done():
+            if self._ws is not None:
+                await self._ws.close()
+            await asyncio.wait([replacement], timeout=5)
+
+    def _on_disconnect(self, old: Any) -> None:
+        """DingTalk said ``old`` will be closed: open the next connection now, and close
+        ``old`` once the next is up (or could not come up in time), so no push falls
+        between the two (frames on ``old`` are still read and acked until then)."""
+        assert self._loop is not None
+        if self._replacement is None or self._replacement.done():
+            self._replacement = self._loop.create_task(self._connect_once(self._client))
+        self._loop.create_task(self._close_when_replaced(old, self._replacement))
+
+    async def _close_when_replaced(self, old: Any, replacement: asyncio.Task[bool]) -> None:
+        assert self._loop is not None
+        deadline = self._loop.time() + self.config.open_timeout_s + 1.0
+        while self._loop.time() < deadline and not replacement.done():
+            if self._ws is not None and self._ws is not old and self._connected.is_set():
+                break
+            await asyncio.sleep(0.01)
+        log.info(
+            "stream handed over to a new connection", extra={"replaced": not replacement.done()}
+        )
+        await old.close()
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, waking early when the connector is stopped."""
@@ -315,6 +354,7 @@ class Connector:
         assert self._loop is not None
         received = False
         watcher: asyncio.Task[None] | None = None
+        mine: Any = None
         try:
             connection = await self._loop.run_in_executor(None, client.open_connection)
             if not connection or self._stopping is None or self._stopping.is_set():
@@ -332,7 +372,7 @@ class Connector:
                 # the extension is always allowed (RFC 7692); the server sends plain frames.
                 compression=None,
             ) as ws:
-                self._ws = client.websocket = ws
+                mine = self._ws = client.websocket = ws
                 self._connected.set()
                 self.stats.connects += 1
                 log.info("stream connected", extra={"connects": self.stats.connects})
@@ -370,8 +410,9 @@ class Connector:
                 await asyncio.wait([watcher])
                 if not watcher.cancelled() and watcher.exception() is not None:
                     log.warning("readiness watcher failed", exc_info=watcher.exception())
-            if self._connected.is_set():
+            if mine is not None:
                 self.stats.disconnects += 1
-            self._connected.clear()
-            self._ws = client.websocket = None
+            if mine is not None and self._ws is mine:  # not after handing over to a newer one
+                self._connected.clear()
+                self._ws = client.websocket = None
         return received

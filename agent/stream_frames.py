@@ -55,8 +55,12 @@ class FrameHandler:
         on_event: EventSink,
         on_frame: FrameSink | None = None,
         on_ack: Callable[[float], None] | None = None,
+        on_disconnect: Callable[[Any], None] | None = None,
     ) -> None:
         self.sdk = sdk
+        # Told by DingTalk this socket will go (SYSTEM disconnect): the connector opens the
+        # next one and closes this one once that is up. None: close it at once.
+        self.on_disconnect = on_disconnect
         self.stats = stats
         self.max_frame_bytes = max_frame_bytes
         self.accepting = accepting
@@ -97,9 +101,15 @@ class FrameHandler:
             else:
                 # SYSTEM (ping, disconnect) and other topics: the SDK's own routing.
                 assert parsed.document is not None  # parsed whole, or it would be quarantined
+                client.websocket = ws  # the SDK acks on its client's socket: this frame's
                 outcome = await client.route_message(parsed.document)
                 if outcome == client.TAG_DISCONNECT:
-                    await ws.close()
+                    # DingTalk is about to close this connection: the next one opens first,
+                    # and this one closes once that one is up, so no push falls between.
+                    if self.on_disconnect is not None:
+                        self.on_disconnect(ws)
+                    else:
+                        await ws.close()
         except websockets.exceptions.ConnectionClosed:
             raise
         except Exception:

@@ -50,6 +50,10 @@ class Connection:
     outbox: deque[Outgoing] = field(default_factory=deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     handler: asyncio.Task[Any] | None = None  # the aiohttp handler task serving it
+    # Real (monotonic) times it opened and closed: whether a client's next connection was
+    # up before the old one went (a SYSTEM disconnect's hand-over) shows here.
+    opened_mono: float = field(default_factory=time.monotonic)
+    closed_mono: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         keys = ("id", "open", "zombie", "draining", "sent", "acked", "subscriptions")
@@ -220,6 +224,7 @@ class StreamGateway(DeliveryLedger):
             await self._read(conn)
         finally:
             conn.open = False
+            conn.closed_mono = time.monotonic()
             writer.cancel()
             await asyncio.wait([writer])
             # Unsent callbacks wait for the next connection; a ping meant for this one dies.

@@ -294,3 +294,34 @@ async def test_without_a_readiness_hook_nothing_pauses(fake, store, make_connect
     assert await fake.wait_acked(["m1"], 5.0)
     assert not connector.stats.paused and connector.connected
     assert store.quarantined() == [] and connector.stats.refused_while_paused == 0
+
+
+# ---------------------------------------------------------------------------- disconnect
+
+
+async def test_a_system_disconnect_opens_the_next_connection_before_closing_this_one(
+    fake, store, make_connector, events
+) -> None:
+    """DingTalk's SYSTEM disconnect: the next connection is up before the old one closes,
+    so pushes just before, during and after the hand-over each land, once."""
+    connector = await make_connector()
+    for n in range(1, 4):
+        send(fake, f"before{n}")
+    assert await fake.wait_acked([f"before{n}" for n in range(1, 4)], 10.0)
+    fake.stream.send_system("disconnect", {"reason": "lab: server going away"})
+    for n in range(1, 6):
+        send(fake, f"during{n}")
+    assert await eventually(lambda: len(fake.stream.connections) >= 2, 10.0)
+    for n in range(1, 4):
+        send(fake, f"after{n}")
+    wanted = [
+        f"{p}{n}" for p, k in (("before", 3), ("during", 5), ("after", 3)) for n in range(1, k + 1)
+    ]
+    assert await fake.wait_acked(wanted, 10.0)
+    assert await eventually(lambda: not fake.stream.connections[0].open, 10.0)
+    old, new = fake.stream.connections[:2]
+    assert old.closed_mono is not None and new.opened_mono < old.closed_mono, "overlap"
+    assert new.open and connector.connected
+    assert sorted(e.event_id for e in events) == sorted(wanted)  # each once
+    assert await eventually(lambda: connector.stats.disconnects == 1, 5.0)
+    assert connector.stats.connects == 2
