@@ -30,7 +30,15 @@ from typing import Any
 
 from agent import card_recovery
 from agent.card_api import CardAPI
-from agent.cards import REFUSAL_TEXT, CardBroker, OpenCard, cut_off_text
+from agent.cards import (
+    REFUSAL_TEXT,
+    CardBroker,
+    OpenCard,
+    card_parts,
+    cut_off_text,
+    part_end,
+    part_intent,
+)
 from agent.contracts import (
     ActionKind,
     ActionRequest,
@@ -84,6 +92,11 @@ class _Live:
     refusal: Refusal | None = None  # a frame the gate refused: the stream stops
     stalled: bool = False
     acked: bool = False
+    # A long answer goes on as the next card: where the current card's part begins in the
+    # whole text, and which card it is (1, 2, …).
+    start: int = 0
+    part: int = 1
+    broken: str | None = None  # why the next part's card could not open: the stream stops
 
 
 def _kind(raw: Any) -> Any:
@@ -199,7 +212,7 @@ class CardReplies:
         assert isinstance(event, ReplyText)
         if live.card is not None:
             if event.index == live.index:
-                self._offer(live, event.text)
+                await self._offer(live, event.text)
             return
         if event.index not in live.declined and event.text.strip():
             await self._open(host, live, event)
@@ -230,19 +243,41 @@ class CardReplies:
             return
         outcome.tally.terminal = ActionKind.REPLY
         live.card, live.index = handle, index
-        self._offer(live, text)
+        await self._offer(live, text)
 
-    def _offer(self, live: _Live, text: str) -> None:
+    async def _offer(self, live: _Live, text: str) -> None:
         """Check the full text so far like a text reply; a tail that could begin a secret
-        waits for the next text."""
+        waits for the next text. Past what one card shows, the card ends with its part and
+        the answer goes on in the next one."""
         assert live.card is not None
         refusal = frame_refusal(self.gate, text, live.run)
         if refusal is not None:
             live.refusal = refusal
             return
         held = (*self.gate.policy.secrets, *EVERYONE_WORDS)  # neither may show, even in part
-        keep = len(text) - unsafe_tail(text, held)
-        self.cards.offer(live.card, text[:keep])
+        shown = text[: len(text) - unsafe_tail(text, held)]
+        block = self.cards.block_chars
+        while len(shown) - live.start > block and live.broken is None:
+            end = live.start + part_end(shown[live.start :], block)
+            await self._next_card(live, shown[live.start : end].rstrip())
+            live.start = end
+        if live.broken is None:
+            self.cards.offer(live.card, shown[live.start :].lstrip())
+
+    async def _next_card(self, live: _Live, part: str) -> None:
+        """End the current card with ``part`` and open the next one of the answer."""
+        assert live.card is not None
+        receipt = await self.cards.finish(live.run, live.card, part, None)
+        live.outcome.receipts.append(receipt)
+        if not receipt.status.delivered:
+            live.broken = f"card {live.part} of the answer was not taken"
+            return
+        live.part += 1
+        handle = await self.cards.open(live.run, part_intent(live.card.intent, live.part))
+        if handle is None:
+            live.broken = f"card {live.part} of the answer could not be opened"
+            return
+        live.card = handle
 
     # ------------------------------------------------------------------ when it is done
 
@@ -263,6 +298,8 @@ class CardReplies:
                 await answer
         if live.refusal is not None:
             return await self._refused(host, live, live.refusal, None)
+        if live.broken is not None:
+            return self._ended_early(live)
         if live.stalled:
             return await self._cut(host, live, f"no new text for {self.stall_s:g}s", {})
         try:
@@ -307,12 +344,35 @@ class CardReplies:
         task_work = invocation.continuation is not None or any(map(touches_task, requests))
         ending = host.ending(outcome, ActionKind.REPLY) if not (after or task_work) else None
         body = request.text if request.text is not None else request.markdown or ""
-        assert live.card is not None
-        receipt = await self.cards.finish(run, live.card, body, ending)
+        receipt = await self._finish_parts(live, body, ending)
         self._record(outcome, request, receipt, run, ending)
         if after:
             await host.act(run, after, outcome, settle_last=not task_work)
         return ProviderReply([], reply.usage, reply.evidence)
+
+    async def _finish_parts(self, live: _Live, body: str, ending: RunEnding | None) -> Receipt:
+        """The finished answer on its cards: what earlier cards showed stays, the rest ends
+        the current card (and, longer than it shows, the cards after it, in order)."""
+        rest = body[live.start :].lstrip() if live.start else body
+        parts = card_parts(rest, self.cards.block_chars)
+        for part in parts[:-1]:
+            await self._next_card(live, part)
+            if live.broken is not None:
+                return live.outcome.receipts[-1]  # the last card that ended says how
+        assert live.card is not None
+        return await self.cards.finish(live.run, live.card, parts[-1], ending)
+
+    def _ended_early(self, live: _Live) -> ProviderReply:
+        """A long answer whose next card could not follow: the cards that ended stand, the
+        last one's receipt is the run's last word (no card is finished twice)."""
+        receipt = live.outcome.receipts[-1]
+        assert live.card is not None
+        text = live.card.card.final or live.card.card.streamed
+        live.outcome.ends_as = RunState.FAILED
+        self._record(
+            live.outcome, ActionRequest(kind=ActionKind.REPLY, text=text), receipt, live.run, None
+        )
+        return ProviderReply([], {}, {"card_parts": live.part, "stopped": live.broken})
 
     async def _refused(
         self, host: StreamHost, live: _Live, refusal: Refusal, reply: ProviderReply | None

@@ -74,6 +74,42 @@ _STATUS = {
 }
 
 
+def card_parts(text: str, block: int) -> list[str]:
+    """``text`` as cards of at most ``block`` code points: cut at a paragraph, a line or a
+    sentence in the block's second half where there is one, else at the block's end."""
+    parts: list[str] = []
+    rest = text
+    while len(rest) > block:
+        cut = part_end(rest, block)
+        parts.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    parts.append(rest)
+    return parts
+
+
+def part_end(text: str, block: int) -> int:
+    """Where the first card of ``text`` (longer than ``block``) ends."""
+    for mark in ("\n\n", "\n", "。", "！", "？", ". ", "；", "，", " "):
+        at = text.rfind(mark, block // 2, block)
+        if at > 0:
+            return at + len(mark)
+    return block
+
+
+def part_intent(intent: ActionIntent, n: int) -> ActionIntent:
+    """The intent of a long answer's n-th card: the first is the approved one; each later
+    one has a key of its own (``<key>#n``), so its card is named once however often the run
+    is driven, and counts as the message it is."""
+    if n == 1:
+        return intent
+    return intent.model_copy(
+        update={
+            "intent_id": f"{intent.intent_id}-{n}",
+            "idempotency_key": f"{intent.idempotency_key}#{n}",
+        }
+    )
+
+
 def _reason(cut_off: str | None, late: bool) -> str | None:
     if cut_off is not None:
         return CardReason.CUT_OFF.value
@@ -113,6 +149,7 @@ class CardBroker:
         pacer: CardPacer,
         broker: Broker,
         stall_s: float,
+        block_chars: int = 2500,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -120,6 +157,8 @@ class CardBroker:
         self.pacer = pacer
         self.broker = broker
         self.stall_s = stall_s
+        # The most one card shows (longer renders blank): the rest goes as the next card.
+        self.block_chars = block_chars
 
     def out_track_id(self, intent: ActionIntent) -> str:
         """The card's handle, derived from the intent's slot: one event's reply, one card."""
@@ -353,12 +392,20 @@ class CardBroker:
         )
 
     async def deliver(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
-        """A whole answer as a card in one frame (a provider that does not stream)."""
+        """A whole answer as cards of one frame each (a provider that does not stream): one
+        card, or — longer than a card shows — one per part, in order."""
         assert intent.content is not None
-        handle = await self.open(run, intent)
-        if handle is None:  # another execution holds the key
-            return self.broker.refuse_duplicate(run, intent)
-        return await self.finish(run, handle, intent.content.text, ending)
+        parts = card_parts(intent.content.text, self.block_chars)
+        receipt: Receipt | None = None
+        for n, part in enumerate(parts, start=1):
+            handle = await self.open(run, part_intent(intent, n))
+            if handle is None:  # another execution holds this part's key
+                return self.broker.refuse_duplicate(run, part_intent(intent, n))
+            receipt = await self.finish(run, handle, part, ending if n == len(parts) else None)
+            if not receipt.status.delivered:
+                break  # the rest of a long answer does not go after a failed part
+        assert receipt is not None
+        return receipt
 
     # ------------------------------------------------------------------ records
 

@@ -161,7 +161,9 @@ def build_cards(
     pacer = CardPacer(
         store, clock, settings.card_frame_interval_ms / 1000, settings.card_frames_per_second
     )
-    cards = CardBroker(store, clock, api, pacer, broker, settings.card_stall_s)
+    cards = CardBroker(
+        store, clock, api, pacer, broker, settings.card_stall_s, settings.card_block_chars
+    )
     broker.cards = cards
     return CardReplies(cards, gate, crash, settings.card_stall_s)
 

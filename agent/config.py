@@ -173,6 +173,9 @@ class Settings(BaseModel):
     # A card with no progress for this long is finalized with what was streamed and a note
     # that the answer was cut off.
     card_stall_s: float = Field(default=45, gt=0)
+    # DingTalk renders a card block of more than about 3,000 Chinese characters blank while
+    # its API answers success: a longer answer goes on as the next card (``<key>#2``, …).
+    card_block_chars: int = Field(default=2500, ge=100, le=3000)
 
     # Proactive work (agent/heartbeat.py): every beat looks for due follow-ups, reminders
     # and expiries. Off unless ``heartbeat_interval_s`` is set; reminders need it.

@@ -33,6 +33,8 @@ class CardExpect(BaseModel):
     finished: bool | None = None
     min_frames: int | None = Field(default=None, ge=0)
     max_frames: int | None = Field(default=None, ge=0)
+    # the fake marks a card that ever showed a block over what DingTalk renders as blank
+    blank: bool | None = None
 
     @model_validator(mode="after")
     def _checks_something(self) -> CardExpect:
@@ -86,4 +88,6 @@ def _card_problems(
         problems.append((f"{where}.min_frames", want.min_frames, len(frames)))
     if want.max_frames is not None and len(frames) > want.max_frames:
         problems.append((f"{where}.max_frames", want.max_frames, len(frames)))
+    if want.blank is not None and bool(card.get("blank")) != want.blank:
+        problems.append((f"{where}.blank", want.blank, bool(card.get("blank"))))
     return problems

@@ -231,3 +231,26 @@ async def test_markdown_mode_sends_replies_as_markdown(fake, tmp_path):
     (message,) = fake.received
     assert message.msgtype == "markdown" and "7" in message.text and fake.cards == []
     await runtime.aclose()
+
+
+def test_a_long_answer_is_cut_into_parts_at_a_boundary_each_under_the_block():
+    from agent.cards import card_parts
+
+    text = "\n\n".join(f"第{n}段：" + "内容" * 40 for n in range(1, 60))
+    parts = card_parts(text, 2500)
+    assert len(parts) >= 2 and all(len(p) <= 2500 for p in parts)
+    assert all(p.startswith("第") for p in parts), "each part begins at a paragraph"
+    assert "".join(parts).replace("\n", "") == text.replace("\n", "")
+    assert card_parts("短", 2500) == ["短"]
+    unbroken = "字" * 6000  # no boundary at all: cut at the block
+    assert [len(p) for p in card_parts(unbroken, 2500)] == [2500, 2500, 1000]
+
+
+def test_each_part_has_a_key_of_its_own():
+    from agent.cards import part_intent
+    from tests.test_card_store import _intent
+
+    intent = _intent("m1", "run-1")
+    assert part_intent(intent, 1) is intent
+    second = part_intent(intent, 2)
+    assert second.idempotency_key == "m1:terminal#2" and second.intent_id != intent.intent_id

@@ -20,6 +20,9 @@ class Shown(Protocol):
     text: str
 
 
+BLANK_ABOVE = 3000  # a card block longer than this renders blank on DingTalk's clients
+
+
 @dataclass
 class FakeCard:
     seq: int
@@ -40,9 +43,14 @@ class FakeCard:
     finalized: bool = False  # a final frame or a finished/failed state: no longer spinning
     busy: bool = False  # an update is being applied: a concurrent one is refused
 
+    # Set once any text over BLANK_ABOVE code points was shown: DingTalk renders such a
+    # block blank while its API answers success (a case proves it never happens).
+    blank: bool = False
+
     def show(self, content: str) -> None:
         self.content = content
         self.message.text = content
+        self.blank = self.blank or len(content) > BLANK_ABOVE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,4 +66,5 @@ class FakeCard:
             "flow_status": self.flow_status,
             "finished": self.flow_status == "3",
             "finalized": self.finalized,
+            "blank": self.blank,
         }
