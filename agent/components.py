@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from agent.broker import Broker
-from agent.card_api import CardAPI
-from agent.card_pacing import CardPacer
-from agent.card_stream import CardReplies
-from agent.cards import CardBroker
+from agent.cards.api import CardAPI
+from agent.cards.broker import CardBroker
+from agent.cards.pacing import CardPacer
+from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.config import ConfigError, Settings
-from agent.connector import ConnectorConfig
 from agent.crashpoints import CrashPoints
-from agent.invocation import InvocationLimits
-from agent.media import MediaLimits
-from agent.openapi import TransportConfig
-from agent.schedule import SchedulePolicy, parse_quiet_hours
+from agent.dingtalk.connector import ConnectorConfig
+from agent.dingtalk.openapi import TransportConfig
+from agent.proactive.schedule import SchedulePolicy, parse_quiet_hours
+from agent.run.broker import Broker
+from agent.run.invocation import InvocationLimits
+from agent.run.media import MediaLimits
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponsePolicy
 from skills.providers.base import Provider

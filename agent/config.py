@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from agent.contracts import AgentDefinition
-from agent.schedule import parse_quiet_hours
+from agent.proactive.schedule import parse_quiet_hours
 
 DINGTALK_API = "https://api.dingtalk.com"
 
@@ -69,7 +69,7 @@ class Settings(BaseModel):
     max_reply_chunks: int = Field(default=4, ge=1)
     agent: AgentDefinition = Field(default_factory=AgentDefinition)
 
-    # the enriched invocation (agent/invocation.py)
+    # the enriched invocation (agent/run/invocation.py)
     burst_window_s: float = Field(default=120, ge=0)
     max_text_chars: int = Field(default=4000, ge=100)
     max_quote_chars: int = Field(default=1000, ge=50)
@@ -85,7 +85,7 @@ class Settings(BaseModel):
     knowledge_dir: Path | None = None
     skill_paths: list[Path] = Field(default_factory=list)
 
-    # media (agent/media.py): fetched only for runs the response gate engaged
+    # media (agent/run/media.py): fetched only for runs the response gate engaged
     media_dir: Path = Path(".dta/media")  # one folder per run, beside the store by default
     max_download_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     download_timeout_s: float = Field(default=30, gt=0)
@@ -144,7 +144,7 @@ class Settings(BaseModel):
     # id can be read) instead of dropping the connection.
     max_frame_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
 
-    # the Stream Mode connection (see agent/connector.py)
+    # the Stream Mode connection (see agent/dingtalk/connector.py)
     stream_ping_interval_s: float = Field(default=10, gt=0)
     stream_ping_timeout_s: float = Field(default=10, gt=0)
     open_connection_timeout_s: float = Field(default=10, gt=0)
@@ -158,7 +158,7 @@ class Settings(BaseModel):
     log_format: Literal["json", "text"] = "json"
 
     # How a reply is delivered: a text message, a markdown message, or an AI card that fills
-    # in as the model writes (agent/cards.py). Acks and the host's own short messages stay
+    # in as the model writes (agent/cards/broker.py). Acks and the host's own short messages stay
     # text. Card mode needs the OpenAPI credentials and a published card template whose
     # streaming variable is ``card_content_key``.
     reply_mode: Literal["text", "markdown", "card"] = "text"
@@ -177,7 +177,7 @@ class Settings(BaseModel):
     # its API answers success: a longer answer goes on as the next card (``<key>#2``, …).
     card_block_chars: int = Field(default=2500, ge=100, le=3000)
 
-    # Proactive work (agent/heartbeat.py): every beat looks for due follow-ups, reminders
+    # Proactive work (agent/proactive/heartbeat.py): every beat looks for due follow-ups, reminders
     # and expiries. Off unless ``heartbeat_interval_s`` is set; reminders need it.
     heartbeat_interval_s: float | None = Field(default=None, ge=1)
     # A task waiting for an answer gets a follow-up after this long without one (off when

@@ -13,7 +13,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -128,3 +128,51 @@ def configure(level: str, fmt: str, secrets: Iterable[str]) -> None:
         sdk_logger = logging.getLogger(name)
         sdk_logger.handlers.clear()
         sdk_logger.propagate = True
+
+
+class FailureLog:
+    """Logs a failure that may repeat on every frame: the first, then one line per interval.
+
+    Each line carries the total so far and how many failures it stands for, so a disk that
+    stays full costs one warning a minute, not one per frame. The first success after a
+    failure is logged too, so an operator sees when it cleared.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        interval_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.what = what
+        self.interval_s = interval_s
+        self.clock = clock
+        self.failures = 0
+        self._unlogged = 0
+        self._last_logged: float | None = None
+        self._failing = False
+
+    def failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self._unlogged += 1
+        self._failing = True
+        now = self.clock()
+        if self._last_logged is not None and now - self._last_logged < self.interval_s:
+            return
+        self.logger.warning(
+            self.what,
+            extra={
+                "error": type(exc).__name__,
+                "detail": str(exc)[:200],
+                "failures": self.failures,
+                "since_last_log": self._unlogged,
+            },
+        )
+        self._last_logged, self._unlogged = now, 0
+
+    def succeeded(self) -> None:
+        if self._failing:
+            self._failing = False
+            self.logger.info(f"{self.what}: recovered", extra={"failures": self.failures})

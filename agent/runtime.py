@@ -32,7 +32,6 @@ from types import TracebackType
 
 import httpx
 
-from agent.broker import Broker
 from agent.clock import Clock, SystemClock
 from agent.components import (
     action_policy,
@@ -48,15 +47,16 @@ from agent.components import (
 from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
-from agent.dispatcher import Dispatcher
-from agent.heartbeat import build_heartbeat
-from agent.ingest import FrameKind, Ingestor, IngestResult
-from agent.invocation import InvocationBuilder
-from agent.media import MediaFetcher
-from agent.pipeline import Pipeline
-from agent.spacing import SendSpacing
-from agent.tasks import TaskKeeper
-from agent.transport import DingTalkTransport
+from agent.dingtalk.ingest import FrameKind, Ingestor, IngestResult
+from agent.dingtalk.transport import DingTalkTransport
+from agent.proactive.heartbeat import build_heartbeat
+from agent.run.broker import Broker
+from agent.run.dispatcher import Dispatcher
+from agent.run.invocation import InvocationBuilder
+from agent.run.media import MediaFetcher
+from agent.run.pipeline import Pipeline
+from agent.run.spacing import SendSpacing
+from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate
 from gates.response import ResponseGate
 from skills.loader import SkillLibrary
@@ -148,7 +148,7 @@ class Runtime:
             cards=self.cards,
             schedule=schedule_policy(settings),
         )
-        # Proactive work (agent/heartbeat.py): None unless heartbeat_interval_s is set.
+        # Proactive work (agent/proactive/heartbeat.py): None unless heartbeat_interval_s is set.
         self.heartbeat = build_heartbeat(settings, self.store, self.clock, self)
         # Every run in memory may be under way (the provider's places bound the expensive
         # part): a run waiting only for its turn would start its ack timer late.

@@ -2,5 +2,5 @@
 
 The response gate decides whether to respond at all, the action gate whether a request may
 become a side effect; the store facts the action gate needs are loaded by
-``agent.gate_facts``, outside this package.
+``agent.run.gate_facts``, outside this package.
 """

@@ -8,7 +8,7 @@ Approval binds the request to its run: the target is always copied from the run'
 never taken from the request (which has no target field to begin with).
 
 The gate is pure: it decides over data handed to it. The store facts it needs
-(``ActionFacts``) are gathered outside this package, by ``agent.gate_facts.load_facts``, so
+(``ActionFacts``) are gathered outside this package, by ``agent.run.gate_facts.load_facts``, so
 a decision can be tested, replayed and explained from data alone. The checks themselves
 and the data they read live in ``gates/action_checks.py``; this module runs them and turns
 an approval into intents.

@@ -26,9 +26,9 @@ import httpx
 from agent.clock import SystemClock
 from agent.components import transport_config
 from agent.config import Settings
-from agent.daemon import settle_heap
+from agent.daemon.serve import settle_heap
+from agent.dingtalk.transport import DingTalkTransport, OutboundRequest
 from agent.runtime import Runtime
-from agent.transport import DingTalkTransport, OutboundRequest
 from lab.bench_cards import run_bench_cards
 from lab.bench_floor import StoreCalls
 from lab.bench_stream import bench_stream

@@ -39,7 +39,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.clock import SystemClock
-from agent.daemon import settle_heap
+from agent.daemon.serve import settle_heap
 from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 

@@ -135,7 +135,7 @@ class DaemonProcess:
 
     def _command(self) -> list[str]:
         """How ``dta run`` is started (a subclass may add interpreter flags)."""
-        return [sys.executable, "-m", "agent.cli", "run", "--config", str(self.config_path)]
+        return [sys.executable, "-m", "agent.cli.main", "run", "--config", str(self.config_path)]
 
     async def start(self, timeout: float = 30.0, *extra: str) -> float:
         """Spawn (``extra``: more ``dta run`` arguments, e.g. ``--new-store``) and wait

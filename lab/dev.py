@@ -35,9 +35,9 @@ from typing import Any, NoReturn, TextIO
 
 import httpx
 
-from agent import devstate
+from agent.cli import devstate
+from agent.cli.trace import trace_message
 from agent.config import ConfigError
-from agent.trace import trace_message
 from lab.dev_config import DevDaemon, DevModel, config_file, dev_config, user_settings
 from lab.dev_view import Watcher, story
 from lab.fake import FakeDingTalk
@@ -153,7 +153,7 @@ class DevSession:
         # Only now: the daemon creates the store, and a reader must not race its creation.
         self._watch = asyncio.ensure_future(self.watcher.run())
         if not self.args.no_console:
-            from agent.console.server import start_console
+            from agent.cli.console.server import start_console
 
             self._console, self.console_url = await start_console(self.daemon.store_path, settings)
 
@@ -195,7 +195,7 @@ class DevSession:
             await asyncio.wait_for(shown.wait(), 20)
 
     def trace(self, msg_id: str) -> None:
-        from agent.trace_text import render
+        from agent.cli.trace_text import render
 
         assert self.daemon is not None
         with Store(self.daemon.store_path) as store:

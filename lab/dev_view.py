@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.trace import GATE_SILENCES, Cause, Trace, inspector, trace_message
-from agent.trace_text import receipt_line, task_line
+from agent.cli.trace import GATE_SILENCES, Cause, Trace, inspector, trace_message
+from agent.cli.trace_text import receipt_line, task_line
 from storage import Store
 
 # Hints for silences a builder may not expect, by reason code.

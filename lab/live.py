@@ -1,7 +1,7 @@
 """``dta lab eval --live``: the same case files, through the real connector and websocket.
 
 Instead of handing frames to ingest, each case starts the fake DingTalk's stream gateway
-and the real ``dingtalk-stream`` client (``agent.connector``) on the system clock; steps
+and the real ``dingtalk-stream`` client (``agent.dingtalk.connector``) on the system clock; steps
 become injected callbacks, raw frames, redeliveries and faults on the platform's side, and
 the verdict comes from the same judge. A case that needs the virtual clock (waits, crash
 restarts, minute-long gaps, or several messages from one person arriving at the same
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agent.clock import SystemClock
 from agent.components import connector_config
-from agent.connector import Connector
+from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step, directory
 from lab.fake import FakeDingTalk

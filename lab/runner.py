@@ -21,8 +21,8 @@ from agent.clock import VirtualClock
 from agent.components import build_provider
 from agent.config import Settings
 from agent.crashpoints import Crash, CrashPoints
-from agent.operator import operator_event
-from agent.operator import send as operator_send
+from agent.proactive.operator import operator_event
+from agent.proactive.operator import send as operator_send
 from agent.runtime import Runtime
 from lab.cases import Case, RestartSpec, Step, directory
 from lab.fake import FakeDingTalk, build_callback, callback_frame

@@ -33,7 +33,7 @@ import logging
 import sqlite3
 import threading
 
-from agent.recorder import FailureLog
+from agent.logs import FailureLog
 from storage.base import StoreBase
 
 log = logging.getLogger("dta.store")

@@ -14,7 +14,7 @@ questions that matter instead, each cheap enough to repeat every second:
   gives up after ``store_probe_timeout_s``, never the ten-second busy timeout of the
   pipeline's connection. It opens with ``mode=rw`` so it never creates a missing file.
 * are the pages sound? ``PRAGMA quick_check(1)`` reads the whole file, so it is run at
-  start-up and then rarely (see ``agent/daemon.py``), on its own connection off the loop.
+  start-up and then rarely (see ``agent/daemon/serve.py``), on its own connection off the loop.
 
 The problem codes are stable strings for logs, ``/readyz`` and metrics. Deleted, replaced
 and corrupt are *fatal*: the daemon stops acking and exits; the others are transient and

@@ -1,8 +1,9 @@
 """What the heartbeat reads: tasks that may be due, reminders waiting, events already made.
 
-The heartbeat (``agent/heartbeat.py``) decides what is due from the tasks themselves
-(``agent/schedule.py``); these lookups only narrow the tasks down to the ones that could be,
-using the columns migration 7 added (``due_at``, ``waiting_since``, ``created_at``).
+The heartbeat (``agent/proactive/heartbeat.py``) decides what is due from the tasks themselves
+(``agent/proactive/schedule.py``); these lookups only narrow the tasks down to the ones
+that could be, using the columns migration 7 added (``due_at``, ``waiting_since``,
+``created_at``).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ MIGRATIONS: list[str] = [
         lease_until REAL NOT NULL
     );
     """,
-    # 6: AI cards (agent/cards.py) and the app-wide card call budget shared by replicas
+    # 6: AI cards (agent/cards/broker.py) and the app-wide card call budget shared by replicas
     """
     CREATE TABLE cards (
         out_track_id TEXT PRIMARY KEY,
@@ -193,7 +193,7 @@ MIGRATIONS: list[str] = [
         used INTEGER NOT NULL
     );
     """,
-    # 7: proactive work (agent/heartbeat.py): what the heartbeat looks up each beat
+    # 7: proactive work (agent/proactive/heartbeat.py): what the heartbeat looks up each beat
     """
     ALTER TABLE tasks ADD COLUMN due_at REAL;
     ALTER TABLE tasks ADD COLUMN waiting_since REAL;

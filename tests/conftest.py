@@ -21,9 +21,9 @@ from respx.mocks import HTTPCoreMocker
 from storage import Store
 from tests.environment import unavailable
 
-# The daemon's requests go over its own HTTP/1.1 connection (agent/http_wire.py), which
+# The daemon's requests go over its own HTTP/1.1 connection (agent/dingtalk/http_wire.py), which
 # keeps httpcore's interface: ``respx.mock`` patches it like httpcore's own connections.
-HTTPCoreMocker.add_targets("agent.http_wire.WireConnection")
+HTTPCoreMocker.add_targets("agent.dingtalk.http_wire.WireConnection")
 
 PG_URL = os.environ.get("DTA_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
 

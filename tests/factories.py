@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from agent.contracts import ActionKind, Event, Origin, Run, SessionWebhook
-from agent.ingest import callback_to_event
+from agent.dingtalk.ingest import callback_to_event
 
 T0 = 1_760_000_000.0  # a fixed "now" for unit tests
 ROBOT = "robot-1"

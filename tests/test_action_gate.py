@@ -9,7 +9,7 @@ from agent.contracts import (
     RefusalReason,
     SessionWebhook,
 )
-from agent.gate_facts import load_facts
+from agent.run.gate_facts import load_facts
 from gates.action import (
     CHECKS,
     ActionFacts,

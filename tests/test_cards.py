@@ -234,7 +234,7 @@ async def test_markdown_mode_sends_replies_as_markdown(fake, tmp_path):
 
 
 def test_a_long_answer_is_cut_into_parts_at_a_boundary_each_under_the_block():
-    from agent.cards import card_parts
+    from agent.cards.broker import card_parts
 
     text = "\n\n".join(f"第{n}段：" + "内容" * 40 for n in range(1, 60))
     parts = card_parts(text, 2500)
@@ -247,7 +247,7 @@ def test_a_long_answer_is_cut_into_parts_at_a_boundary_each_under_the_block():
 
 
 def test_each_part_has_a_key_of_its_own():
-    from agent.cards import part_intent
+    from agent.cards.broker import part_intent
     from tests.test_card_store import _intent
 
     intent = _intent("m1", "run-1")

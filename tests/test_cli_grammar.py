@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import cli
-from agent.cli import main, parser
-from agent.doctor import network_failure, sources
-from agent.probe import ProbeResult
-from agent.skills_cli import probe_verdict
+from agent.cli import main as cli
+from agent.cli.doctor import network_failure, sources
+from agent.cli.main import main, parser
+from agent.cli.probe import ProbeResult
+from agent.cli.skills import probe_verdict
 
 
 def every_command(top: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple]:

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from agent.cli.console.server import start_console
 from agent.config import Settings
-from agent.console.server import start_console
-from agent.memory import review
+from agent.run.memory import review
 from lab.cases import Case
 from lab.runner import CaseRun
 from storage import Store

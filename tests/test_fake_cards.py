@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.card_api import FLOW_FAILED, FLOW_FINISHED, CardAPI, CardOutcome
-from agent.card_doctor import _checks, card_checks
+from agent.cards.api import FLOW_FAILED, FLOW_FINISHED, CardAPI, CardOutcome
+from agent.cli.card_doctor import _checks, card_checks
 from agent.clock import VirtualClock
 from agent.config import Settings
 from agent.contracts import CardReason, ConversationType, Origin
-from agent.openapi import DingTalkAPI, TransportConfig
+from agent.dingtalk.openapi import DingTalkAPI, TransportConfig
 from lab.fake import FakeDingTalk
 from tests.test_fake_dingtalk import START, token
 

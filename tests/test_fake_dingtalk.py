@@ -24,9 +24,9 @@ from agent.contracts import (
     Origin,
     SessionWebhook,
 )
-from agent.ingest import callback_to_event
-from agent.openapi import TransportConfig
-from agent.transport import DingTalkTransport
+from agent.dingtalk.ingest import callback_to_event
+from agent.dingtalk.openapi import TransportConfig
+from agent.dingtalk.transport import DingTalkTransport
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.platform import SESSION_TTL_S
 

@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.contracts import QuarantineReason
-from agent.ingest import KEPT_HEAD_CHARS, FrameKind, Ingestor, IngestResult, parse_frame
+from agent.dingtalk.ingest import KEPT_HEAD_CHARS, FrameKind, Ingestor, IngestResult, parse_frame
 from storage import Store
 from tests.factories import T0, callback, frame
 

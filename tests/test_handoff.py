@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from agent.handoff import Handoff
+from agent.daemon.handoff import Handoff
 from tests.factories import event
 
 

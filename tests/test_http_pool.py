@@ -9,8 +9,8 @@ import pytest
 import trustme
 from aiohttp import web
 
-from agent.http_backend import AsyncioBackend
-from agent.http_pool import EXEMPT, OutboundTransport
+from agent.dingtalk.http_backend import AsyncioBackend
+from agent.dingtalk.http_pool import EXEMPT, OutboundTransport
 
 
 async def _server(

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from agent.http_pool import OutboundTransport
+from agent.dingtalk.http_pool import OutboundTransport
 
 TIMEOUT = httpx.Timeout(2.0)
 OK_JSON = b'{"errcode":0}'

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agent.contracts import ConversationType, QuarantineReason
-from agent.ingest import (
+from agent.dingtalk.ingest import (
     KEPT_HEAD_CHARS,
     FrameKind,
     Ingestor,

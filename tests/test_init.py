@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 
+from agent.cli.init import scaffold
 from agent.config import load_settings
 from agent.contracts import ActionRequest
-from agent.init import scaffold
 from skills.loader import SkillLibrary
 
 

@@ -9,10 +9,10 @@ import respx
 
 from agent.clock import VirtualClock
 from agent.contracts import ActionKind, Verdict
-from agent.ingest import Ingestor, callback_to_event
-from agent.invocation import InvocationBuilder, InvocationLimits
-from agent.openapi import TransportConfig
-from agent.transport import DingTalkTransport
+from agent.dingtalk.ingest import Ingestor, callback_to_event
+from agent.dingtalk.openapi import TransportConfig
+from agent.dingtalk.transport import DingTalkTransport
+from agent.run.invocation import InvocationBuilder, InvocationLimits
 from gates.response import ResponseGate, ResponsePolicy
 from skills.rundir import prepare_run_dir
 from tests.factories import BOT_USER, T0, callback, frame, run_for

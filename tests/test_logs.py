@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from agent.daemon.recorder import FrameRecorder
 from agent.logs import JsonFormatter, RedactingFilter, redact
-from agent.recorder import FrameRecorder
 
 SECRET = "s3cr3t-app-secret-value"
 

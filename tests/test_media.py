@@ -14,10 +14,10 @@ import pytest
 
 from agent.clock import VirtualClock
 from agent.contracts import MediaStatus
-from agent.media import MEDIA_INDEX, MediaFetcher, MediaLimits, prune_media, sniff
-from agent.openapi import TransportConfig
+from agent.dingtalk.openapi import TransportConfig
+from agent.dingtalk.transport import DingTalkTransport
+from agent.run.media import MEDIA_INDEX, MediaFetcher, MediaLimits, prune_media, sniff
 from agent.runtime import Runtime
-from agent.transport import DingTalkTransport
 from lab.cases import CaseError, load_case
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.files import parse_files, tiny_png
@@ -228,7 +228,7 @@ async def test_openai_gets_text_files_fenced_and_no_image_without_vision(fake, t
 
 
 def test_store_prune_removes_old_media(tmp_path, monkeypatch, capsys):
-    from agent.cli import main
+    from agent.cli.main import main
     from storage import Store
 
     monkeypatch.chdir(tmp_path)

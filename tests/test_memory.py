@@ -4,7 +4,7 @@ to Markdown only with the expected hash, atomically."""
 import io
 
 from agent.contracts import MemoryCandidate, MemoryStatus
-from agent.memory import file_hash, list_candidates, publish, review
+from agent.run.memory import file_hash, list_candidates, publish, review
 from tests.factories import T0
 
 

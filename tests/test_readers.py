@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from agent.callback import FRAME_TIME
 from agent.clock import VirtualClock
 from agent.contracts import (
     ActionIntent,
@@ -17,11 +16,12 @@ from agent.contracts import (
     Origin,
     QuarantineReason,
 )
-from agent.ingest import FrameKind, parse_frame
-from agent.invocation import InvocationBuilder
-from agent.openapi import TransportConfig
-from agent.readers import quoted_text, read_message, strip_mentions
-from agent.transport import DingTalkTransport
+from agent.dingtalk.callback import FRAME_TIME
+from agent.dingtalk.ingest import FrameKind, parse_frame
+from agent.dingtalk.openapi import TransportConfig
+from agent.dingtalk.readers import quoted_text, read_message, strip_mentions
+from agent.dingtalk.transport import DingTalkTransport
+from agent.run.invocation import InvocationBuilder
 from storage import Store
 from tests.factories import BOT_USER, T0, callback, event, frame
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from agent.callback import FRAME_TIME
 from agent.clock import VirtualClock
 from agent.config import Settings
 from agent.contracts import Verdict
-from agent.ingest import FrameKind, parse_frame
-from agent.invocation import InvocationBuilder
+from agent.dingtalk.callback import FRAME_TIME
+from agent.dingtalk.ingest import FrameKind, parse_frame
+from agent.run.invocation import InvocationBuilder
 from gates.response import ResponseGate, ResponsePolicy
 from lab.replay import read_recording, replay_frames
 from storage import Store

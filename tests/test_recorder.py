@@ -12,7 +12,8 @@ import json
 import logging
 from pathlib import Path
 
-from agent.recorder import FailureLog, FrameRecorder
+from agent.daemon.recorder import FrameRecorder
+from agent.logs import FailureLog
 from lab.replay import read_recording
 from tests.environment import unavailable
 

@@ -21,8 +21,8 @@ from agent.contracts import (
     Robot,
 )
 from skills.loader import Skill, discover
-from skills.providers import Provider, RulesProvider
-from skills.providers.rules import clean_text, redirect_kind
+from skills.providers.base import Provider
+from skills.providers.rules import RulesProvider, clean_text, redirect_kind
 
 ALL = list(ActionKind)
 

@@ -8,8 +8,8 @@ from agent.clock import VirtualClock
 from agent.config import Settings
 from agent.contracts import ActionKind, ReceiptStatus, RunState
 from agent.crashpoints import Crash, CrashPoints
-from agent.ingest import Ingestor
-from agent.pipeline import HONEST_FAILURE
+from agent.dingtalk.ingest import Ingestor
+from agent.run.pipeline import HONEST_FAILURE
 from agent.runtime import Runtime
 from gates.action import idempotency_key
 from tests.factories import T0, callback, frame

@@ -13,9 +13,9 @@ from agent.contracts import (
     TaskStatus,
     Verdict,
 )
-from agent.heartbeat import BEAT_ACTOR
-from agent.reminders import cancelled_text, is_cancel, reminder_text
-from agent.schedule import SchedulePolicy, beat_slot, due_item, parse_quiet_hours
+from agent.proactive.heartbeat import BEAT_ACTOR
+from agent.proactive.reminders import cancelled_text, is_cancel, reminder_text
+from agent.proactive.schedule import SchedulePolicy, beat_slot, due_item, parse_quiet_hours
 from gates.action import ActionFacts, ActionGate, ActionPolicy, Approval, Refusal, RunTally
 from gates.response import ResponseGate, ResponsePolicy
 from skills.providers.reminders import reminder_reply

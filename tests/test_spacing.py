@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from itertools import pairwise
 
-from agent.spacing import SendSpacing
+from agent.run.spacing import SendSpacing
 
 
 async def test_one_chat_is_spaced_and_another_does_not_wait() -> None:

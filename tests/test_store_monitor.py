@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.daemon import StoreMonitor
-from agent.health import HealthServer
-from agent.metrics import Metrics
+from agent.daemon.health import HealthServer
+from agent.daemon.metrics import Metrics
+from agent.daemon.serve import StoreMonitor
 from storage import Store
 from storage.integrity import StoreProblem
 from tests.test_store_integrity import corrupt_middle, fill

@@ -15,7 +15,7 @@ import respx
 from agent.clock import SystemClock, VirtualClock
 from agent.config import Settings
 from agent.contracts import ReceiptStatus, RunState
-from agent.pipeline import HONEST_FAILURE
+from agent.run.pipeline import HONEST_FAILURE
 from agent.runtime import Runtime
 from storage import Lease, Store
 from storage.base import WRITE_CHUNK

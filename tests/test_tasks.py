@@ -10,7 +10,7 @@ from agent.contracts import (
     ReceiptStatus,
     TaskStatus,
 )
-from agent.tasks import TaskKeeper, is_stop
+from agent.run.tasks import TaskKeeper, is_stop
 from tests.factories import T0, event, run_for
 
 

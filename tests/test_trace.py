@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent.cli import main
-from agent.trace import Cause, Query, search, trace_message
-from agent.trace_text import parse_when, render
+from agent.cli.main import main
+from agent.cli.trace import Cause, Query, search, trace_message
+from agent.cli.trace_text import parse_when, render
 from lab.cases import Case
 from lab.runner import LAB_EPOCH, CaseRun
 from storage import Store

@@ -18,8 +18,8 @@ from agent.contracts import (
     Origin,
     SessionWebhook,
 )
-from agent.openapi import TokenError, TransportConfig
-from agent.transport import DingTalkTransport, webhook_origin
+from agent.dingtalk.openapi import TokenError, TransportConfig
+from agent.dingtalk.transport import DingTalkTransport, webhook_origin
 from tests.factories import T0
 
 API = "https://api.test"
@@ -278,7 +278,7 @@ async def test_every_http_error_is_classified(transport, error, outcome):
 def test_retry_after_http_date_is_utc(monkeypatch):
     import time
 
-    from agent.transport import _retry_after
+    from agent.dingtalk.transport import _retry_after
 
     monkeypatch.setenv("TZ", "Asia/Shanghai")
     time.tzset()

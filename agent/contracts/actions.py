@@ -88,7 +88,7 @@ class ActionRequest(Contract):
 
 
 class MessageContent(Contract):
-    # "card": a reply delivered as an AI card (see agent/cards.py); its text is the card's
+    # "card": a reply delivered as an AI card (see agent/cards/broker.py); its text is the card's
     # final text, recorded once when the card ends
     msgtype: Literal["text", "markdown", "card"]
     text: str

@@ -3,7 +3,7 @@
 ``Card`` records the last frame DingTalk took (``streamed``) and the text the card must end
 with (``final``), so a card left open by a crash can be finalized with exactly what the
 person saw. Its states (``CardState``) and fallback reasons (``CardReason``) are in
-``codes``; how cards are driven is ``agent/cards.py``.
+``codes``; how cards are driven is ``agent/cards/broker.py``.
 """
 
 from __future__ import annotations

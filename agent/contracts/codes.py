@@ -33,7 +33,7 @@ class SilentReason(StrEnum):
     PROVIDER_FAILED = "provider_failed"
     TASK_CANCELLED = "task_cancelled"  # the actor said stop; the task ends, nothing is said
     INTERNAL_ERROR = "internal_error"  # the run broke unexpectedly; see the run's failure
-    # Added by dta for proactive work (agent/heartbeat.py, agent/proactive.py):
+    # Added by dta for proactive work (agent/proactive/heartbeat.py, agent/proactive/work.py):
     HEARTBEAT_IDLE = "heartbeat_idle"  # a beat found nothing due: recorded, nothing sent
     HEARTBEAT_DUE = "heartbeat_due"  # a beat found due work: each item is its own event
     QUIET_HOURS = "quiet_hours"  # a beat in quiet hours: follow-ups postponed, never dropped

@@ -92,7 +92,7 @@ class Event(Contract):
     quote: dict[str, Any] | None = None
     # Media described at ingest (never fetched there): one dict per picture, file, video or
     # audio, with ``kind``, ``part_of`` (message|quote) and DingTalk's own fields
-    # (downloadCode, fileName, duration, recognition...). See agent/readers.py.
+    # (downloadCode, fileName, duration, recognition...). See agent/dingtalk/readers.py.
     attachments: list[dict[str, Any]] = Field(default_factory=list)
     session_webhook: SessionWebhook | None = None
     created_at: float

@@ -48,9 +48,9 @@ class TaskCheckpoint(Contract):
     updated_by_run: str
     created_at: float
     updated_at: float
-    # Proactive work (agent/heartbeat.py). ``origin`` is where the task came from: the only
-    # place a follow-up or a reminder may go. A ``reminder`` is due at ``due_at``; a task
-    # that waits gets follow-ups counted from ``waiting_since``.
+    # Proactive work (agent/proactive/heartbeat.py). ``origin`` is where the task came
+    # from: the only place a follow-up or a reminder may go. A ``reminder`` is due at
+    # ``due_at``; a task that waits gets follow-ups counted from ``waiting_since``.
     kind: Literal["task", "reminder"] = "task"
     origin: Origin | None = None
     due_at: float | None = None

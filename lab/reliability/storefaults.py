@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from agent.clock import SystemClock
-from agent.daemon import EXIT_STORE_LOST
+from agent.daemon.serve import EXIT_STORE_LOST
 from lab.fake import FakeDingTalk
 from lab.reliability.daemon import (
     DaemonProcess,
@@ -283,7 +283,7 @@ async def _fatal(kind: str, workdir: Path) -> dict[str, Any]:
     return report
 
 
-EXIT_REFUSED = 2  # start-up refused in one line (storage/lock.py, agent/commands.py)
+EXIT_REFUSED = 2  # start-up refused in one line (storage/lock.py, agent/cli/commands.py)
 
 
 async def _restart_refuses(daemon: DaemonProcess) -> dict[str, Any]:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_quick_bench_reports_every_figure_with_its_baseline() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "lab", "bench", "--quick", "--json"],
+        [sys.executable, "-m", "agent.cli.main", "lab", "bench", "--quick", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,

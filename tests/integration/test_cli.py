@@ -19,7 +19,7 @@ async def dta(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         *args,
         cwd=ROOT,
         env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", **env},
@@ -110,7 +110,7 @@ async def test_dev_demo_talks_to_the_daemon_over_the_stream(tmp_path):
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "dev",
         "--demo",
         "--dir",
@@ -136,7 +136,7 @@ def test_a_reader_that_stops_early_ends_the_output_quietly() -> None:
     import subprocess
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "lab", "eval", str(ROOT / "lab" / "cases")],
+        [sys.executable, "-m", "agent.cli.main", "lab", "eval", str(ROOT / "lab" / "cases")],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 from aiohttp import WSMsgType
 
-from agent.connector import (
+from agent.contracts import Event
+from agent.daemon.recorder import FrameRecorder
+from agent.dingtalk.connector import (
     PAUSED_CHECK_FAILED,
     PAUSED_NOT_ACCEPTING,
     Accepting,
@@ -30,9 +32,7 @@ from agent.connector import (
     ConnectorConfig,
     FrameSink,
 )
-from agent.contracts import Event
-from agent.ingest import KEPT_HEAD_CHARS
-from agent.recorder import FrameRecorder
+from agent.dingtalk.ingest import KEPT_HEAD_CHARS
 from lab.fake import FakeDingTalk
 from storage import Store
 from tests.environment import unavailable

@@ -33,7 +33,7 @@ def env() -> dict[str, str]:
 
 def dta(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "agent.cli.main", *args],
         cwd=cwd,
         env=env(),
         capture_output=True,
@@ -49,7 +49,7 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: become `dta dev`
             os.chdir(cwd)
-            os.execve(sys.executable, [sys.executable, "-m", "agent.cli", "dev", *args], env())
+            os.execve(sys.executable, [sys.executable, "-m", "agent.cli.main", "dev", *args], env())
         self.output = ""
 
     def read_until(self, marker: str, timeout: float = 30.0) -> str:

@@ -77,7 +77,7 @@ async def _dta(fake: FakeDingTalk, tmp_path: Path, *argv: str) -> tuple[int, str
         "NO_PROXY": "127.0.0.1,localhost",
     }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli", "send", "--config", str(config), *argv,
+        sys.executable, "-m", "agent.cli.main", "send", "--config", str(config), *argv,
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await proc.communicate()

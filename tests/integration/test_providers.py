@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.probe import probe
 from agent.config import Settings
-from agent.probe import probe
 from lab.fake_model import FakeModel
 from skills.loader import discover
 from skills.providers.base import ProviderFailed
@@ -118,7 +118,7 @@ async def test_skills_probe_command(tmp_path):
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agent.cli",
+            "agent.cli.main",
             "skills",
             "probe",
             cwd=tmp_path,

@@ -3,7 +3,7 @@
 import io
 import json
 
-from agent.pipeline import HONEST_FAILURE
+from agent.run.pipeline import HONEST_FAILURE
 from lab.security import CORPUS, run_corpus, security
 
 

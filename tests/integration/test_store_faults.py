@@ -28,7 +28,7 @@ async def dta(*args: str, env: dict[str, str], timeout: float = 60) -> tuple[int
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         *args,
         cwd=ROOT,
         env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", **env},

@@ -1,0 +1,1 @@
+"""AI cards: a delivery form of a reply (their API, pacing, streaming, recovery)."""

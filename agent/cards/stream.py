@@ -1,0 +1,447 @@
+"""Card mode: a streaming provider's answer, approved and shown in an AI card as it is written.
+
+    provider ──events──▶ consumer ──(first reply text)──▶ action gate ──approved──▶ card opens
+                          │  each newer text: content check ─refused─▶ the stream stops,
+                          │                   the card ends with a short refusal
+                          └──▶ offer ──▶ pump (agent/cards/broker.py): paced frames, newest text
+    answer complete ──▶ schema/content check of the whole answer ──▶ card finished with it
+
+The card is the reply: its intent takes the event's terminal slot and counts once against
+the write budgets, decided by the gate on the answer's first text, exactly as a text reply
+is decided on its whole text. A reply whose first text the gate refuses gets no card; the
+finished answer then goes through ``Acting.act`` like any other, and its refusal (or its
+approval, as a one-frame card) is recorded there. Acks the model wrote before its reply go
+out first, in order. Nothing else about the run changes: the ack timer, the honest failure
+and the run's end follow the pipeline's rules (``StreamHost`` carries them here).
+
+Never spinning: a provider that fails or stalls (no new text for ``card_stall_s``) after
+the card opened ends it with what was streamed and a note that it was cut off; a crash
+leaves the card in the store, and the next execution of the event finalizes it the same way
+(``CardBroker.recover``) before anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.cards import recovery as card_recovery
+from agent.cards.api import CardAPI
+from agent.cards.broker import (
+    REFUSAL_TEXT,
+    CardBroker,
+    OpenCard,
+    card_parts,
+    cut_off_text,
+    part_end,
+    part_intent,
+)
+from agent.contracts import (
+    ActionKind,
+    ActionRequest,
+    EnrichedInvocation,
+    Evidence,
+    Receipt,
+    ReceiptStatus,
+    Run,
+    RunEnding,
+    RunState,
+)
+from agent.crashpoints import CrashPoints
+from agent.run.gate_facts import load_facts
+from agent.run.outcome import RunOutcome, touches_task
+from gates.action import ActionGate, Refusal
+from gates.frames import final_check, frame_refusal, unsafe_tail
+from gates.reminders import EVERYONE_WORDS
+from skills.providers.base import ProviderFailed, ProviderReply
+from skills.providers.streaming import ReplyText, RequestDone, StreamEvent, StreamingProvider
+
+Act = Callable[..., Awaitable[RunOutcome]]
+
+
+@dataclass(frozen=True)
+class StreamHost:
+    """What the pipeline lends a streamed answer: its provider, its way of acting on
+    requests (``Acting.act``), its ack, its rule for how a run ends, its ack delay."""
+
+    provider: StreamingProvider
+    act: Act
+    ack: Callable[[], Awaitable[None]]
+    ending: Callable[[RunOutcome, ActionKind], RunEnding]
+    ack_after_s: float  # from now: what is left of the ack's delay since the message came
+    # The provider's places (``max_concurrent_runs``): the answer waits for one.
+    slots: asyncio.Semaphore
+    # The acting step's handling of an approved answer (``Acting.accept``): its memory
+    # candidates and its reminder, exactly as for a text reply.
+    accept: Callable[[Run, ActionRequest, float | None], None]
+
+
+@dataclass
+class _Live:
+    run: Run
+    outcome: RunOutcome
+    last: float
+    complete: dict[int, dict[str, Any]] = field(default_factory=dict)
+    acted: set[int] = field(default_factory=set)
+    declined: set[int] = field(default_factory=set)
+    card: OpenCard | None = None
+    index: int | None = None
+    refusal: Refusal | None = None  # a frame the gate refused: the stream stops
+    stalled: bool = False
+    acked: bool = False
+    # A long answer goes on as the next card: where the current card's part begins in the
+    # whole text, and which card it is (1, 2, …).
+    start: int = 0
+    part: int = 1
+    broken: str | None = None  # why the next part's card could not open: the stream stops
+
+
+def _kind(raw: Any) -> Any:
+    return raw.get("kind") if isinstance(raw, dict) else getattr(raw, "kind", None)
+
+
+class CardReplies:
+    def __init__(
+        self, cards: CardBroker, gate: ActionGate, crash: CrashPoints, stall_s: float
+    ) -> None:
+        self.cards = cards
+        self.gate = gate
+        self.crash = crash
+        self.stall_s = stall_s
+
+    @staticmethod
+    def streams(provider: object) -> bool:
+        return isinstance(provider, StreamingProvider)
+
+    @property
+    def api(self) -> CardAPI:
+        return self.cards.api
+
+    async def recover(self, event_id: str) -> int:
+        """The event's cards an earlier execution left open, finalized (before it runs)."""
+        return await card_recovery.recover(self.cards, event_id)
+
+    async def sweep(self, everything: bool = False) -> int:
+        """Open cards of ended runs, closed (the recovery loop; everything at start-up)."""
+        return await card_recovery.sweep(self.cards, everything)
+
+    async def respond(
+        self,
+        host: StreamHost,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        outcome: RunOutcome,
+    ) -> ProviderReply:
+        """The provider's reply; with a card opened, the card already carries (and has
+        finished) the reply, and only what the pipeline still owes is returned."""
+        events: asyncio.Queue[StreamEvent] = asyncio.Queue()
+
+        async def respond() -> ProviderReply:
+            async with host.slots:
+                return await host.provider.respond_streaming(invocation, skills, events.put_nowait)
+
+        answer = asyncio.ensure_future(respond())
+        live = _Live(run, outcome, asyncio.get_running_loop().time())
+        try:
+            await self._consume(host, live, events, answer)
+            return await self._settle(host, live, invocation, answer)
+        finally:
+            if not answer.done():  # stopped early (a refusal, a stall, a crash, a stop)
+                answer.cancel()
+            if live.card is not None and not live.card.done:
+                self.cards.abandon(live.card)
+
+    # ------------------------------------------------------------------ while it writes
+
+    async def _consume(
+        self,
+        host: StreamHost,
+        live: _Live,
+        events: asyncio.Queue[StreamEvent],
+        answer: asyncio.Future[ProviderReply],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while True:
+            getter = asyncio.ensure_future(events.get())
+            done, _ = await asyncio.wait(
+                {getter, answer},
+                timeout=self._timeout(host, live, started, loop.time()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if getter in done:
+                live.last = loop.time()
+                await self._on_event(host, live, getter.result())
+            else:
+                getter.cancel()
+            if live.refusal is not None:
+                return
+            if live.card is not None and live.card.card.frames:
+                self.crash.hit("mid_stream")
+            if getter in done:
+                continue
+            if answer in done:
+                while not events.empty() and live.refusal is None:
+                    await self._on_event(host, live, events.get_nowait())
+                return
+            if live.card is None:  # the answer takes a while: say so, once
+                live.acked = True
+                await host.ack()
+            else:
+                live.stalled = True
+                return
+
+    def _timeout(self, host: StreamHost, live: _Live, started: float, now: float) -> float | None:
+        if live.card is not None:
+            return max(0.0, live.last + self.stall_s - now)
+        if not live.acked:
+            return max(0.0, started + host.ack_after_s - now)
+        return None
+
+    async def _on_event(self, host: StreamHost, live: _Live, event: StreamEvent) -> None:
+        if isinstance(event, RequestDone):
+            live.complete[event.index] = event.raw
+            if live.card is None and _kind(event.raw) == "ack" and event.index not in live.acted:
+                live.acted.add(event.index)
+                await host.act(live.run, [event.raw], live.outcome, settle_last=False)
+            return
+        assert isinstance(event, ReplyText)
+        if live.card is not None:
+            if event.index == live.index:
+                await self._offer(live, event.text)
+            return
+        if event.index not in live.declined and event.text.strip():
+            await self._open(host, live, event)
+
+    async def _open(self, host: StreamHost, live: _Live, event: ReplyText) -> None:
+        """Approve the reply on its first text (and whatever else of the request is
+        complete by then) and open its card; what the model wrote before it goes first."""
+        index, text = event.index, event.text
+        for earlier in sorted(live.complete):
+            if earlier < index and earlier not in live.acted:
+                live.acted.add(earlier)
+                await host.act(live.run, [live.complete[earlier]], live.outcome, settle_last=False)
+        run, outcome = live.run, live.outcome
+        if outcome.tally.terminal is not None:
+            live.declined.add(index)
+            return
+        store, broker = self.cards.store, self.cards.broker
+        facts = load_facts(
+            store, run, self.cards.clock.now(), broker.transport.webhook_problem(run.origin)
+        )
+        verdict = self.gate.decide(event.head, run, outcome.tally, facts, form="card")
+        if isinstance(verdict, Refusal):
+            live.declined.add(index)  # no card: the finished answer is decided (and recorded)
+            return
+        handle = await self.cards.open(run, verdict.intents[0])
+        if handle is None:
+            live.declined.add(index)
+            return
+        outcome.tally.terminal = ActionKind.REPLY
+        live.card, live.index = handle, index
+        await self._offer(live, text)
+
+    async def _offer(self, live: _Live, text: str) -> None:
+        """Check the full text so far like a text reply; a tail that could begin a secret
+        waits for the next text. Past what one card shows, the card ends with its part and
+        the answer goes on in the next one."""
+        assert live.card is not None
+        refusal = frame_refusal(self.gate, text, live.run)
+        if refusal is not None:
+            live.refusal = refusal
+            return
+        held = (*self.gate.policy.secrets, *EVERYONE_WORDS)  # neither may show, even in part
+        shown = text[: len(text) - unsafe_tail(text, held)]
+        block = self.cards.block_chars
+        while len(shown) - live.start > block and live.broken is None:
+            end = live.start + part_end(shown[live.start :], block)
+            await self._next_card(live, shown[live.start : end].rstrip())
+            live.start = end
+        if live.broken is None:
+            self.cards.offer(live.card, shown[live.start :].lstrip())
+
+    async def _next_card(self, live: _Live, part: str) -> None:
+        """End the current card with ``part`` and open the next one of the answer."""
+        assert live.card is not None
+        receipt = await self.cards.finish(live.run, live.card, part, None)
+        live.outcome.receipts.append(receipt)
+        if not receipt.status.delivered:
+            live.broken = f"card {live.part} of the answer was not taken"
+            return
+        live.part += 1
+        handle = await self.cards.open(live.run, part_intent(live.card.intent, live.part))
+        if handle is None:
+            live.broken = f"card {live.part} of the answer could not be opened"
+            return
+        live.card = handle
+
+    # ------------------------------------------------------------------ when it is done
+
+    async def _settle(
+        self,
+        host: StreamHost,
+        live: _Live,
+        invocation: EnrichedInvocation,
+        answer: asyncio.Future[ProviderReply],
+    ) -> ProviderReply:
+        if live.card is None:
+            reply = await answer
+            rest = [raw for at, raw in enumerate(reply.requests) if at not in live.acted]
+            return ProviderReply(rest, reply.usage, reply.evidence)
+        if not answer.done():
+            answer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await answer
+        if live.refusal is not None:
+            return await self._refused(host, live, live.refusal, None)
+        if live.broken is not None:
+            return self._ended_early(live)
+        if live.stalled:
+            return await self._cut(host, live, f"no new text for {self.stall_s:g}s", {})
+        try:
+            reply = answer.result()
+        except ProviderFailed as exc:
+            return await self._cut(host, live, f"{exc.reason}: {exc.detail}", exc.evidence)
+        except Exception as exc:  # a provider bug must not leave the card open
+            return await self._cut(host, live, f"provider_error: {type(exc).__name__}", {})
+        return await self._finish(host, live, invocation, reply)
+
+    async def _finish(
+        self, host: StreamHost, live: _Live, invocation: EnrichedInvocation, reply: ProviderReply
+    ) -> ProviderReply:
+        requests, outcome = reply.requests, live.outcome
+        index = live.index
+        if reply.evidence.get("repaired"):  # a second, whole answer: its reply is the card's
+            index = next((at for at, raw in enumerate(requests) if _kind(raw) == "reply"), None)
+        if index is not None and index >= len(requests):
+            index = None
+        rest = [
+            (at, raw) for at, raw in enumerate(requests) if at not in live.acted and at != index
+        ]
+        before = [raw for at, raw in rest if index is None or at < index]
+        after = [raw for at, raw in rest if index is not None and at > index]
+        final = requests[index] if index is not None else None
+        if final is None or _kind(final) != "reply":
+            # The card took the terminal slot already: the rest are refused after it.
+            why = "the finished answer is not the reply its card began"
+            cut = await self._cut(host, live, why, reply.evidence, reply)
+            if before or after:
+                await host.act(live.run, before + after, outcome, settle_last=False)
+            return cut
+        if before:
+            await host.act(live.run, before, outcome, settle_last=False)
+        run = live.run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
+        live.run = run
+        check = final_check(self.gate, final, run, self.cards.clock.now())
+        if check.refusal is not None:
+            return await self._refused(host, live, check.refusal, reply)
+        request = ActionRequest.model_validate(final)
+        host.accept(run, request, check.reminder_due)
+        task_work = invocation.continuation is not None or any(map(touches_task, requests))
+        ending = host.ending(outcome, ActionKind.REPLY) if not (after or task_work) else None
+        body = request.text if request.text is not None else request.markdown or ""
+        receipt = await self._finish_parts(live, body, ending)
+        self._record(outcome, request, receipt, run, ending)
+        if after:
+            await host.act(run, after, outcome, settle_last=not task_work)
+        return ProviderReply([], reply.usage, reply.evidence)
+
+    async def _finish_parts(self, live: _Live, body: str, ending: RunEnding | None) -> Receipt:
+        """The finished answer on its cards: what earlier cards showed stays, the rest ends
+        the current card (and, longer than it shows, the cards after it, in order)."""
+        rest = body[live.start :].lstrip() if live.start else body
+        parts = card_parts(rest, self.cards.block_chars)
+        for part in parts[:-1]:
+            await self._next_card(live, part)
+            if live.broken is not None:
+                return live.outcome.receipts[-1]  # the last card that ended says how
+        assert live.card is not None
+        return await self.cards.finish(live.run, live.card, parts[-1], ending)
+
+    def _ended_early(self, live: _Live) -> ProviderReply:
+        """A long answer whose next card could not follow: the cards that ended stand, the
+        last one's receipt is the run's last word (no card is finished twice)."""
+        receipt = live.outcome.receipts[-1]
+        assert live.card is not None
+        text = live.card.card.final or live.card.card.streamed
+        live.outcome.ends_as = RunState.FAILED
+        self._record(
+            live.outcome, ActionRequest(kind=ActionKind.REPLY, text=text), receipt, live.run, None
+        )
+        return ProviderReply([], {}, {"card_parts": live.part, "stopped": live.broken})
+
+    async def _refused(
+        self, host: StreamHost, live: _Live, refusal: Refusal, reply: ProviderReply | None
+    ) -> ProviderReply:
+        """The gate refused what the card would show: the refusal is recorded like any
+        other, and the card ends with a short refusal instead (the run fails, as it does
+        when a text answer is refused)."""
+        run, outcome = live.run, live.outcome
+        cards = self.cards
+        refused = cards.broker.receipt(
+            run,
+            ActionKind.REPLY,
+            ReceiptStatus.REFUSED,
+            reason=refusal.reason.value,
+            evidence=Evidence(detail=refusal.detail[:500], out_track_id=self._track(live)),
+        )
+        cards.store.add_receipt(refused)
+        outcome.receipts.append(refused)
+        outcome.refused_answer = f"{refusal.reason.value}: {refusal.detail}"[:500]
+        outcome.refused_say = refusal.say
+        outcome.ends_as = RunState.FAILED
+        run = run.model_copy(update={"failure": f"refused_by_gate: {outcome.refused_answer}"[:500]})
+        ending = host.ending(outcome, ActionKind.REPLY)
+        assert live.card is not None
+        said = refusal.say or REFUSAL_TEXT  # plain words where the refusal has them
+        receipt = await cards.finish(run, live.card, said, ending)
+        request = ActionRequest(kind=ActionKind.REPLY, text=said)
+        self._record(outcome, request, receipt, run, ending)
+        return ProviderReply([], reply.usage if reply else {}, reply.evidence if reply else {})
+
+    async def _cut(
+        self,
+        host: StreamHost,
+        live: _Live,
+        why: str,
+        evidence: dict[str, Any],
+        reply: ProviderReply | None = None,
+    ) -> ProviderReply:
+        """The answer stopped short after its card opened: the card ends with what was
+        streamed and the cut-off note, ``failed`` (partial)."""
+        assert live.card is not None
+        await self.cards.stop(live.card)
+        outcome = live.outcome
+        outcome.ends_as = RunState.FAILED
+        run = live.run.model_copy(
+            update={"failure": f"card_cut_off: {why}"[:500], "evidence": evidence}
+        )
+        ending = host.ending(outcome, ActionKind.REPLY)
+        text = cut_off_text(live.card.card.streamed)
+        receipt = await self.cards.finish(run, live.card, text, ending, cut_off=why)
+        self._record(outcome, ActionRequest(kind=ActionKind.REPLY, text=text), receipt, run, ending)
+        return ProviderReply([], reply.usage if reply else {}, evidence)
+
+    @staticmethod
+    def _record(
+        outcome: RunOutcome,
+        request: ActionRequest,
+        receipt: Receipt,
+        run: Run,
+        ending: RunEnding | None,
+    ) -> None:
+        """What ``Acting.act`` notes after a terminal action, for the card."""
+        outcome.receipts.append(receipt)
+        outcome.tally.terminal = ActionKind.REPLY
+        outcome.terminal, outcome.terminal_kind = receipt.status, ActionKind.REPLY
+        outcome.terminal_request, outcome.terminal_receipt = request, receipt
+        if ending is not None:
+            outcome.settled = ending.apply(run, receipt)
+
+    @staticmethod
+    def _track(live: _Live) -> str | None:
+        return live.card.card.out_track_id if live.card is not None else None

@@ -1,0 +1,1 @@
+"""The commands: run, dev state, doctor, trace, console, init, skills, send, store."""

@@ -1,0 +1,296 @@
+"""``dta doctor``: preflight before ``dta run`` — each check ok or failed, with one fix.
+
+It first says what it read: which configuration file (or none) and which environment
+variables, by name only. Then each check names one cause and gives the one fix for it: a
+host that does not resolve (DNS), a network that does not connect or answer, credentials
+DingTalk refused, DingTalk itself failing, Stream Mode not enabled. Later checks are skipped
+when they cannot mean anything — no gateway check after the credentials were refused, so a
+bad key never also reads as "enable Stream Mode". Exit status 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import ssl
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+import httpx
+
+from agent.cli.card_doctor import card_checks
+from agent.cli.probe import probe
+from agent.cli.skills import probe_verdict
+from agent.clock import SystemClock
+from agent.components import build_provider, open_store, transport_config
+from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
+from agent.dingtalk.openapi import TokenError
+from agent.dingtalk.transport import DingTalkTransport
+from skills.loader import SkillError, SkillLibrary
+from storage.integrity import StoreError, remedy
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    cause: str = ""  # dns | network | credentials | platform | stream_mode | config | …
+    # False for a line that says how something will be shown, not that it was probed: it
+    # fails nothing, and it never reads as a pass.
+    checked: bool = True
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def network_failure(name: str, url: str, exc: Exception) -> Check:
+    """One cause, one fix, for a request that never got an HTTP answer."""
+    host = urlsplit(url).hostname or url
+    if _caused_by(exc, socket.gaierror):
+        return Check(
+            name,
+            False,
+            f"{host} does not resolve (DNS)",
+            f"check the host name in openapi_base_url / DINGTALK_OPENAPI_ENDPOINT and this"
+            f" machine's DNS (try `getent hosts {host}`)",
+            "dns",
+        )
+    if isinstance(exc, httpx.ProxyError):
+        return Check(name, False, f"the proxy refused {host}", "check http_proxy", "proxy")
+    if _caused_by(exc, ssl.SSLError):
+        return Check(
+            name,
+            False,
+            f"TLS with {host} failed: {exc}",
+            "check the system's CA certificates and any intercepting proxy",
+            "tls",
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return Check(
+            name,
+            False,
+            f"{host} did not answer in time ({type(exc).__name__})",
+            "check this machine's outbound network or firewall (HTTPS to DingTalk)",
+            "network",
+        )
+    return Check(
+        name,
+        False,
+        f"cannot connect to {host}: {exc or type(exc).__name__}",
+        "check this machine's outbound network or firewall (HTTPS to DingTalk)",
+        "network",
+    )
+
+
+def _credentials(settings: Settings) -> Check:
+    missing = [
+        env
+        for env, value in (
+            ("DINGTALK_CLIENT_ID", settings.client_id),
+            ("DINGTALK_CLIENT_SECRET", settings.client_secret),
+        )
+        if not value
+    ]
+    if missing:
+        return Check(
+            "credentials",
+            False,
+            f"missing {', '.join(missing)}",
+            "set them in the environment or as client_id/client_secret in dta.toml",
+            "config",
+        )
+    return Check("credentials", True, f"client id {settings.client_id}")
+
+
+def _token(settings: Settings) -> Check:
+    robot = settings.robot_code or settings.client_id
+    transport = DingTalkTransport(
+        transport_config(settings.with_overrides({"robot_code": robot})), SystemClock()
+    )
+
+    async def fetch() -> str:
+        try:
+            return await transport.access_token()
+        finally:
+            await transport.aclose()
+
+    url = settings.openapi_base_url
+    try:
+        asyncio.run(fetch())
+    except TokenError as exc:
+        answered = re.search(r"answered (\d+)", str(exc))
+        status = answered.group(1) if answered else ""
+        if status.startswith("5") or status == "429":
+            return Check(
+                "access token", False, str(exc), "DingTalk is failing: try again later", "platform"
+            )
+        return Check(
+            "access token",
+            False,
+            f"DingTalk refused the credentials ({exc})",
+            "copy the AppKey and AppSecret of the robot's app again (developer console)",
+            "credentials",
+        )
+    except httpx.HTTPError as exc:
+        return network_failure("access token", url, exc)
+    return Check("access token", True, f"fetched from {url}")
+
+
+def _stream(settings: Settings) -> Check:
+    assert settings.client_secret is not None
+    body = {
+        "clientId": settings.client_id,
+        "clientSecret": settings.client_secret.get_secret_value(),
+        "subscriptions": [{"type": "CALLBACK", "topic": "/v1.0/im/bot/messages/get"}],
+        "ua": "dta-doctor",
+        "localIp": "",
+    }
+    url = f"{settings.openapi_base_url}/v1.0/gateway/connections/open"
+    try:
+        response = httpx.post(url, json=body, timeout=settings.open_connection_timeout_s)
+    except httpx.HTTPError as exc:
+        return network_failure("stream gateway", url, exc)
+    if response.status_code >= 500 or response.status_code == 429:
+        return Check(
+            "stream gateway",
+            False,
+            f"answered {response.status_code}",
+            "DingTalk is failing: try again later",
+            "platform",
+        )
+    if response.status_code != 200:
+        # The token check passed, so the credentials are good: what is left is the mode.
+        return Check(
+            "stream gateway",
+            False,
+            f"answered {response.status_code} although the credentials are valid",
+            "enable Stream Mode for the robot in the app's developer console",
+            "stream_mode",
+        )
+    return Check("stream gateway", True, "connection ticket issued")
+
+
+def _store(settings: Settings) -> Check:
+    """Open the configured store (SQLite file or PostgreSQL) and write to it for real."""
+    try:
+        store = open_store(settings)
+    except StoreError as exc:
+        return Check(
+            "store",
+            False,
+            str(exc),
+            "check the path (or DTA_STORE_URL), and that it is writable",
+            "store",
+        )
+    try:
+        health = store.probe(settings.store_probe_timeout_s)
+        counts = store.counts()
+    finally:
+        store.close()
+    if not health.ok:
+        return Check(
+            "store",
+            False,
+            f"{store.where}: {health.problem} ({health.detail})",
+            remedy(health.problem) if health.problem else "see the detail",
+            "store",
+        )
+    return Check("store", True, f"{store.where} ({counts.events} events stored)")
+
+
+def _skills(settings: Settings) -> Check:
+    try:
+        library = SkillLibrary(settings.skill_paths)
+        build_provider(settings)
+    except (SkillError, ConfigError) as exc:
+        fix = "fix the named file or field"
+        return Check("skills and provider", False, str(exc), fix, "skills")
+    names = ", ".join(skill.name for skill in library.skills)
+    return Check("skills and provider", True, f"{settings.provider}; skills: {names}")
+
+
+def _probe(settings: Settings) -> Check:
+    result = asyncio.run(probe(settings))
+    verdict, explanation = probe_verdict(result)
+    if result.loaded is False:
+        return Check(
+            "host loading",
+            False,
+            explanation,
+            "check the provider's endpoint, model and skill paths",
+            "skills",
+        )
+    return Check("host loading", True, f"{verdict}: {explanation}")
+
+
+def diagnose(settings: Settings, card_to: str | None = None) -> list[Check]:
+    """``card_to``: in card mode, a staff id to send one test card to."""
+    checks = [_credentials(settings)]
+    if checks[0].ok:
+        token = _token(settings)
+        checks.append(token)
+        if token.ok:
+            checks.append(_stream(settings))
+            checks.extend(Check(**line) for line in card_checks(settings, card_to))
+    checks.extend([_store(settings), _skills(settings)])
+    if checks[-1].ok:
+        checks.append(_probe(settings))
+    return checks
+
+
+def sources(config: Path | None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What ``load_settings`` reads here: the file (or none) and the variables set, by name
+    only — their values may be secrets."""
+    env = dict(os.environ) if env is None else env
+    path = config
+    if path is None and Path("dta.toml").exists():
+        path = Path("dta.toml")
+    return {
+        "config_file": str(path.resolve()) if path is not None else None,
+        "environment": sorted(name for name in ENV_KEYS if env.get(name)),
+    }
+
+
+def doctor(
+    config: Path | None, out: TextIO, as_json: bool = False, card_to: str | None = None
+) -> int:
+    read = sources(config)
+    try:
+        settings = load_settings(config)
+    except ConfigError as exc:
+        checks = [Check("config", False, str(exc), "fix the named field", "config")]
+    else:
+        checks = [Check("config", True, "valid"), *diagnose(settings, card_to)]
+    ok = all(check.ok for check in checks)
+    if as_json:
+        document = {**read, "ok": ok, "checks": [asdict(c) for c in checks]}
+        print(json.dumps(document, ensure_ascii=False, indent=2), file=out)
+        return 0 if ok else 1
+    where = read["config_file"] or "none (defaults; `dta init` writes one)"
+    print(f"config file: {where}", file=out)
+    names = ", ".join(read["environment"]) or "none of dta's variables are set"
+    print(f"environment: {names}", file=out)
+    for check in checks:
+        mark = ("ok  " if check.checked else "----") if check.ok else "FAIL"
+        if not check.checked:
+            line = f"{mark}  {check.name}: not checked — {check.detail}"
+            print(line, file=out)
+            continue
+        line = f"{mark}  {check.name}: {check.detail}"
+        if not check.ok and check.fix:
+            line += f"\n      fix: {check.fix}"
+        print(line, file=out)
+    return 0 if ok else 1

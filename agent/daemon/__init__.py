@@ -1,0 +1,1 @@
+"""The long-running process: serve, health, metrics, recorder, hand-off."""

@@ -1,0 +1,377 @@
+"""From a raw Stream Mode frame to a stored Event, a counted duplicate, or quarantine.
+
+``parse_frame`` is pure: it never raises and says exactly what is wrong with a bad frame.
+``Ingestor.ingest`` stores the outcome durably and returns what the connector needs to ack.
+Only after ``ingest`` returns may the frame be acked: an event that is stored but not yet
+processed is picked up again on restart.
+
+A frame that cannot be read whole is still answered: one over the size limit, or one that is
+not UTF-8, is quarantined with its frame ``messageId`` found by a bounded look at its ends, so
+the connector can ack it and DingTalk stops redelivering what would never parse.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent.contracts import Event, QuarantineReason
+from agent.dingtalk.callback import MissingFieldError, callback_to_event, frame_time_s
+from storage import Store
+
+__all__ = ["FrameKind", "IngestResult", "Ingestor", "ParsedFrame", "callback_to_event"]
+
+BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
+# Frames up to this many bytes (UTF-8, as on the wire) are read; larger ones are quarantined.
+MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Of a frame too large to read, this many characters are kept: enough to see what it was.
+KEPT_HEAD_CHARS = 64 * 1024
+# msgIds this ingestor stored lately: a redelivery of one is looked for before storing.
+RECENT_IDS = 4_096
+# A frame that cannot be parsed whole is searched for its messageId only this far from each
+# end, so the search costs the same for a 5 MB frame as for a 50 kB one. Header objects are
+# flat and short; the bounded gap keeps the regex linear on hostile input.
+_ID_WINDOW = 64 * 1024
+_HEADER_ID = r'"headers"\s*:\s*\{[^{}]{0,4096}?"messageId"\s*:\s*"((?:[^"\\]|\\.){1,256})"'
+_HEADER_ID_TEXT = re.compile(_HEADER_ID)
+_HEADER_ID_BYTES = re.compile(_HEADER_ID.encode())
+
+
+class FrameKind(StrEnum):
+    EVENT = "event"  # a new chatbot message, stored
+    DUPLICATE = "duplicate"  # a msgId we already have: acked, counted, not processed
+    QUARANTINED = "quarantined"  # malformed: stored with the reason, acked
+    SYSTEM = "system"  # ping / disconnect
+    IGNORED = "ignored"  # a well-formed frame of a topic we do not handle
+
+
+@dataclass(frozen=True)
+class ParsedFrame:
+    kind: FrameKind
+    frame_message_id: str | None = None
+    event: Event | None = None
+    topic: str | None = None
+    reason: QuarantineReason | None = None
+    error: str | None = None
+    # The frame as parsed JSON (SYSTEM, IGNORED and EVENT frames), so whoever routes it
+    # next (the SDK, for its ack) need not parse it again.
+    document: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    kind: FrameKind
+    frame_message_id: str | None
+    event: Event | None = None
+    generation: int = 0
+    reason: QuarantineReason | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- wire shapes
+
+
+class _Wire(BaseModel):
+    # DingTalk adds fields over time; unknown ones are kept in the raw frame, not refused.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _FrameHeaders(_Wire):
+    messageId: str | None = None
+    topic: str | None = None
+    time: Any = None  # ms as a string: stands in for a callback without createAt
+
+
+class _Frame(_Wire):
+    type: str
+    headers: _FrameHeaders
+    data: Any = None
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _describe(exc: ValidationError) -> tuple[QuarantineReason, str]:
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(frame)"
+    reason = (
+        QuarantineReason.MISSING_FIELD
+        if first["type"] == "missing"
+        else (QuarantineReason.BAD_FIELD)
+    )
+    return reason, f"{field}: {first['msg']}"
+
+
+def frame_text(data: bytes, max_bytes: int | None = MAX_FRAME_BYTES) -> str | bytes:
+    """A frame as it came off the socket, as text when it is UTF-8 within the size limit.
+
+    DingTalk sends text frames, but a proxy may re-frame them as binary; either way the text
+    is what gets parsed, stored and recorded. Anything else stays bytes, for ``parse_frame``
+    to quarantine with the reason (``frame_too_large`` or ``not_utf8``).
+    """
+    if max_bytes is not None and len(data) > max_bytes:
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def peek_frame_message_id(raw: str | bytes) -> str | None:
+    """The frame's ``headers.messageId`` found near either end, without parsing the frame.
+
+    For frames that cannot be parsed whole (too large, not UTF-8, not JSON): the id is what
+    the ack needs, and a bounded regex over the first and last ``_ID_WINDOW`` characters
+    finds it at a cost independent of the frame's size. Best effort: None when not found.
+    """
+    windows = (raw[:_ID_WINDOW], raw[-_ID_WINDOW:]) if len(raw) > 2 * _ID_WINDOW else (raw,)
+    for window in windows:
+        found = (
+            _HEADER_ID_BYTES.search(window)
+            if isinstance(window, bytes)
+            else _HEADER_ID_TEXT.search(window)
+        )
+        if found is None:
+            continue
+        literal = found.group(1)
+        try:
+            text = literal.decode("utf-8") if isinstance(literal, bytes) else literal
+            value = json.loads(f'"{text}"')  # undo JSON escapes, as json.loads would
+        except ValueError:  # also UnicodeDecodeError: not an id we could ack
+            continue
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def frame_size(raw: str | bytes) -> int:
+    """Bytes on the wire: a text frame is UTF-8 (a lone surrogate counted as if encoded)."""
+    if isinstance(raw, bytes):
+        return len(raw)
+    if raw.isascii():
+        return len(raw)
+    return len(raw.encode("utf-8", errors="surrogatepass"))
+
+
+def _headers_id(document: dict[str, Any]) -> str | None:
+    headers = document.get("headers")
+    value = headers.get("messageId") if isinstance(headers, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def parse_frame(raw: str | bytes, received_at: float, max_bytes: int | None = None) -> ParsedFrame:
+    """Classify one frame. Never raises: every failure is a quarantine reason with detail.
+
+    With ``max_bytes``, a larger frame is quarantined as ``frame_too_large`` before any
+    parsing: reading megabytes of JSON is the cost the limit exists to avoid.
+    """
+    if max_bytes is not None and len(raw) * 4 > max_bytes:  # cheaper checks first
+        size = frame_size(raw)
+        if size > max_bytes:
+            return ParsedFrame(
+                FrameKind.QUARANTINED,
+                frame_message_id=peek_frame_message_id(raw),
+                reason=QuarantineReason.FRAME_TOO_LARGE,
+                error=(
+                    f"frame is {size} bytes, over the {max_bytes}-byte limit;"
+                    f" raw keeps its first {KEPT_HEAD_CHARS} characters"
+                ),
+            )
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return ParsedFrame(
+                FrameKind.QUARANTINED,
+                frame_message_id=peek_frame_message_id(raw),
+                reason=QuarantineReason.NOT_UTF8,
+                error=f"not UTF-8: {exc.reason} at byte {exc.start}; raw keeps it in base64",
+            )
+    try:
+        document = json.loads(raw)
+    except (ValueError, TypeError, RecursionError) as exc:
+        # ValueError covers bad JSON and integers too long to convert;
+        # RecursionError, documents nested deeper than any real frame.
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=peek_frame_message_id(raw),
+            reason=QuarantineReason.NOT_JSON,
+            error=str(exc) or type(exc).__name__,
+        )
+    if not isinstance(document, dict):
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            reason=QuarantineReason.BAD_SHAPE,
+            error=f"frame is a JSON {type(document).__name__}, not an object",
+        )
+    try:
+        frame = _Frame.model_validate(document)
+    except ValidationError as exc:
+        _, detail = _describe(exc)
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=_headers_id(document),
+            reason=QuarantineReason.BAD_SHAPE,
+            error=detail,
+        )
+    frame_id = frame.headers.messageId
+    if frame.type == "SYSTEM":
+        return ParsedFrame(
+            FrameKind.SYSTEM,
+            frame_message_id=frame_id,
+            topic=frame.headers.topic,
+            document=document,
+        )
+    if frame.type != "CALLBACK" or frame.headers.topic != BOT_MESSAGE_TOPIC:
+        return ParsedFrame(
+            FrameKind.IGNORED,
+            frame_message_id=frame_id,
+            topic=frame.headers.topic,
+            document=document,
+        )
+    if not isinstance(frame.data, str):
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.DATA_NOT_JSON,
+            error=f"data must be a JSON document in a string, got {type(frame.data).__name__}",
+        )
+    try:
+        data = json.loads(frame.data)
+    except (ValueError, RecursionError) as exc:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.DATA_NOT_JSON,
+            error=str(exc) or type(exc).__name__,
+        )
+    if not isinstance(data, dict):
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.BAD_SHAPE,
+            error=f"data is a JSON {type(data).__name__}, not an object",
+        )
+    try:
+        event = callback_to_event(data, received_at, frame_id, frame_time_s(frame.headers.time))
+    except MissingFieldError as exc:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.MISSING_FIELD,
+            error=str(exc),
+        )
+    except ValidationError as exc:
+        reason, detail = _describe(exc)
+        return ParsedFrame(
+            FrameKind.QUARANTINED, frame_message_id=frame_id, reason=reason, error=detail
+        )
+    except (ValueError, OverflowError, RecursionError) as exc:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=frame_id,
+            reason=QuarantineReason.BAD_FIELD,
+            error=str(exc) or type(exc).__name__,
+        )
+    return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event, document=document)
+
+
+def kept_text(reason: QuarantineReason, raw: str | bytes) -> str:
+    """What the quarantine table keeps of a refused frame: all of it, unless that is unsafe.
+
+    A frame over the size limit keeps only its head (the store must not grow by megabytes
+    per redelivery); a frame that is not UTF-8 is kept whole in base64, since no text form
+    of it is both storable and faithful.
+    """
+    if reason is QuarantineReason.FRAME_TOO_LARGE:
+        head = raw[:KEPT_HEAD_CHARS]
+        return head.decode("utf-8", errors="replace") if isinstance(head, bytes) else head
+    if reason is QuarantineReason.NOT_UTF8 and isinstance(raw, bytes):
+        return base64.b64encode(raw).decode("ascii")
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+
+
+# Does this new event supersede the older runs of its thread? (see Ingestor)
+Supersedes = Callable[[Event, float], bool]
+
+
+class Ingestor:
+    """Durable ingest over one store connection (one per thread).
+
+    Only a request in words the robot will actually answer supersedes older work in its
+    thread: a picture, a blank @ or a stale message must not make a pending answer stale.
+    ``supersedes`` says which (``ResponseGate.supersedes``); without it, any DM or @.
+
+    A msgId is looked for before it is stored only when this ingestor stored it lately (a
+    redelivery while running); any other frame is inserted straight away, and the insert
+    finds the rare duplicate (one from before a restart, or another replica's) itself.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        supersedes: Supersedes | None = None,
+        max_frame_bytes: int | None = None,
+    ) -> None:
+        self.store = store
+        self.supersedes = supersedes
+        self.max_frame_bytes = max_frame_bytes
+        self._recent: OrderedDict[str, None] = OrderedDict()
+
+    def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
+        parsed = parse_frame(raw, received_at, self.max_frame_bytes)
+        return self.store_parsed(parsed, raw, received_at)
+
+    def store_parsed(
+        self, parsed: ParsedFrame, raw: str | bytes, received_at: float
+    ) -> IngestResult:
+        """Make a parsed frame durable: a new event, a counted duplicate, or quarantine."""
+        if parsed.kind is FrameKind.QUARANTINED:
+            assert parsed.reason is not None
+            frame_id = parsed.frame_message_id
+            self.store.quarantine(
+                kept_text(parsed.reason, raw),
+                parsed.reason.value,
+                parsed.error or "",
+                received_at,
+                frame_id,
+            )
+            return IngestResult(
+                FrameKind.QUARANTINED, frame_id, reason=parsed.reason, error=parsed.error
+            )
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        if parsed.kind is not FrameKind.EVENT:
+            return IngestResult(parsed.kind, parsed.frame_message_id)
+        assert parsed.event is not None
+        bumps = self.supersedes(parsed.event, received_at) if self.supersedes else None
+        event_id = parsed.event.event_id
+        try:
+            inserted = self.store.add_event(
+                parsed.event, text, bumps, look_first=event_id in self._recent
+            )
+        except (ValueError, UnicodeError) as exc:
+            # Parsed, yet not storable (e.g. a lone surrogate escaped in the JSON): keep the
+            # raw frame in quarantine rather than refusing it forever.
+            error = f"cannot be stored: {exc}"[:500]
+            self.store.quarantine(
+                text, QuarantineReason.BAD_FIELD.value, error, received_at, parsed.frame_message_id
+            )
+            return IngestResult(
+                FrameKind.QUARANTINED,
+                parsed.frame_message_id,
+                reason=QuarantineReason.BAD_FIELD,
+                error=error,
+            )
+        self._recent[event_id] = None
+        if len(self._recent) > RECENT_IDS:
+            self._recent.popitem(last=False)
+        kind = FrameKind.EVENT if inserted.new else FrameKind.DUPLICATE
+        return IngestResult(kind, parsed.frame_message_id, parsed.event, inserted.generation)

@@ -1,0 +1,1 @@
+"""Work the robot starts itself: heartbeat, schedule, reminders, operator sends."""

@@ -1,0 +1,189 @@
+"""Acting on a run's requests: each through the action gate, then the broker.
+
+The pipeline decides *whether* and *what* to answer; this module is the one place a request
+becomes a receipt, so the budgets, the refusals and the rule for how a run ends with its
+last receipt (``RunEnding``) are applied the same way to the provider's answer, the ack,
+the honest failure and a streamed card's finished answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from agent.clock import Clock
+from agent.contracts import (
+    ActionKind,
+    ActionRequest,
+    Evidence,
+    Receipt,
+    ReceiptStatus,
+    RefusalReason,
+    Run,
+    RunEnding,
+    RunState,
+)
+from agent.proactive.reminders import reminder_task
+from agent.run.broker import Broker
+from agent.run.gate_facts import load_facts
+from agent.run.memory import candidates_from
+from agent.run.outcome import RunOutcome
+from gates.action import ActionGate, Refusal
+from storage import Store
+
+log = logging.getLogger("dta.pipeline")
+
+# Refusals of the answer itself: the provider produced something the gate will not send, so
+# the person gets the same short honest reply as for an unreadable answer. (A repeat, a
+# superseded run, another robot's event, an exhausted budget or an unreachable target
+# get nothing more.)
+ANSWER_REFUSALS = frozenset(
+    {
+        RefusalReason.SCHEMA_INVALID,
+        RefusalReason.ACTION_NOT_ALLOWED,
+        RefusalReason.CONTENT_TOO_LARGE,
+        RefusalReason.SECRET_IN_CONTENT,
+        RefusalReason.REMINDER_NOT_ALLOWED,
+        RefusalReason.AT_ALL,
+    }
+)
+
+
+class Acting:
+    """Requests to receipts for one runtime; the pipeline owns one and lends ``act`` and
+    ``ending`` to the card stream, so a streamed answer is judged like any other."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        action_gate: ActionGate,
+        broker: Broker,
+        reply_form: str = "text",
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.action_gate = action_gate
+        self.broker = broker
+        self.reply_form = reply_form
+
+    async def act(
+        self,
+        run: Run,
+        requests: list[Any],
+        outcome: RunOutcome,
+        settle_last: bool = True,
+        answer: bool = True,
+        supersedable: bool = True,
+    ) -> RunOutcome:
+        """Each request through the action gate, then the broker. ``answer``: the
+        provider's (delivered in ``reply_form``); the host's own short words go as text.
+        ``supersedable=False``: a newer message in the thread does not make the request
+        stale (a due reminder answers nothing, so nothing the person says supersedes it)."""
+        tally = outcome.tally
+        for index, raw in enumerate(requests):
+            facts = load_facts(
+                self.store,
+                run,
+                self.clock.now(),
+                self.broker.transport.webhook_problem(run.origin),
+            )
+            if not supersedable:
+                facts = replace(facts, thread_generation=run.generation)
+            verdict = self.action_gate.decide(
+                raw, run, tally, facts, form=self.reply_form if answer else "text"
+            )
+            if isinstance(verdict, Refusal):
+                outcome.receipts.append(self.refuse(run, verdict))
+                self._note_refusal(outcome, verdict)
+                continue
+            kind = verdict.request.kind
+            self.accept(run, verdict.request, verdict.reminder_due)
+            status: ReceiptStatus | None = None
+            receipt = None
+            for chunk, intent in enumerate(verdict.intents, start=1):
+                last = settle_last and index == len(requests) - 1 and chunk == len(verdict.intents)
+                ending = self.ending(outcome, kind) if last else None
+                receipt = await self.broker.execute(
+                    run, intent, silence_detail=verdict.request.reason or "", ending=ending
+                )
+                if ending is not None and receipt.status is not ReceiptStatus.REFUSED:
+                    outcome.settled = ending.apply(run, receipt)  # the broker saved it so
+                outcome.receipts.append(receipt)
+                status = receipt.status
+                if not status.delivered and status is not ReceiptStatus.SILENT:
+                    break  # do not send the rest of a long reply after a failed piece
+            if kind is ActionKind.ACK:
+                tally.acks += 1
+                outcome.acked = outcome.acked or bool(status and status.delivered)
+            else:
+                tally.terminal = kind
+                outcome.terminal, outcome.terminal_kind = status, kind
+                outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
+        return outcome
+
+    def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
+        """What an approved request carries besides its message, before that goes out: its
+        memory candidates are proposed and its reminder is scheduled. The card stream calls
+        this for its finished answer too, so a reply in a card keeps what text keeps."""
+        if request.memory_candidates:
+            self.store.propose_memory(candidates_from(run, request, self.clock.now()))
+        reminder = request.reminder
+        if reminder is not None and reminder_due is not None:
+            # Scheduled before the reply that confirms it goes out; its id comes from the
+            # event, so a re-executed run finds it already stored.
+            now = self.clock.now()
+            self.store.save_task(reminder_task(run, reminder.text, reminder_due, now))
+
+    @staticmethod
+    def _note_refusal(outcome: RunOutcome, verdict: Refusal) -> None:
+        """What a refusal means for the run: superseded, an answer still owed, or (a repeat
+        of a terminal action the crashed execution already did) already answered."""
+        if verdict.reason is RefusalReason.STALE_GENERATION:
+            outcome.stale = True
+        if verdict.reason in ANSWER_REFUSALS and (verdict.kind is None or verdict.terminal):
+            outcome.refused_answer = f"{verdict.reason.value}: {verdict.detail}"[:500]
+            outcome.refused_say = verdict.say
+        if (
+            verdict.reason is RefusalReason.DUPLICATE_INTENT
+            and verdict.first_receipt is not None
+            and verdict.kind is not None
+            and verdict.kind.is_terminal
+        ):
+            # The crashed execution already did this: its receipt is the answer.
+            outcome.terminal = verdict.first_receipt.status
+            outcome.terminal_kind = verdict.kind
+
+    @staticmethod
+    def ending(outcome: RunOutcome, kind: ActionKind) -> RunEnding:
+        """How the run ends if this request's receipt is its last word (saved with it)."""
+        if outcome.ends_as is not None:
+            return RunEnding(outcome.ends_as, outcome.ends_as)
+        if kind is ActionKind.ACK:  # after the terminal action: that one decided
+            state = outcome.final_state()
+            return RunEnding(state, state)
+        if kind is ActionKind.SILENCE:
+            return RunEnding(RunState.SILENT, RunState.SILENT)
+        spoken = RunState.WAITING if kind is ActionKind.ASK else RunState.DONE
+        return RunEnding(spoken, RunState.INTERRUPTED if outcome.stale else RunState.FAILED)
+
+    def refuse(self, run: Run, refusal: Refusal) -> Receipt:
+        """The refused receipt, with the reason and the first receipt of a repeat."""
+        first = refusal.first_receipt
+        receipt = self.broker.receipt(
+            run,
+            refusal.kind,
+            ReceiptStatus.REFUSED,
+            reason=refusal.reason.value,
+            evidence=Evidence(
+                detail=refusal.detail[:500], first_receipt_id=first.receipt_id if first else None
+            ),
+        )
+        self.store.add_receipt(receipt)
+        log.info(
+            "refused",
+            extra={"run_id": run.run_id, "reason": refusal.reason.value, "detail": refusal.detail},
+        )
+        return receipt

@@ -1,0 +1,210 @@
+"""Media of an engaged run: fetched after the response gate, checked, stored beside the run.
+
+Ingest only describes a message's pictures, files, video and audio (``Event.attachments``);
+nothing is downloaded there, so a group message the robot stays silent on costs no call at
+all. Once the gate has engaged, ``MediaFetcher.fetch`` asks DingTalk for each file's
+short-lived URL (``messageFiles/download``: downloadCode + robotCode), reads at most
+``max_download_bytes`` of it, sniffs the type from the bytes (a name proves nothing), takes
+its sha256 and stores it in ``<media_dir>/<run_id>/`` with a ``media.json`` describing
+them all. A file that cannot be had is ``missing`` with the reason, never guessed around.
+
+``prune_media`` forgets run folders older than ``media_keep_days``; ``dta store prune``
+calls it, so media never fills the disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.contracts import Event, MediaItem, MediaStatus
+from agent.dingtalk.openapi import DingTalkAPI, DownloadError
+
+log = logging.getLogger("dta.media")
+
+MEDIA_INDEX = "media.json"
+# the provider-facing folder of a run directory that holds the files
+RUN_MEDIA = "media"
+# (prefix, offset, mime): the first bytes of the formats DingTalk users send
+_MAGIC: tuple[tuple[bytes, int, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
+    (b"\xff\xd8\xff", 0, "image/jpeg"),
+    (b"GIF87a", 0, "image/gif"),
+    (b"GIF89a", 0, "image/gif"),
+    (b"BM", 0, "image/bmp"),
+    (b"%PDF-", 0, "application/pdf"),
+    (b"PK\x03\x04", 0, "application/zip"),
+    (b"#!AMR", 0, "audio/amr"),
+    (b"OggS", 0, "audio/ogg"),
+    (b"ID3", 0, "audio/mpeg"),
+    (b"ftyp", 4, "video/mp4"),
+    (b"\x1aE\xdf\xa3", 0, "video/webm"),
+)
+_TEXT_SUFFIXES = {".txt": "text/plain", ".md": "text/markdown", ".csv": "text/csv"}
+_TEXT_SUFFIXES[".json"] = "application/json"
+_UNSAFE = re.compile(r"[^\w.\-]+")
+
+
+def sniff(data: bytes, file_name: str | None = None) -> str:
+    """The type the bytes show; text is recognised as UTF-8 without NUL bytes."""
+    for prefix, offset, mime in _MAGIC:
+        if data[offset : offset + len(prefix)] == prefix:
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    head = data[:4096]
+    if b"\x00" not in head:
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 3:  # not just a character cut at the window's end
+                return "application/octet-stream"
+        suffix = Path(file_name or "").suffix.lower()
+        return _TEXT_SUFFIXES.get(suffix, "text/plain")
+    return "application/octet-stream"
+
+
+def is_text(mime: str | None) -> bool:
+    """Readable as text: the txt, md, csv and json files a colleague pastes around."""
+    return bool(mime) and (mime.startswith("text/") or mime == "application/json")
+
+
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/bmp": ".bmp",
+    "application/pdf": ".pdf",
+    "audio/amr": ".amr",
+    "video/mp4": ".mp4",
+}
+
+
+def _stored_name(index: int, item: MediaItem, mime: str) -> str:
+    """``<n>-<name>``: the sender's file name made safe, or the kind and a fitting suffix."""
+    name = _UNSAFE.sub("_", Path(item.file_name or "").name).strip("._")[:80]
+    if not name:
+        name = item.kind + _EXTENSIONS.get(mime, ".bin" if not is_text(mime) else ".txt")
+    return f"{index}-{name}"
+
+
+@dataclass(frozen=True)
+class MediaLimits:
+    media_dir: Path
+    max_download_bytes: int = 20 * 1024 * 1024
+    download_timeout_s: float = 30.0
+
+
+def _duration_ms(value: Any) -> int | None:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def described(event: Event) -> list[MediaItem]:
+    """The event's attachments as media items, before anything is fetched."""
+    items = []
+    for index, attachment in enumerate(event.attachments, start=1):
+        code = attachment.get("downloadCode") or attachment.get("pictureDownloadCode")
+        recognition = attachment.get("recognition")
+        items.append(
+            MediaItem(
+                media_id=f"{event.event_id}#{index}",
+                kind=str(attachment.get("kind") or "file"),
+                part_of="quote" if attachment.get("part_of") == "quote" else "message",
+                status=MediaStatus.MISSING,
+                file_name=attachment.get("fileName") if attachment.get("fileName") else None,
+                download_code=code if isinstance(code, str) and code else None,
+                duration_ms=_duration_ms(attachment.get("duration")),
+                recognition=recognition if isinstance(recognition, str) else None,
+                missing="not fetched yet",
+            )
+        )
+    return items
+
+
+class MediaFetcher:
+    """Downloads an engaged run's media through DingTalk's robot message-file API."""
+
+    def __init__(self, api: DingTalkAPI, limits: MediaLimits) -> None:
+        self.api = api
+        self.limits = limits
+
+    async def fetch(self, event: Event, run_id: str) -> list[MediaItem]:
+        """Every attachment of ``event``, fetched and stored, or missing with the reason."""
+        items = described(event)
+        if not items:
+            return []
+        folder = self.limits.media_dir / run_id
+        fetched = [await self._one(index, item, folder) for index, item in enumerate(items, 1)]
+        folder.mkdir(parents=True, exist_ok=True)
+        index = [item.model_dump(mode="json", exclude_none=True) for item in fetched]
+        for entry in index:
+            entry.pop("download_code", None)
+        (folder / MEDIA_INDEX).write_text(
+            json.dumps({"event_id": event.event_id, "media": index}, ensure_ascii=False, indent=2)
+            + "\n",
+            encoding="utf-8",
+        )
+        return fetched
+
+    async def _one(self, index: int, item: MediaItem, folder: Path) -> MediaItem:
+        if item.download_code is None:
+            return item.model_copy(
+                update={"missing": "the message gave no download code", "problem": "no_code"}
+            )
+        try:
+            url = await self.api.download_url(item.download_code)
+            data, _ = await self.api.download_bytes(
+                url, self.limits.max_download_bytes, self.limits.download_timeout_s
+            )
+        except DownloadError as exc:
+            log.info("media not fetched", extra={"media_id": item.media_id, "error": str(exc)})
+            return item.model_copy(update={"missing": str(exc), "problem": exc.problem})
+        mime = sniff(data, item.file_name)
+        name = _stored_name(index, item, mime)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / name
+        target.write_bytes(data)
+        return item.model_copy(
+            update={
+                "status": MediaStatus.FETCHED,
+                "missing": None,
+                "problem": None,
+                "mime": mime,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "path": f"{RUN_MEDIA}/{name}",
+                "stored_at": str(target),
+            }
+        )
+
+
+def prune_media(media_dir: Path, keep_days: float, now: float | None = None) -> int:
+    """Remove run folders under ``media_dir`` last written more than ``keep_days`` ago.
+
+    A function of the files on disk alone (no store): the folders' own times say how old
+    they are, so it also clears media whose runs the store has already forgotten.
+    Returns how many run folders it removed.
+    """
+    if not media_dir.is_dir():
+        return 0
+    cutoff = (time.time() if now is None else now) - keep_days * 86_400
+    removed = 0
+    for folder in media_dir.iterdir():
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        newest = max((p.stat().st_mtime for p in folder.rglob("*")), default=0.0)
+        if max(newest, folder.stat().st_mtime) < cutoff:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
