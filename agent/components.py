@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from agent.cards.api import CardAPI
@@ -18,12 +19,16 @@ from agent.config import ConfigError, Settings
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
+from agent.dingtalk.transport import DingTalkTransport
 from agent.proactive.schedule import SchedulePolicy, parse_quiet_hours
 from agent.run.broker import Broker
-from agent.run.invocation import InvocationLimits
-from agent.run.media import MediaLimits
+from agent.run.invocation import InvocationBuilder, InvocationLimits
+from agent.run.media import MediaFetcher, MediaLimits
+from agent.run.pipeline import Pipeline, SkillSource
+from agent.run.spacing import SendSpacing
+from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate, ActionPolicy
-from gates.response import ResponsePolicy
+from gates.response import ResponseGate, ResponsePolicy
 from skills.providers.base import Provider
 from skills.providers.command import CommandConfig, CommandProvider
 from skills.providers.openai import OpenAIConfig, OpenAIProvider
@@ -207,4 +212,68 @@ def open_store(settings: Settings, owner: str | None = None) -> Store:
         busy_timeout_s=settings.store_busy_timeout_s,
         schema=store_schema(settings),
         owner=owner,
+    )
+
+
+def build_broker(
+    settings: Settings,
+    store: Store,
+    transport: DingTalkTransport,
+    clock: Clock,
+    crash: CrashPoints,
+) -> Broker:
+    return Broker(
+        store,
+        transport,
+        clock,
+        crash,
+        settings.verify_by_readback,
+        SendSpacing(settings.send_gap_s),
+    )
+
+
+@dataclass(frozen=True)
+class PipelineParts:
+    """The parts a pipeline runs with, built before it (``Runtime`` holds them too)."""
+
+    store: Store
+    clock: Clock
+    response_gate: ResponseGate
+    action_gate: ActionGate
+    skills: SkillSource
+    provider: Provider
+    broker: Broker
+    transport: DingTalkTransport
+    cards: CardReplies | None
+
+
+def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
+    """One event's way from the gate to its receipts, with its invocation builder (the
+    directory and media behind it), its task keeper and every limit from ``settings``."""
+    store, clock, transport = parts.store, parts.clock, parts.transport
+    invocations = InvocationBuilder(
+        store,
+        clock,
+        transport,
+        invocation_limits(settings),
+        MediaFetcher(transport, media_limits(settings)),
+    )
+    return Pipeline(
+        store=store,
+        clock=clock,
+        response_gate=parts.response_gate,
+        action_gate=parts.action_gate,
+        skills=parts.skills,
+        provider=parts.provider,
+        broker=parts.broker,
+        invocations=invocations,
+        tasks=TaskKeeper(store, clock),
+        run_dir=settings.run_dir,
+        ack_after_s=settings.ack_after_s,
+        provider_slots=settings.max_concurrent_runs,
+        owner=owner,
+        lease_s=settings.run_lease_s,
+        reply_form=settings.reply_mode,
+        cards=parts.cards,
+        schedule=schedule_policy(settings),
     )

@@ -34,14 +34,14 @@ import httpx
 
 from agent.clock import Clock, SystemClock
 from agent.components import (
+    PipelineParts,
     action_policy,
+    build_broker,
     build_cards,
+    build_pipeline,
     build_provider,
-    invocation_limits,
-    media_limits,
     open_store,
     response_policy,
-    schedule_policy,
     transport_config,
 )
 from agent.config import Settings
@@ -50,13 +50,7 @@ from agent.crashpoints import CrashPoints
 from agent.dingtalk.ingest import FrameKind, Ingestor, IngestResult
 from agent.dingtalk.transport import DingTalkTransport
 from agent.proactive.heartbeat import build_heartbeat
-from agent.run.broker import Broker
 from agent.run.dispatcher import Dispatcher
-from agent.run.invocation import InvocationBuilder
-from agent.run.media import MediaFetcher
-from agent.run.pipeline import Pipeline
-from agent.run.spacing import SendSpacing
-from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate
 from gates.response import ResponseGate
 from skills.loader import SkillLibrary
@@ -110,43 +104,26 @@ class Runtime:
             self.store, self.response_gate.supersedes, settings.max_frame_bytes
         )
         self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
-        self.broker = Broker(
-            self.store,
-            self.transport,
-            self.clock,
-            self.crash,
-            settings.verify_by_readback,
-            SendSpacing(settings.send_gap_s),
-        )
+        self.broker = build_broker(settings, self.store, self.transport, self.clock, self.crash)
         self.skills = skills or SkillLibrary(settings.skill_paths)
         action_gate = ActionGate(action_policy(settings))
         self.cards = build_cards(
             settings, self.store, self.clock, self.broker, action_gate, self.crash
         )
-        self.pipeline = Pipeline(
-            store=self.store,
-            clock=self.clock,
-            response_gate=self.response_gate,
-            action_gate=action_gate,
-            skills=self.skills,
-            provider=provider or build_provider(settings),
-            broker=self.broker,
-            invocations=InvocationBuilder(
+        self.pipeline = build_pipeline(
+            settings,
+            PipelineParts(
                 self.store,
                 self.clock,
+                self.response_gate,
+                action_gate,
+                self.skills,
+                provider or build_provider(settings),
+                self.broker,
                 self.transport,
-                invocation_limits(settings),
-                MediaFetcher(self.transport, media_limits(settings)),
+                self.cards,
             ),
-            tasks=TaskKeeper(self.store, self.clock),
-            run_dir=settings.run_dir,
-            ack_after_s=settings.ack_after_s,
-            provider_slots=settings.max_concurrent_runs,
-            owner=self.owner,
-            lease_s=settings.run_lease_s,
-            reply_form=settings.reply_mode,
-            cards=self.cards,
-            schedule=schedule_policy(settings),
+            self.owner,
         )
         # Proactive work (agent/proactive/heartbeat.py): None unless heartbeat_interval_s is set.
         self.heartbeat = build_heartbeat(settings, self.store, self.clock, self)

@@ -146,6 +146,12 @@ def _dev_parsers(commands: argparse._SubParsersAction) -> None:
 
 
 def _operator_parsers(commands: argparse._SubParsersAction) -> None:
+    """The operator's commands, one small builder each."""
+    for build in (_run_parser, _send_parser, _trace_parser, _setup_parsers, _store_parsers):
+        build(commands)
+
+
+def _run_parser(commands: argparse._SubParsersAction) -> None:
     run = _add(commands, "run", "run the daemon against the configured robot")
     run.add_argument("--record", type=Path, help="append every raw frame to this JSONL file")
     run.add_argument(
@@ -154,6 +160,9 @@ def _operator_parsers(commands: argparse._SubParsersAction) -> None:
         help="start although the store that ran here before is missing or another file:"
         " old messages DingTalk redelivers may then be answered again",
     )
+
+
+def _send_parser(commands: argparse._SubParsersAction) -> None:
     send = _add(
         commands,
         "send",
@@ -167,6 +176,9 @@ def _operator_parsers(commands: argparse._SubParsersAction) -> None:
     to.add_argument("--user", help="staff id: a one-to-one message")
     to.add_argument("--group", help="openConversationId: a group message")
     send.add_argument("text", nargs="+", help="the message")
+
+
+def _trace_parser(commands: argparse._SubParsersAction) -> None:
     trace = _add(
         commands,
         "trace",
@@ -185,6 +197,10 @@ def _operator_parsers(commands: argparse._SubParsersAction) -> None:
     trace.add_argument("--until", help="same forms as --since")
     trace.add_argument("--limit", type=int, default=10, help="at most this many (newest first)")
     _store_options(trace)
+
+
+def _setup_parsers(commands: argparse._SubParsersAction) -> None:
+    """The console, doctor, init and skills: seeing and setting up a bot."""
     console = _add(commands, "console", "the web console for operators, on 127.0.0.1")
     console.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     _store_options(console)
@@ -202,6 +218,10 @@ def _operator_parsers(commands: argparse._SubParsersAction) -> None:
     sk = skills.add_subparsers(dest="skills_command", required=True, metavar="list|probe")
     _add(sk, "list", "every skill, its conditions and allowed actions", json_output=True)
     _add(sk, "probe", "check that the configured provider really sees the skills", json_output=True)
+
+
+def _store_parsers(commands: argparse._SubParsersAction) -> None:
+    """The store and the memory review queue it holds."""
     store = _add(commands, "store", "inspect and prune the store")
     st = store.add_subparsers(dest="store_command", required=True, metavar="stats|prune")
     stats = _add(st, "stats", "rows per table and file size", json_output=True)

@@ -29,6 +29,7 @@ import sqlite3
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.components import build_provider, connector_config
@@ -252,59 +253,9 @@ class Daemon:
         for sig in stops:
             loop.add_signal_handler(sig, self.stopping.set)
         async with contextlib.AsyncExitStack() as stack:
-            runtime = Runtime(self.settings, skills=self.skills, provider=self.provider)
-            stack.push_async_callback(runtime.aclose)
-            monitor = StoreMonitor(runtime.store, self.settings.store_probe_timeout_s)
-            stack.callback(monitor.close)
-            recorder = None
-            if self.record:
-                recorder = FrameRecorder(self.record, self.settings.secret_values)
-                stack.callback(recorder.close)
-            metrics: Metrics | None = None
-
-            hand_over = Handoff(loop, runtime.submit)
-            recovered = await runtime.start(recovery_loop=True)
-            checkpoints = WalCheckpoints(runtime.store)  # commits never wait for one
-            checkpoints.start()
-            stack.callback(checkpoints.stop)
-            await monitor.probe_once()  # readiness is known before the stream opens
-            connector = Connector(
-                self.config,
-                on_event=hand_over,
-                on_frame=recorder,
-                on_ack=lambda seconds: metrics.ack_latency.observe(seconds) if metrics else None,
-                supersedes=runtime.response_gate.supersedes,  # pure: safe on the connector's thread
-                accepting=monitor.accepting,
-            )
-            metrics = Metrics(runtime.store, connector, store_health=monitor.current)
-            runtime.on_run_finished = lambda seconds: metrics.run_latency.observe(seconds)
-            if self.settings.health_port:
-                health = HealthServer(
-                    self.settings.health_host,
-                    self.settings.health_port,
-                    runtime.store,
-                    connector,
-                    metrics,
-                    store_health=monitor.current,
-                )
-                await stack.enter_async_context(health)
-                log.info("health server listening", extra={"url": health.url})
-            watch = loop.create_task(monitor.run())
-            stack.push_async_callback(_cancel, watch)
-            if runtime.heartbeat is not None:  # proactive work (agent/proactive/heartbeat.py)
-                beats = loop.create_task(runtime.heartbeat.run_forever())
-                stack.push_async_callback(_cancel, beats)
-            settle_heap()
-            connector.start()
-            log.info(
-                "daemon started",
-                extra={
-                    "store": runtime.store.where,
-                    "recovered": recovered,
-                    "provider": self.settings.provider,
-                },
-            )
-            lost = await self._until_stopped(monitor)
+            parts = await self._store_side(stack)
+            connector = await self._stream_side(stack, parts)
+            lost = await self._until_stopped(parts.monitor)
             if lost is not None:
                 log.error(
                     f"store lost ({lost.problem}: {lost.detail}): nothing more is acked;"
@@ -316,11 +267,63 @@ class Daemon:
                 log.info("stopping")
             await loop.run_in_executor(None, connector.stop, 5.0)
             try:
-                await asyncio.wait_for(runtime.drain(), self.settings.shutdown_grace_s)
+                await asyncio.wait_for(parts.runtime.drain(), self.settings.shutdown_grace_s)
             except TimeoutError:
                 log.warning("in-flight runs left for recovery at the next start")
         log.info("stopped")
         return EXIT_STORE_LOST if lost is not None else 0
+
+    async def _store_side(self, stack: contextlib.AsyncExitStack) -> _Parts:
+        """The runtime on its store, recovered, with its checkpoints and readiness probe."""
+        runtime = Runtime(self.settings, skills=self.skills, provider=self.provider)
+        stack.push_async_callback(runtime.aclose)
+        monitor = StoreMonitor(runtime.store, self.settings.store_probe_timeout_s)
+        stack.callback(monitor.close)
+        recorder = None
+        if self.record:
+            recorder = FrameRecorder(self.record, self.settings.secret_values)
+            stack.callback(recorder.close)
+        recovered = await runtime.start(recovery_loop=True)
+        checkpoints = WalCheckpoints(runtime.store)  # commits never wait for one
+        checkpoints.start()
+        stack.callback(checkpoints.stop)
+        await monitor.probe_once()  # readiness is known before the stream opens
+        return _Parts(runtime, monitor, recorder, recovered)
+
+    async def _stream_side(self, stack: contextlib.AsyncExitStack, parts: _Parts) -> Connector:
+        """The connector, metrics, health port, watchers and heartbeat; the stream opens
+        last, once everything that takes its frames is ready."""
+        loop, runtime, monitor = asyncio.get_running_loop(), parts.runtime, parts.monitor
+        metrics: Metrics | None = None
+        connector = Connector(
+            self.config,
+            on_event=Handoff(loop, runtime.submit),
+            on_frame=parts.recorder,
+            on_ack=lambda seconds: metrics.ack_latency.observe(seconds) if metrics else None,
+            supersedes=runtime.response_gate.supersedes,  # pure: safe on the connector's thread
+            accepting=monitor.accepting,
+        )
+        metrics = Metrics(runtime.store, connector, store_health=monitor.current)
+        runtime.on_run_finished = metrics.run_latency.observe
+        if self.settings.health_port:
+            health = HealthServer(
+                self.settings.health_host,
+                self.settings.health_port,
+                runtime.store,
+                connector,
+                metrics,
+                store_health=monitor.current,
+            )
+            await stack.enter_async_context(health)
+            log.info("health server listening", extra={"url": health.url})
+        stack.push_async_callback(_cancel, loop.create_task(monitor.run()))
+        if runtime.heartbeat is not None:  # proactive work (agent/proactive/heartbeat.py)
+            stack.push_async_callback(_cancel, loop.create_task(runtime.heartbeat.run_forever()))
+        settle_heap()
+        connector.start()
+        extra = {"store": runtime.store.where, "recovered": parts.recovered}
+        log.info("daemon started", extra={**extra, "provider": self.settings.provider})
+        return connector
 
     async def _until_stopped(self, monitor: StoreMonitor) -> StoreHealth | None:
         """Wait for a signal or a lost store; the lost store's health, if that came first."""
@@ -332,6 +335,16 @@ class Daemon:
         for task in pending:
             task.cancel()
         return monitor.lost
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What the store side of a starting daemon made, for the stream side."""
+
+    runtime: Runtime
+    monitor: StoreMonitor
+    recorder: FrameRecorder | None
+    recovered: int
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

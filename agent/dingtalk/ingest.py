@@ -167,121 +167,122 @@ def _headers_id(document: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+class _Quarantine(Exception):
+    """One step's verdict that the frame is unusable; ``parse_frame`` catches it once."""
+
+    def __init__(self, reason: QuarantineReason, error: str, frame_id: str | None) -> None:
+        super().__init__(error)
+        self.reason, self.error, self.frame_id = reason, error, frame_id
+
+
 def parse_frame(raw: str | bytes, received_at: float, max_bytes: int | None = None) -> ParsedFrame:
     """Classify one frame. Never raises: every failure is a quarantine reason with detail.
 
     With ``max_bytes``, a larger frame is quarantined as ``frame_too_large`` before any
-    parsing: reading megabytes of JSON is the cost the limit exists to avoid.
+    parsing: reading megabytes of JSON is the cost the limit exists to avoid. Each step
+    below either hands on what it read or raises the one ``_Quarantine`` caught here.
     """
-    if max_bytes is not None and len(raw) * 4 > max_bytes:  # cheaper checks first
-        size = frame_size(raw)
-        if size > max_bytes:
-            return ParsedFrame(
-                FrameKind.QUARANTINED,
-                frame_message_id=peek_frame_message_id(raw),
-                reason=QuarantineReason.FRAME_TOO_LARGE,
-                error=(
-                    f"frame is {size} bytes, over the {max_bytes}-byte limit;"
-                    f" raw keeps its first {KEPT_HEAD_CHARS} characters"
-                ),
-            )
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return ParsedFrame(
-                FrameKind.QUARANTINED,
-                frame_message_id=peek_frame_message_id(raw),
-                reason=QuarantineReason.NOT_UTF8,
-                error=f"not UTF-8: {exc.reason} at byte {exc.start}; raw keeps it in base64",
-            )
+    try:
+        _check_size(raw, max_bytes)
+        document = _document(_text(raw))
+        frame = _frame(document)
+        kind = _kind(frame)
+        if kind is not FrameKind.EVENT:
+            topic = frame.headers.topic
+            frame_id = frame.headers.messageId
+            return ParsedFrame(kind, frame_message_id=frame_id, topic=topic, document=document)
+        event = _event(frame, received_at)
+    except _Quarantine as bad:
+        return ParsedFrame(
+            FrameKind.QUARANTINED,
+            frame_message_id=bad.frame_id,
+            reason=bad.reason,
+            error=bad.error,
+        )
+    frame_id = frame.headers.messageId
+    return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event, document=document)
+
+
+def _check_size(raw: str | bytes, max_bytes: int | None) -> None:
+    if max_bytes is None or len(raw) * 4 <= max_bytes:  # cheaper checks first
+        return
+    size = frame_size(raw)
+    if size > max_bytes:
+        raise _Quarantine(
+            QuarantineReason.FRAME_TOO_LARGE,
+            f"frame is {size} bytes, over the {max_bytes}-byte limit;"
+            f" raw keeps its first {KEPT_HEAD_CHARS} characters",
+            peek_frame_message_id(raw),
+        )
+
+
+def _text(raw: str | bytes) -> str:
+    if not isinstance(raw, bytes):
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Quarantine(
+            QuarantineReason.NOT_UTF8,
+            f"not UTF-8: {exc.reason} at byte {exc.start}; raw keeps it in base64",
+            peek_frame_message_id(raw),
+        ) from None
+
+
+def _document(raw: str) -> dict[str, Any]:
     try:
         document = json.loads(raw)
     except (ValueError, TypeError, RecursionError) as exc:
         # ValueError covers bad JSON and integers too long to convert;
         # RecursionError, documents nested deeper than any real frame.
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=peek_frame_message_id(raw),
-            reason=QuarantineReason.NOT_JSON,
-            error=str(exc) or type(exc).__name__,
-        )
+        error = str(exc) or type(exc).__name__
+        raise _Quarantine(QuarantineReason.NOT_JSON, error, peek_frame_message_id(raw)) from None
     if not isinstance(document, dict):
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            reason=QuarantineReason.BAD_SHAPE,
-            error=f"frame is a JSON {type(document).__name__}, not an object",
-        )
+        error = f"frame is a JSON {type(document).__name__}, not an object"
+        raise _Quarantine(QuarantineReason.BAD_SHAPE, error, None)
+    return document
+
+
+def _frame(document: dict[str, Any]) -> _Frame:
     try:
-        frame = _Frame.model_validate(document)
+        return _Frame.model_validate(document)
     except ValidationError as exc:
         _, detail = _describe(exc)
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=_headers_id(document),
-            reason=QuarantineReason.BAD_SHAPE,
-            error=detail,
-        )
-    frame_id = frame.headers.messageId
+        raise _Quarantine(QuarantineReason.BAD_SHAPE, detail, _headers_id(document)) from None
+
+
+def _kind(frame: _Frame) -> FrameKind:
     if frame.type == "SYSTEM":
-        return ParsedFrame(
-            FrameKind.SYSTEM,
-            frame_message_id=frame_id,
-            topic=frame.headers.topic,
-            document=document,
-        )
+        return FrameKind.SYSTEM
     if frame.type != "CALLBACK" or frame.headers.topic != BOT_MESSAGE_TOPIC:
-        return ParsedFrame(
-            FrameKind.IGNORED,
-            frame_message_id=frame_id,
-            topic=frame.headers.topic,
-            document=document,
-        )
+        return FrameKind.IGNORED
+    return FrameKind.EVENT
+
+
+def _event(frame: _Frame, received_at: float) -> Event:
+    """The chatbot callback inside the frame's ``data``, as an event."""
+    frame_id = frame.headers.messageId
     if not isinstance(frame.data, str):
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=frame_id,
-            reason=QuarantineReason.DATA_NOT_JSON,
-            error=f"data must be a JSON document in a string, got {type(frame.data).__name__}",
-        )
+        error = f"data must be a JSON document in a string, got {type(frame.data).__name__}"
+        raise _Quarantine(QuarantineReason.DATA_NOT_JSON, error, frame_id)
     try:
         data = json.loads(frame.data)
     except (ValueError, RecursionError) as exc:
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=frame_id,
-            reason=QuarantineReason.DATA_NOT_JSON,
-            error=str(exc) or type(exc).__name__,
-        )
+        error = str(exc) or type(exc).__name__
+        raise _Quarantine(QuarantineReason.DATA_NOT_JSON, error, frame_id) from None
     if not isinstance(data, dict):
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=frame_id,
-            reason=QuarantineReason.BAD_SHAPE,
-            error=f"data is a JSON {type(data).__name__}, not an object",
-        )
+        error = f"data is a JSON {type(data).__name__}, not an object"
+        raise _Quarantine(QuarantineReason.BAD_SHAPE, error, frame_id)
     try:
-        event = callback_to_event(data, received_at, frame_id, frame_time_s(frame.headers.time))
+        return callback_to_event(data, received_at, frame_id, frame_time_s(frame.headers.time))
     except MissingFieldError as exc:
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=frame_id,
-            reason=QuarantineReason.MISSING_FIELD,
-            error=str(exc),
-        )
+        raise _Quarantine(QuarantineReason.MISSING_FIELD, str(exc), frame_id) from None
     except ValidationError as exc:
         reason, detail = _describe(exc)
-        return ParsedFrame(
-            FrameKind.QUARANTINED, frame_message_id=frame_id, reason=reason, error=detail
-        )
+        raise _Quarantine(reason, detail, frame_id) from None
     except (ValueError, OverflowError, RecursionError) as exc:
-        return ParsedFrame(
-            FrameKind.QUARANTINED,
-            frame_message_id=frame_id,
-            reason=QuarantineReason.BAD_FIELD,
-            error=str(exc) or type(exc).__name__,
-        )
-    return ParsedFrame(FrameKind.EVENT, frame_message_id=frame_id, event=event, document=document)
+        error = str(exc) or type(exc).__name__
+        raise _Quarantine(QuarantineReason.BAD_FIELD, error, frame_id) from None
 
 
 def kept_text(reason: QuarantineReason, raw: str | bytes) -> str:
