@@ -16,7 +16,7 @@ import re
 from zoneinfo import ZoneInfo
 
 from agent.contracts import Run, TaskCheckpoint, TaskStatus, sha256_text
-from skills.providers.reminders import say_when
+from skills.language import say_when
 
 _CANCEL = re.compile(
     r"^(?:请|麻烦)?(?:帮我)?(?:取消|撤销|删掉|删除|不用)(?:掉)?(?:所有|全部)?(?:的)?提醒(?:吧|了)?[\s!！。.~～]*$"

@@ -42,7 +42,7 @@ from agent.proactive.schedule import DueItem, SchedulePolicy, due_item
 from agent.run.acting import Acting
 from agent.run.endings import Endings
 from agent.run.outcome import RunOutcome
-from skills.providers.rules import is_english
+from skills.language import is_english
 from storage import Store
 
 log = logging.getLogger("dta.proactive")

@@ -51,8 +51,8 @@ from agent.run.recovery import settled_from_records
 from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate
 from gates.response import ResponseGate
+from skills.media import host_reply
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
-from skills.providers.media import host_reply
 from skills.rundir import prepare_run_dir
 from storage import Lease, LeaseLost, Store
 from storage.patience import is_transient

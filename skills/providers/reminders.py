@@ -18,6 +18,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from skills.language import say_when
 from skills.providers.base import reply
 
 _CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
@@ -294,15 +295,3 @@ def local_day_at(moment: float, tz: ZoneInfo, days: int, hour: int, minute: int)
     """Epoch seconds of ``hour:minute`` local time, ``days`` after ``moment``'s local day."""
     day = datetime.fromtimestamp(moment, tz).date() + timedelta(days=days)
     return datetime.combine(day, time(hour, minute), tzinfo=tz).timestamp()
-
-
-def say_when(moment: float, now: float, tz: ZoneInfo, english: bool = False) -> str:
-    """How a person says when ``moment`` is, seen from ``now``: 今天/明天/后天 or a date."""
-    local, today = datetime.fromtimestamp(moment, tz), datetime.fromtimestamp(now, tz)
-    offset = (local.date() - today.date()).days
-    clock = f"{local.hour:02d}:{local.minute:02d}"
-    if english:
-        day = {0: "today", 1: "tomorrow"}.get(offset, local.strftime("%Y-%m-%d"))
-        return f"{day} at {clock}"
-    day = {0: "今天", 1: "明天", 2: "后天"}.get(offset, f"{local.month}月{local.day}日")
-    return f"{day} {clock}"

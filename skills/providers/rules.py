@@ -30,8 +30,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.contracts import ActionKind, AgentDefinition, ConversationType, EnrichedInvocation
+from skills import media
+from skills.language import is_english
 from skills.loader import Skill, allowed_actions
-from skills.providers import arithmetic, followup, media, reminders
+from skills.providers import arithmetic, followup, reminders
 from skills.providers.base import ProviderReply, ask, reply, silence
 from skills.providers.knowledge import KnowledgeBase, Match, excerpt
 
@@ -41,7 +43,6 @@ def _compile(*patterns: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LEADING_MENTIONS = re.compile(r"^(?:\s*[@＠][^\s@＠]+(?:\s+|$))+")
 
 # English verbs like "post", "share" and "message" are also nouns, so they only count in
@@ -132,11 +133,6 @@ def clean_text(text: str, agent_name: str = "") -> str:
         if agent_name and stripped.startswith(prefix):
             stripped = stripped[len(prefix) :]
     return _LEADING_MENTIONS.sub("", stripped).strip()
-
-
-def is_english(text: str) -> bool:
-    """Answer in English only when the message has no Chinese at all but has letters."""
-    return not _CJK.search(text) and re.search(r"[A-Za-z]", text) is not None
 
 
 def redirect_kind(text: str) -> str | None:

@@ -1,0 +1,31 @@
+"""How the robot speaks, shared by the providers and the runtime's own words (reminders,
+follow-ups): which language to answer in, and how a person says when something is.
+
+    is_english("remind me at 5pm")            # True: letters and no Chinese
+    say_when(moment, now, ZoneInfo("Asia/Shanghai"))   # "明天 10:00"
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def is_english(text: str) -> bool:
+    """Answer in English only when the message has no Chinese at all but has letters."""
+    return not _CJK.search(text) and re.search(r"[A-Za-z]", text) is not None
+
+
+def say_when(moment: float, now: float, tz: ZoneInfo, english: bool = False) -> str:
+    """How a person says when ``moment`` is, seen from ``now``: 今天/明天/后天 or a date."""
+    local, today = datetime.fromtimestamp(moment, tz), datetime.fromtimestamp(now, tz)
+    offset = (local.date() - today.date()).days
+    clock = f"{local.hour:02d}:{local.minute:02d}"
+    if english:
+        day = {0: "today", 1: "tomorrow"}.get(offset, local.strftime("%Y-%m-%d"))
+        return f"{day} at {clock}"
+    day = {0: "今天", 1: "明天", 2: "后天"}.get(offset, f"{local.month}月{local.day}日")
+    return f"{day} {clock}"
