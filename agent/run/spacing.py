@@ -3,7 +3,7 @@
 DingTalk may show messages sent to one conversation within about a second of each other in
 the wrong order (../shared/dingtalk-platform.md). So the broker takes a conversation's turn
 before each message to it: the message starts no sooner than ``gap_s`` after the one before
-it started there, and only after that one is done. Other conversations never wait on it.
+it there was done (so it arrives at least that long after it). Other conversations never wait on it.
 Real time on purpose (the loop's clock): it is the screen's order, not the lab's clock.
 
     spacing = SendSpacing(1.0)
@@ -39,8 +39,12 @@ class SendSpacing:
             wait = self._next.get(conversation_id, 0.0) - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            self._next[conversation_id] = loop.time() + self.gap_s
-            yield
+            try:
+                yield
+            finally:
+                # Counted from the end of this send: DingTalk had it by then, so the next
+                # one arrives at least ``gap_s`` after it, however long this one took.
+                self._next[conversation_id] = loop.time() + self.gap_s
         if len(self._next) > FORGET_AFTER:
             self._forget_idle(asyncio.get_running_loop().time())
 
