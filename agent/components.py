@@ -169,7 +169,6 @@ def build_cards(
     cards = CardBroker(
         store, clock, api, pacer, broker, settings.card_stall_s, settings.card_block_chars
     )
-    broker.cards = cards
     return CardReplies(cards, gate, crash, settings.card_stall_s)
 
 

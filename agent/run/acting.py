@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from agent.clock import Clock
 from agent.contracts import (
+    ActionIntent,
     ActionKind,
     ActionRequest,
     Evidence,
@@ -50,6 +51,14 @@ ANSWER_REFUSALS = frozenset(
 )
 
 
+class CardDeliverer(Protocol):
+    """What delivers a reply approved as an AI card (``agent.cards.broker.CardBroker``)."""
+
+    async def deliver(
+        self, run: Run, intent: ActionIntent, ending: RunEnding | None
+    ) -> Receipt: ...
+
+
 class Acting:
     """Requests to receipts for one runtime; the pipeline owns one and lends ``act`` and
     ``ending`` to the card stream, so a streamed answer is judged like any other."""
@@ -62,12 +71,16 @@ class Acting:
         action_gate: ActionGate,
         broker: Broker,
         reply_form: str = "text",
+        cards: CardDeliverer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.action_gate = action_gate
         self.broker = broker
         self.reply_form = reply_form
+        # Replies approved as AI cards go there (agent/cards/broker.py); None outside card
+        # mode. A card is a delivery form: the same step, the same gate, its own carrier.
+        self.cards = cards
 
     async def act(
         self,
@@ -106,7 +119,7 @@ class Acting:
             for chunk, intent in enumerate(verdict.intents, start=1):
                 last = settle_last and index == len(requests) - 1 and chunk == len(verdict.intents)
                 ending = self.ending(outcome, kind) if last else None
-                receipt = await self.broker.execute(
+                receipt = await self.deliver(
                     run, intent, silence_detail=verdict.request.reason or "", ending=ending
                 )
                 if ending is not None and receipt.status is not ReceiptStatus.REFUSED:
@@ -123,6 +136,19 @@ class Acting:
                 outcome.terminal, outcome.terminal_kind = status, kind
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
+
+    async def deliver(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        silence_detail: str = "",
+        ending: RunEnding | None = None,
+    ) -> Receipt:
+        """An approved intent to its carrier: an AI card for a card reply, else the broker."""
+        content = intent.content
+        if self.cards is not None and content is not None and content.msgtype == "card":
+            return await self.cards.deliver(run, intent, ending)
+        return await self.broker.execute(run, intent, silence_detail, ending)
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
         """What an approved request carries besides its message, before that goes out: its

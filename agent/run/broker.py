@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from agent.clock import Clock
 from agent.contracts import (
@@ -77,8 +76,6 @@ class Broker:
         # Read an accepted OpenAPI send back from DingTalk: "verified" rather than the
         # platform's own "accepted" (one more request per message).
         self.verify = verify
-        # Delivers replies approved as AI cards (agent/cards/broker.py); None outside card mode.
-        self.cards: Any = None
 
     def receipt(
         self,
@@ -128,9 +125,6 @@ class Broker:
         silence_detail: str = "",
         ending: RunEnding | None = None,
     ) -> Receipt:
-        content = intent.content
-        if self.cards is not None and content is not None and content.msgtype == "card":
-            return await self.cards.deliver(run, intent, ending)
         channel = self.transport.channel_for(intent.target) if intent.kind.is_message else None
         if channel is None or channel is Channel.NONE:
             if not self.store.add_intent(intent):

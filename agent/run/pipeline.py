@@ -123,7 +123,12 @@ class Pipeline:
         # Requests to receipts, and the endings without an answer: one place each, shared
         # with the card stream (agent/run/acting.py, agent/run/endings.py).
         self.acting = Acting(
-            store=store, clock=clock, action_gate=action_gate, broker=broker, reply_form=reply_form
+            store=store,
+            clock=clock,
+            action_gate=action_gate,
+            broker=broker,
+            reply_form=reply_form,
+            cards=cards.cards if cards is not None else None,
         )
         self.endings = Endings(store=store, clock=clock, broker=broker, acting=self.acting)
         # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
