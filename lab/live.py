@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agent.clock import SystemClock
 from agent.components import connector_config
+from agent.daemon.handoff import Handoff
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step, directory
@@ -101,7 +102,7 @@ class LiveCaseRun:
                         }
                     )
                 ),
-                on_event=lambda event, gen: loop.call_soon_threadsafe(live.submit, event, gen),
+                on_event=Handoff(loop, live.submit),  # as the daemon hands events over
                 supersedes=runtime.response_gate.supersedes,
             )
             connector.start()
