@@ -34,3 +34,15 @@ async def test_no_gap_means_no_waiting() -> None:
         async with spacing.turn("c1"):
             pass
     assert loop.time() - t0 < 0.2  # nothing slept a gap
+
+
+async def test_conversations_whose_gap_has_passed_are_forgotten() -> None:
+    """Memory holds about a gap's worth of conversations, not every one ever seen."""
+    spacing = SendSpacing(0.05)
+    for n in range(200):
+        async with spacing.turn(f"c{n}"):
+            pass
+    await asyncio.sleep(0.06)
+    async with spacing.turn("last"):
+        pass
+    assert len(spacing._next) == len(spacing._locks) == 1

@@ -14,17 +14,18 @@ Real time on purpose (the loop's clock): it is the screen's order, not the lab's
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-FORGET_AFTER = 4096  # conversations remembered before the idle ones are let go
 
 
 class SendSpacing:
     def __init__(self, gap_s: float) -> None:
         self.gap_s = gap_s
         self._locks: dict[str, asyncio.Lock] = {}
-        self._next: dict[str, float] = {}  # conversation -> the loop time its next send may start
+        # conversation -> the loop time its next send may start, oldest first: what has
+        # passed is forgotten as new sends come, so memory holds about a gap's worth
+        self._next: OrderedDict[str, float] = OrderedDict()
 
     @asynccontextmanager
     async def turn(self, conversation_id: str) -> AsyncIterator[None]:
@@ -45,12 +46,15 @@ class SendSpacing:
                 # Counted from the end of this send: DingTalk had it by then, so the next
                 # one arrives at least ``gap_s`` after it, however long this one took.
                 self._next[conversation_id] = loop.time() + self.gap_s
-        if len(self._next) > FORGET_AFTER:
-            self._forget_idle(asyncio.get_running_loop().time())
+                self._next.move_to_end(conversation_id)
+        self._forget_passed(asyncio.get_running_loop().time())
 
-    def _forget_idle(self, now: float) -> None:
-        for conversation_id, at in list(self._next.items()):
+    def _forget_passed(self, now: float) -> None:
+        """Drop the conversations whose gap has passed and that nobody is sending to."""
+        while self._next:
+            conversation_id, at = next(iter(self._next.items()))
             lock = self._locks.get(conversation_id)
-            if at <= now and (lock is None or not lock.locked()):
-                del self._next[conversation_id]
-                self._locks.pop(conversation_id, None)
+            if at > now or (lock is not None and lock.locked()):
+                return
+            del self._next[conversation_id]
+            self._locks.pop(conversation_id, None)
