@@ -35,7 +35,7 @@ from skills.providers.openai import OpenAIConfig, OpenAIProvider
 from skills.providers.openai_stream import StreamingOpenAIProvider
 from skills.providers.rules import RulesProvider
 from storage import Store
-from storage.postgres import schema_for
+from storage.backends.postgres import schema_for
 
 
 def response_policy(settings: Settings) -> ResponsePolicy:

@@ -34,7 +34,7 @@ class ActionRecords(StoreBase):
         one hour's rows are counted one by one. Rows out of time order (a clock stepped
         back, a restored backup) are counted by their own time, as anywhere else.
         PostgreSQL counts."""
-        if self.backend != "sqlite":
+        if not self.dialect.hourly_budget:
             return "(SELECT COUNT(*) FROM budget_ledger WHERE at > ?)", (day_ago,)
         hour = float(int(day_ago // 3600))
         return (

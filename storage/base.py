@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Self
-from urllib.parse import urlsplit
-
-import psycopg
-import sqlite_utils
 
 from agent.contracts import (
     Attempt,
@@ -20,25 +14,14 @@ from agent.contracts import (
     ResponseDecision,
     Run,
 )
-from storage.integrity import (
-    FileIdentity,
-    StoreError,
-    StoreHealth,
-    StoreProblem,
-    classify,
-    file_identity,
-    healthy,
-    probe_writes,
-    remedy,
-)
-from storage.postgres import PgConnection, is_postgres_url, probe_pg, schema_for
-from storage.schema import migrate
+from storage.backends import StoreBackend, open_backend
+from storage.integrity import FileIdentity, StoreHealth
+from storage.schema import Dialect
 
 # The most rows one transaction writes when a caller hands over many (a batch of cached
 # identities, a thousand leases to renew): a transaction holds the write lock that the
 # connector's next ack waits for, so a large batch goes in several short ones.
 WRITE_CHUNK = 50
-SQLITE_AUTOCHECKPOINT_PAGES = 1000  # SQLite's own default
 
 
 class LeaseLost(Exception):
@@ -52,22 +35,14 @@ class LeaseLost(Exception):
         self.holder = holder
 
 
-_WRITERS: dict[str, threading.Lock] = {}
-_WRITERS_GUARD = threading.Lock()
-
-
-def _writers_of(path: str) -> threading.Lock:
-    """The one lock this process's writers of the SQLite file at ``path`` take turns on."""
-    key = os.path.realpath(path)
-    with _WRITERS_GUARD:
-        return _WRITERS.setdefault(key, threading.Lock())
-
-
 class StoreBase:
-    """One SQLite connection, its transactions, and the row writers several parts share.
+    """One store backend's connection, its transactions, and the row writers several parts
+    share.
 
-    Opening failures (corrupt file, read-only file, a schema from a newer dta, a directory
-    that cannot be created) raise ``StoreError`` with one line to show the operator. The
+    ``path``: a SQLite file (or ``":memory:"``), or a PostgreSQL URL with ``schema`` the
+    robot's schema in it (storage/backends/). Opening failures (corrupt file, read-only
+    file, a schema from a newer dta, a directory that cannot be created, a server that
+    cannot be reached) raise ``StoreError`` with one line to show the operator. A database
     file's identity (device, inode) is recorded at opening, so ``probe`` can tell that the
     path now leads elsewhere while this handle still writes into the old file.
     """
@@ -84,39 +59,18 @@ class StoreBase:
     ) -> None:
         self.path = str(path)
         self.synchronous = synchronous
-        self._writers: threading.Lock | None = None
         self._busy_timeout_s = busy_timeout_s
-        self.identity: FileIdentity | None = None
-        self.db: sqlite_utils.Database | None = None
-        self._conn: Any
-        try:
-            if is_postgres_url(self.path):
-                self.backend = "postgresql"
-                self._conn = PgConnection(
-                    self.path, schema or schema_for(None), busy_timeout_s, synchronous
-                )
-            else:
-                self.backend = "sqlite"
-                self.db = self._open(synchronous, busy_timeout_s)
-                self._conn = self.db.conn
-                if not checkpoints:
-                    # The commit that crosses the WAL's size limit copies it into the
-                    # database file, which takes milliseconds; a connection whose commits an
-                    # ack waits for leaves that to the others (the pipeline's writes follow).
-                    self.set_autocheckpoint(False)
-                if self.path != ":memory:":
-                    self._writers = _writers_of(self.path)
-        except StoreError:
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            problem = classify(exc)
-            message = f"store {self.path} cannot be opened ({problem}: {exc}): {remedy(problem)}"
-            raise StoreError(problem, message) from exc
-        except psycopg.Error as exc:
-            message = f"store {self.where} cannot be opened ({type(exc).__name__}: {exc})"
-            raise StoreError(StoreProblem.ERROR, message) from exc
-        except RuntimeError as exc:  # a schema written by a newer dta
-            raise StoreError(StoreProblem.SCHEMA, f"store {self.where}: {exc}") from exc
+        self.engine: StoreBackend = open_backend(
+            self.path, synchronous=synchronous, busy_timeout_s=busy_timeout_s, schema=schema
+        )
+        self.dialect: Dialect = self.engine.dialect
+        self._conn: Any = self.engine.conn
+        self._writers = self.engine.writers()
+        if not checkpoints:
+            # The commit that crosses the WAL's size limit copies it into the database
+            # file, which takes milliseconds; a connection whose commits an ack waits for
+            # leaves that to the others (the pipeline's writes follow).
+            self.set_autocheckpoint(False)
         # The run owner this store writes for: on a store replicas share, every write of a
         # run's records checks, in its own transaction, that this owner still holds the
         # run (a fencing check: ``_tx(run=...)``). One daemon per SQLite file needs none.
@@ -125,35 +79,18 @@ class StoreBase:
     @property
     def where(self) -> str:
         """The store's location for messages: a path, or the PostgreSQL URL without secrets."""
-        if self.backend != "postgresql":
-            return self.path
-        parts = urlsplit(self.path)
-        host = parts.hostname or "localhost"
-        return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+        return self.engine.where
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """The database file's (device, inode) at opening; None without a local file."""
+        return self.engine.identity
 
     @property
     def exclusive(self) -> bool:
         """One daemon per store (SQLite, under its instance lock): whatever another owner
         left unfinished is a dead process's, and runs of a thread are serial in memory."""
-        return self.backend == "sqlite"
-
-    def _open(self, synchronous: str, busy_timeout_s: float) -> sqlite_utils.Database:
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we open transactions explicitly (see _tx).
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout_s)
-        try:
-            db = sqlite_utils.Database(conn)
-            if self.path != ":memory:":
-                db.enable_wal()
-                self.identity = file_identity(self.path)
-            db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            db.execute("PRAGMA foreign_keys = ON")
-            migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return db
+        return self.engine.exclusive
 
     def __enter__(self) -> Self:
         return self
@@ -170,18 +107,17 @@ class StoreBase:
     @property
     def conn(self) -> Any:
         """The connection: ``sqlite3.Connection``, or a ``PgConnection`` speaking the same
-        SQL (``storage/postgres.py``)."""
+        SQL (``storage/backends/postgres.py``)."""
         return self._conn
 
     def close(self) -> None:
-        self._conn.close()
+        self.engine.close()
 
     def set_autocheckpoint(self, on: bool) -> None:
         """Whether this connection's commits checkpoint the WAL (SQLite's default) or leave
-        it to someone else (storage/checkpoints.py). PostgreSQL: nothing to do."""
-        if self.backend == "sqlite":
-            pages = SQLITE_AUTOCHECKPOINT_PAGES if on else 0
-            self._conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+        it to someone else (storage/backends/sqlite_checkpoints.py). PostgreSQL: nothing to
+        do."""
+        self.engine.set_autocheckpoint(on)
 
     @contextmanager
     def _tx(self, *, run: str | None = None, intent: str | None = None) -> Iterator[Any]:
@@ -214,11 +150,12 @@ class StoreBase:
     def _fence(self, conn: Any, run: str | None, intent: str | None) -> None:
         """Raise ``LeaseLost`` unless this owner holds the run (or it has no owner)."""
         if run is not None:
-            sql, key = "SELECT run_id, owner FROM runs WHERE run_id = ? FOR UPDATE", run
+            sql = "SELECT run_id, owner FROM runs WHERE run_id = ?" + self.dialect.lock_rows
+            key = run
         else:
             sql = (
                 "SELECT r.run_id, r.owner FROM runs r JOIN intents i ON i.run_id = r.run_id"
-                " WHERE i.intent_id = ? FOR UPDATE OF r"
+                " WHERE i.intent_id = ?" + self.dialect.lock_rows_of.format(table="r")
             )
             key = intent
         row = conn.execute(sql, (key,)).fetchone()
@@ -227,7 +164,7 @@ class StoreBase:
 
     def writers_held(self) -> AbstractContextManager[None]:
         """Hold this process's writers of the file between two of their transactions (for
-        the WAL's restart: storage/checkpoints.py)."""
+        the WAL's restart: storage/backends/sqlite_checkpoints.py)."""
         return self._turn()
 
     @contextmanager
@@ -272,9 +209,7 @@ class StoreBase:
 
     def page_limit(self) -> int | None:
         """This connection's ``max_page_count`` (the probe applies the same limit)."""
-        if self.backend != "sqlite":
-            return None
-        return int(self._scalar("PRAGMA max_page_count"))
+        return self.engine.page_limit()
 
     def probe(self, timeout_s: float = 0.5, page_limit: int | None = None) -> StoreHealth:
         """Can the store take writes? A real write through a new, short-lived connection.
@@ -282,11 +217,7 @@ class StoreBase:
         Blocking for up to about ``timeout_s`` and safe from any thread (it never touches
         this object's connection): call it through ``run_in_executor`` from a loop.
         """
-        if self.path == ":memory:":
-            return healthy("in memory")
-        if isinstance(self._conn, PgConnection):
-            return probe_pg(self.path, self._conn.schema, timeout_s)
-        return probe_writes(self.path, self.identity, timeout_s, page_limit, self.synchronous)
+        return self.engine.probe(timeout_s, page_limit)
 
     def writable(self, timeout_s: float = 0.5) -> bool:
         """Does a write commit within ``timeout_s``? (see ``probe`` for the reason if not)"""

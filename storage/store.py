@@ -1,7 +1,8 @@
-"""The SQLite store: the runtime's memory of what it heard, decided, tried and proved.
+"""The store: the runtime's memory of what it heard, decided, tried and proved.
 
-One ``Store`` owns one connection; a thread that needs the store opens its own ``Store`` on
-the same file (WAL lets readers and one writer work side by side). Every method that
+One ``Store`` owns one connection of its backend (storage/backends/: SQLite by default,
+PostgreSQL for replicas); a thread that needs the store opens its own ``Store`` on the same
+target. Every method that
 changes more than one row does so in a single transaction, so a crash leaves either all
 of it or none of it.
 
@@ -96,7 +97,7 @@ class Store(
             for table, sql in statements.items():
                 removed[table] = conn.execute(sql, {"before": before}).rowcount
             conn.execute("DROP TABLE prune_events")
-            if self.backend == "sqlite":  # hours the ledger no longer has a row in
+            if self.dialect.hourly_budget:  # hours the ledger no longer has a row in
                 conn.execute("DELETE FROM budget_hours WHERE writes <= 0")
         return removed
 

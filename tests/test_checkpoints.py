@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from storage import Store
-from storage.checkpoints import RESTART_FRAMES, WalCheckpoints
+from storage.backends.sqlite_checkpoints import RESTART_FRAMES, WalCheckpoints
 
 
 def _write(store: Store, rows: int) -> None:

@@ -224,16 +224,14 @@ def test_due_reminders_come_before_follow_ups_within_a_beats_limit(store):
 
 
 def test_tasks_from_before_the_heartbeat_can_still_expire(store_target, monkeypatch):
-    """Migration 7 (PostgreSQL 4) fills in when each open task began, so a task left
-    open by an older dta expires after ``task_expiry_s`` like any other."""
+    """Migration 7 fills in when each open task began, so a task left open by an older dta
+    expires after ``task_expiry_s`` like any other."""
     import storage.schema
-    import storage.schema_pg
     from storage import Store
 
     where, schema = store_target
     migrations = storage.schema.MIGRATIONS
     monkeypatch.setattr(storage.schema, "MIGRATIONS", migrations[:6])
-    monkeypatch.setattr(storage.schema_pg, "PG_MIGRATIONS", storage.schema_pg.PG_MIGRATIONS[:3])
     old = Store(where, schema=schema)
     task = TaskCheckpoint(
         task_id="t-old", scope_id="cid|u1", status=TaskStatus.WORKING, revision=1, goal="g",

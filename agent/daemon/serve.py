@@ -41,8 +41,8 @@ from agent.daemon.recorder import FrameRecorder
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
 from skills.loader import SkillLibrary
+from storage.backends.sqlite_checkpoints import WalCheckpoints
 from storage.base import StoreBase
-from storage.checkpoints import WalCheckpoints
 from storage.integrity import (
     StoreHealth,
     StoreProblem,

@@ -1,10 +1,10 @@
-"""PostgreSQL behind the same storage API: one connection that speaks the store's SQL.
+"""PostgreSQL, for replicas: one connection that speaks the store's SQL.
 
 The record families write one SQL dialect: the subset SQLite and PostgreSQL share
 (``INSERT … ON CONFLICT``, ``RETURNING``, ``?`` placeholders, ``rowid`` ordering). This
-module makes a psycopg 3 connection accept it: placeholders become psycopg's, a ``rowid``
-column exists on every table (an identity column, so "oldest first" means the same on
-both), and the schema lives in ``storage/schema_pg.py``.
+module makes a psycopg 3 connection accept it: placeholders become psycopg's, and the
+schema (``storage/schema.py``, rendered with ``POSTGRESQL``) declares a ``rowid`` identity
+column on every table read "oldest first", so the order means the same on both.
 
 Each robot's records live in their own PostgreSQL schema (``dta_<robot code>`` unless
 ``store_schema`` says otherwise): several robots @-ed in one message receive the same
@@ -17,14 +17,16 @@ msgId, and with one schema each, a msgId is unique per robot even in a shared da
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from storage.integrity import StoreHealth, StoreProblem, healthy, unhealthy
-from storage.schema_pg import migrate_pg
+from storage.integrity import StoreError, StoreHealth, StoreProblem, healthy, unhealthy
+from storage.schema import POSTGRESQL, newer_than_this_dta, scripts
 
 Params = tuple[Any, ...] | list[Any] | dict[str, Any]
 
@@ -73,7 +75,7 @@ class PgConnection:
         # server has the commit), "full" also the server's crash or a power loss.
         self.synchronous_commit = "on" if synchronous == "full" else "off"
         self._conn = self._connect()
-        migrate_pg(self._conn, schema)
+        migrate(self._conn, schema)
 
     def _connect(self) -> psycopg.Connection[Any]:
         # A lock held longer than the busy timeout fails the statement, as SQLite's does:
@@ -132,3 +134,100 @@ def probe_pg(url: str, schema: str, timeout_s: float) -> StoreHealth:
     except psycopg.Error as exc:
         return unhealthy(StoreProblem.ERROR, f"{type(exc).__name__}: {exc}".strip()[:300])
     return healthy("postgresql")
+
+
+# Before one schema served both engines, PostgreSQL numbered its own migrations, recorded in
+# ``schema_version``: its 1 held what SQLite's 1-4 build, then 2, 3, 4 were SQLite's 5, 6, 7.
+LEGACY_VERSIONS = {0: 0, 1: 4, 2: 5, 3: 6, 4: 7}
+# Left in ``schema_version`` for a dta from before: it refuses a version above its own
+# newest (4) in one line, instead of migrating a schema it does not know.
+LEGACY_REFUSAL = 1000
+
+
+def _version(conn: psycopg.Connection[Any]) -> int:
+    """How far this schema has come, in the shared numbering (0: a new schema)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT NOT NULL)")
+    row = conn.execute("SELECT version FROM schema_migrations").fetchone()
+    if row is not None:
+        return int(row[0])
+    legacy = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    if not legacy or not legacy[0]:
+        return 0
+    old = conn.execute("SELECT version FROM schema_version").fetchone()
+    version = int(old[0]) if old else 0
+    if version not in LEGACY_VERSIONS:
+        raise StoreError(StoreProblem.SCHEMA, newer_than_this_dta(version))
+    return LEGACY_VERSIONS[version]
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str) -> int:
+    """Bring ``schema`` up to the newest version, once, whoever else is starting."""
+    every = scripts(POSTGRESQL)
+    newest = len(every)
+    with conn.transaction():
+        # One migrator at a time per schema; the lock ends with the transaction.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"dta-migrate:{schema}",))
+        version = _version(conn)
+        if version > newest:
+            raise StoreError(StoreProblem.SCHEMA, newer_than_this_dta(version))
+        for script in every[version:]:
+            if script.strip():  # a migration may be another engine's alone
+                conn.execute(script)  # type: ignore[arg-type]
+        conn.execute("DELETE FROM schema_migrations")
+        conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (newest,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (LEGACY_REFUSAL,))
+    return newest
+
+
+class PostgresBackend:
+    """A robot's records in their own schema of a PostgreSQL database."""
+
+    dialect = POSTGRESQL
+    exclusive = False  # replicas share it: runs are fenced by their leases
+    file = None
+    identity = None
+
+    @staticmethod
+    def accepts(target: str) -> bool:
+        return is_postgres_url(target)
+
+    def __init__(
+        self, target: str, *, synchronous: str, busy_timeout_s: float, schema: str | None
+    ) -> None:
+        self.url = target
+        self.schema = schema or schema_for(None)
+        try:
+            self._conn = PgConnection(target, self.schema, busy_timeout_s, synchronous)
+        except StoreError as exc:
+            raise StoreError(exc.problem, f"store {self.where}: {exc}") from exc
+        except psycopg.Error as exc:
+            message = f"store {self.where} cannot be opened ({type(exc).__name__}: {exc})"
+            raise StoreError(StoreProblem.ERROR, message) from exc
+
+    @property
+    def conn(self) -> PgConnection:
+        return self._conn
+
+    @property
+    def where(self) -> str:
+        """The URL without user, password or query."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or "localhost"
+        return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+
+    def writers(self) -> threading.Lock | None:
+        return None  # the server orders writers
+
+    def probe(self, timeout_s: float, page_limit: int | None) -> StoreHealth:
+        return probe_pg(self.url, self.schema, timeout_s)
+
+    def page_limit(self) -> int | None:
+        return None
+
+    def set_autocheckpoint(self, on: bool) -> None:
+        """Nothing to do: the server checkpoints."""
+
+    def close(self) -> None:
+        self._conn.close()

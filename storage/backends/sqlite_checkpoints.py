@@ -34,6 +34,7 @@ import sqlite3
 import threading
 
 from agent.logs import FailureLog
+from storage.backends.sqlite import SqliteBackend
 from storage.base import StoreBase
 
 log = logging.getLogger("dta.store")
@@ -65,7 +66,7 @@ class WalCheckpoints:
 
     @property
     def applies(self) -> bool:
-        return self.store.backend == "sqlite" and self.store.path != ":memory:"
+        return isinstance(self.store.engine, SqliteBackend) and self.store.engine.file is not None
 
     def start(self) -> None:
         """Take the checkpoints over from the store's own commits (they keep them if this

@@ -1,0 +1,81 @@
+"""Store backends: the one interface an engine implements to hold dta's records.
+
+``StoreBase`` (storage/base.py) talks to a backend only through ``StoreBackend``; the record
+families (storage/events.py, storage/work.py, …) write the SQL every engine shares through
+its ``conn`` and ask its ``dialect`` for the rest. A new engine is one module here — a
+class with these members, its connection speaking the store's SQL (``?`` placeholders,
+``ON CONFLICT``, ``RETURNING``, ``ORDER BY rowid``), its dialect in ``storage/schema.py`` —
+plus its entry in ``BACKENDS`` and its tests.
+
+    backend = open_backend("postgresql://127.0.0.1/test", synchronous="normal",
+                           busy_timeout_s=10.0, schema="dta_robot1")
+    backend.conn.execute("SELECT COUNT(*) FROM events").fetchone()
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+from storage.backends.postgres import PostgresBackend
+from storage.backends.sqlite import SqliteBackend
+from storage.integrity import FileIdentity, StoreHealth
+from storage.schema import Dialect
+
+
+class StoreBackend(Protocol):
+    """What the store needs of an engine. Opening raises ``StoreError`` (one line)."""
+
+    dialect: Dialect
+    # A database file on this machine (its identity is watched, its WAL checkpointed, the
+    # instance lock taken on it), or None for a server's database.
+    file: str | None
+    identity: FileIdentity | None
+    # One daemon per store: whatever another owner left unfinished is a dead process's,
+    # and runs of a thread are serial in memory (no fencing, no thread leases needed).
+    exclusive: bool
+
+    @property
+    def conn(self) -> Any:
+        """The connection, speaking the store's SQL; transactions are opened explicitly
+        (``BEGIN IMMEDIATE`` … ``COMMIT``)."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """The store's location for messages, without secrets."""
+        ...
+
+    def writers(self) -> threading.Lock | None:
+        """The lock this process's writers of the same database take turns on, if any."""
+        ...
+
+    def probe(self, timeout_s: float, page_limit: int | None) -> StoreHealth:
+        """Can the store take writes now? A real write on a new connection, safe from any
+        thread, blocking for about ``timeout_s``."""
+        ...
+
+    def page_limit(self) -> int | None: ...
+
+    def set_autocheckpoint(self, on: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# The first whose ``accepts`` takes the target opens it; SQLite (a path) takes the rest.
+BACKENDS: list[Any] = [PostgresBackend, SqliteBackend]
+
+
+def open_backend(
+    target: str, *, synchronous: str, busy_timeout_s: float, schema: str | None = None
+) -> StoreBackend:
+    for backend in BACKENDS:
+        if backend.accepts(target):
+            opened: StoreBackend = backend(
+                target, synchronous=synchronous, busy_timeout_s=busy_timeout_s, schema=schema
+            )
+            return opened
+    raise ValueError(f"no store backend takes {target!r}")  # SQLite takes every path
+
+
+__all__ = ["BACKENDS", "StoreBackend", "open_backend"]
