@@ -89,6 +89,7 @@ class Runtime:
         skills: SkillLibrary | None = None,
         crash: CrashPoints | None = None,
         store_path: Path | None = None,
+        on_run_finished: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -131,7 +132,7 @@ class Runtime:
         # part): a run waiting only for its turn would start its ack timer late.
         self.dispatcher = Dispatcher(settings.max_queued_runs)
         # Told how long each event took from receipt to finished run (metrics).
-        self.on_run_finished: Callable[[float], None] | None = None
+        self.on_run_finished = on_run_finished
         self._inflight: set[str] = set()  # queued or running, by event id
         self._threads: set[str] = set()  # thread leases held in a shared store
         self._retries: dict[str, _Retry] = {}  # interrupted by the store, waiting to go again

@@ -36,18 +36,18 @@ MINUTE_S = 60.0
 @dataclass(frozen=True)
 class ActionPolicy:
     robot_code: str | None
-    write_budget_per_conversation_per_minute: int = 20
-    write_budget_per_day: int = 10_000
-    max_reply_chars: int = 3800
-    max_reply_chunks: int = 4
-    has_openapi_credentials: bool = False
-    webhook_expiry_margin_s: float = 30.0
+    write_budget_per_conversation_per_minute: int
+    write_budget_per_day: int
+    max_reply_chars: int
+    max_reply_chunks: int
+    has_openapi_credentials: bool
+    webhook_expiry_margin_s: float
     # values that must never be said in a conversation (app secret, model keys)
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str, ...]
     # Reminders need the heartbeat to deliver them; naive times are read in ``timezone``.
-    reminders: bool = False
-    max_reminder_days: float = 30.0
-    timezone: str = "Asia/Shanghai"
+    reminders: bool
+    max_reminder_days: float
+    timezone: str
 
 
 @dataclass

@@ -12,7 +12,7 @@ reaches this gate; each such delivery is acked and counted (``deliveries``, the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agent.contracts import (
     TEXT_MSGTYPES,
@@ -31,17 +31,17 @@ ALL_MSGTYPES = "*"
 
 @dataclass(frozen=True)
 class ResponsePolicy:
-    paused: bool = False
-    allow_users: frozenset[str] = field(default_factory=frozenset)
-    deny_users: frozenset[str] = field(default_factory=frozenset)
+    paused: bool
+    allow_users: frozenset[str]
+    deny_users: frozenset[str]
     # Applies to group conversations; one-to-one chats are governed by allow_users.
-    allow_conversations: frozenset[str] = field(default_factory=frozenset)
-    max_event_age_s: float = 900
+    allow_conversations: frozenset[str]
+    max_event_age_s: float
     # "*" reads every type DingTalk sends, including types it adds later: a DM or an @
     # never ends in silence because of its type. An operator who lists types deliberately
     # excludes the rest (``unsupported_msgtype``).
-    supported_msgtypes: frozenset[str] = frozenset({ALL_MSGTYPES})
-    robot_code: str | None = None
+    supported_msgtypes: frozenset[str]
+    robot_code: str | None
 
     def supports(self, msgtype: str) -> bool:
         return ALL_MSGTYPES in self.supported_msgtypes or msgtype in self.supported_msgtypes

@@ -1,12 +1,25 @@
-"""Small builders for unit tests: callbacks, frames, events and runs."""
+"""Small builders for unit tests: callbacks, frames, events, runs and policies."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from agent.components import transport_config
+from agent.config import Settings
 from agent.contracts import ActionKind, Event, Origin, Run, SessionWebhook
 from agent.dingtalk.ingest import callback_to_event
+
+Built = TypeVar("Built")
+
+
+def built(build: Callable[[Settings], Built], /, **fields: Any) -> Built:
+    """What ``agent/components.py`` builds from the default ``Settings`` (the only place a
+    default is written), with ``fields`` changed: ``built(action_policy, reminders=True)``."""
+    return dataclasses.replace(build(Settings()), **fields)  # type: ignore[type-var]
+
 
 T0 = 1_760_000_000.0  # a fixed "now" for unit tests
 ROBOT = "robot-1"
@@ -82,4 +95,17 @@ def run_for(
         provider="rules",
         created_at=T0,
         updated_at=T0,
+    )
+
+
+def fake_transport_config(fake: Any, **fields: Any) -> Any:
+    """The transport's config for the bundled fake DingTalk (``lab.fake.FakeDingTalk``)."""
+    return built(
+        transport_config,
+        openapi_base_url=fake.base_url,
+        client_id=fake.app_key,
+        client_secret=fake.app_secret,
+        robot_code=fake.robot_code,
+        directory_base_url=None,
+        **fields,
     )

@@ -2,6 +2,7 @@
 
 import pytest
 
+from agent.components import action_policy
 from agent.contracts import (
     ActionKind,
     Receipt,
@@ -14,7 +15,6 @@ from gates.action import (
     CHECKS,
     ActionFacts,
     ActionGate,
-    ActionPolicy,
     Approval,
     Refusal,
     RunTally,
@@ -23,7 +23,7 @@ from gates.action import (
     split_text,
 )
 from storage import Store
-from tests.factories import ROBOT, T0, event, run_for
+from tests.factories import ROBOT, T0, built, event, run_for
 
 REPLY = {"kind": "reply", "text": "12"}
 # The documented order (ARCHITECTURE §4.5), written out so a reordering of CHECKS shows here.
@@ -63,7 +63,7 @@ def facts(**kw):
 
 def gate(**kw):
     kw.setdefault("robot_code", ROBOT)
-    return ActionGate(ActionPolicy(**kw))
+    return ActionGate(built(action_policy, **kw))
 
 
 def decide(raw=REPLY, run=None, tally=None, f=None, **policy):

@@ -13,10 +13,12 @@ import pytest
 from agent.cards.api import FLOW_FAILED, FLOW_FINISHED, CardAPI, CardOutcome
 from agent.cli.card_doctor import _checks, card_checks
 from agent.clock import VirtualClock
+from agent.components import transport_config
 from agent.config import Settings
 from agent.contracts import CardReason, ConversationType, Origin
-from agent.dingtalk.openapi import DingTalkAPI, TransportConfig
+from agent.dingtalk.openapi import DingTalkAPI
 from lab.fake import FakeDingTalk
+from tests.factories import built
 from tests.test_fake_dingtalk import START, token
 
 DM = Origin(conversation_id="cid-dm-u1", conversation_type=ConversationType.DM, user_id="u1")
@@ -43,7 +45,9 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def api(fake: FakeDingTalk) -> AsyncIterator[CardAPI]:
-    config = TransportConfig(
+    config = built(
+        transport_config,
+        directory_base_url=None,
         openapi_base_url=fake.base_url,
         client_id=fake.app_key,
         client_secret=fake.app_secret,

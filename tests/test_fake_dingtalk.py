@@ -25,10 +25,10 @@ from agent.contracts import (
     SessionWebhook,
 )
 from agent.dingtalk.ingest import callback_to_event
-from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.transport import DingTalkTransport
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.platform import SESSION_TTL_S
+from tests.factories import fake_transport_config
 
 START = 1_700_000_000.0
 USERS = {"u1": {"name": "张三", "title": "工程师", "dept_names": ["研发部"]}}
@@ -311,7 +311,7 @@ async def test_openapi_qps_limit_is_dingtalks_403(fake, http) -> None:
 
 
 async def test_transport_retries_a_qps_limit_until_it_passes(fake, clock) -> None:
-    config = TransportConfig(fake.base_url, fake.app_key, fake.app_secret, fake.robot_code)
+    config = fake_transport_config(fake)
     transport = DingTalkTransport(config, clock)
     try:
         fake.arm_fault({"openapi": {"status": 403, "qps_limit": True, "times": 2}})
@@ -632,13 +632,8 @@ def _intent(data: dict[str, Any], text: str = "好的") -> ActionIntent:
 
 async def test_transport_round_trip(fake, clock) -> None:
     """The runtime's own transport is accepted as-is, on both channels, through a 429."""
-    config = TransportConfig(
-        fake.base_url,
-        fake.app_key,
-        fake.app_secret,
-        fake.robot_code,
-        webhook_origins=(fake.base_url,),  # the lab allows exactly the fake's origin
-    )
+    # the lab allows exactly the fake's origin
+    config = fake_transport_config(fake, webhook_origins=(fake.base_url,))
     transport = DingTalkTransport(config, clock)
     try:
         data = build_callback(

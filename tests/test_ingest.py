@@ -231,10 +231,10 @@ def test_a_messageid_inside_the_data_is_not_taken_for_the_frames():
 
 def test_binary_frames_are_read_when_utf8_and_quarantined_when_not(store):
     text = frame(callback(text="你好"), "f-bin")
-    assert frame_text(text.encode()) == text
+    assert frame_text(text.encode(), None) == text
     assert parse_frame(text.encode(), T0).kind is FrameKind.EVENT
     junk = text.encode()[:-1] + b"\xff\xfe}"
-    assert frame_text(junk) == junk
+    assert frame_text(junk, None) == junk
     result = Ingestor(store).ingest(junk, T0)
     assert result.reason is QuarantineReason.NOT_UTF8 and result.frame_message_id == "f-bin"
     assert "invalid start byte" in result.error

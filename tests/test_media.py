@@ -13,17 +13,17 @@ import httpx
 import pytest
 
 from agent.clock import VirtualClock
+from agent.components import media_limits, transport_config
 from agent.contracts import MediaStatus
-from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.transport import DingTalkTransport
-from agent.run.media import MEDIA_INDEX, MediaFetcher, MediaLimits, prune_media, sniff
+from agent.run.media import MEDIA_INDEX, MediaFetcher, prune_media, sniff
 from agent.runtime import Runtime
 from lab.cases import CaseError, load_case
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.files import parse_files, tiny_png
 from lab.fake_model import FakeModel
 from lab.runner import LAB_EPOCH, lab_settings
-from tests.factories import event
+from tests.factories import built, event
 
 TEXT = "报销流程：先在 OA 提交报销单。\n" * 3
 
@@ -93,14 +93,21 @@ async def fake():
 
 
 def _fetcher(fake, tmp_path, max_bytes=1024 * 1024):
-    config = TransportConfig(
+    config = built(
+        transport_config,
+        directory_base_url=None,
         openapi_base_url=fake.base_url,
         client_id=fake.app_key,
         client_secret=fake.app_secret,
         robot_code=fake.robot_code,
     )
     transport = DingTalkTransport(config, fake.clock, httpx.AsyncClient(trust_env=False))
-    limits = MediaLimits(tmp_path / "media", max_bytes, download_timeout_s=0.5)
+    limits = built(
+        media_limits,
+        media_dir=tmp_path / "media",
+        max_download_bytes=max_bytes,
+        download_timeout_s=0.5,
+    )
     return transport, MediaFetcher(transport, limits)
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agent.clock import VirtualClock
+from agent.components import invocation_limits, transport_config
 from agent.contracts import (
     ActionIntent,
     ActionKind,
@@ -18,12 +19,11 @@ from agent.contracts import (
 )
 from agent.dingtalk.callback import FRAME_TIME
 from agent.dingtalk.ingest import FrameKind, parse_frame
-from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.readers import quoted_text, read_message, strip_mentions
 from agent.dingtalk.transport import DingTalkTransport
 from agent.run.invocation import InvocationBuilder
 from storage import Store
-from tests.factories import BOT_USER, T0, callback, event, frame
+from tests.factories import BOT_USER, T0, built, callback, event, frame
 
 
 def test_richtext_at_names_are_removed_as_dingtalk_does_for_text():
@@ -128,7 +128,7 @@ def _quoting(sender: str):
 def test_a_person_s_empty_quote_is_not_called_a_robot_message(tmp_path):
     store = Store(tmp_path / "dta.db")
     try:
-        builder = InvocationBuilder(store, VirtualClock(T0))
+        builder = InvocationBuilder(store, VirtualClock(T0), None, built(invocation_limits))
         quote = builder.quote(_quoting("$:LWCP_v1:$u2"))
         assert not quote.from_robot and "robot" not in quote.missing
         assert builder.quote(_quoting(BOT_USER)).from_robot
@@ -152,8 +152,13 @@ def _intent(ev) -> ActionIntent:
 
 def test_a_sender_without_staff_id_is_at_by_dingtalk_id():
     transport = DingTalkTransport(
-        TransportConfig(
-            openapi_base_url="http://127.0.0.1:9", client_id="a", client_secret="b", robot_code="r"
+        built(
+            transport_config,
+            directory_base_url=None,
+            openapi_base_url="http://127.0.0.1:9",
+            client_id="a",
+            client_secret="b",
+            robot_code="r",
         ),
         VirtualClock(T0),
     )

@@ -14,14 +14,16 @@ from typing import Any
 import pytest
 
 from agent.clock import VirtualClock
+from agent.components import invocation_limits, response_policy
 from agent.config import Settings
 from agent.contracts import Verdict
 from agent.dingtalk.callback import FRAME_TIME
 from agent.dingtalk.ingest import FrameKind, parse_frame
 from agent.run.invocation import InvocationBuilder
-from gates.response import ResponseGate, ResponsePolicy
+from gates.response import ResponseGate
 from lab.replay import read_recording, replay_frames
 from storage import Store
+from tests.factories import built
 
 CORPUS = Path(__file__).resolve().parents[1] / "lab" / "recordings" / "real-payloads.jsonl"
 ROBOT_USER = "$:LWCP_v1:$ROBOT_USER_0001=="
@@ -114,7 +116,9 @@ def test_each_shape_is_read(line, store):
         assert event.created_at == int(frame_time) / 1000
     else:
         assert event.created_at_source is None
-    quote = InvocationBuilder(store, VirtualClock(event.received_at)).quote(event)
+    quote = InvocationBuilder(
+        store, VirtualClock(event.received_at), None, built(invocation_limits)
+    ).quote(event)
     if "quote" in want:
         assert quote is not None
         assert quote.text == want["quote"]
@@ -126,7 +130,7 @@ def test_each_shape_is_read(line, store):
             assert quote.msg_id == want["quote_id"]
     else:
         assert quote is None
-    decision = ResponseGate(ResponsePolicy()).decide(event, event.received_at)
+    decision = ResponseGate(built(response_policy)).decide(event, event.received_at)
     if "reason" in want:
         assert decision.reason.value == want["reason"]
     # Nothing real that was addressed to the robot is left unanswered for its type.

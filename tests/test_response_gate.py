@@ -1,13 +1,14 @@
 import pytest
 
+from agent.components import response_policy
 from agent.contracts import EngageReason, SilentReason, Verdict
-from gates.response import ResponseGate, ResponsePolicy
-from tests.factories import BOT_USER, ROBOT, T0, event
+from gates.response import ResponseGate
+from tests.factories import BOT_USER, ROBOT, T0, built, event
 
 
 def decide(ev, now=T0, **policy):
     policy.setdefault("robot_code", ROBOT)
-    return ResponseGate(ResponsePolicy(**policy)).decide(ev, now)
+    return ResponseGate(built(response_policy, **policy)).decide(ev, now)
 
 
 def test_dm_engages():

@@ -4,6 +4,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agent.components import action_policy, response_policy, schedule_policy
 from agent.config import ConfigError, Settings, validate_settings
 from agent.contracts import (
     Origin,
@@ -15,11 +16,11 @@ from agent.contracts import (
 )
 from agent.proactive.heartbeat import BEAT_ACTOR
 from agent.proactive.reminders import cancelled_text, is_cancel, reminder_text
-from agent.proactive.schedule import SchedulePolicy, beat_slot, due_item, parse_quiet_hours
-from gates.action import ActionFacts, ActionGate, ActionPolicy, Approval, Refusal, RunTally
-from gates.response import ResponseGate, ResponsePolicy
+from agent.proactive.schedule import beat_slot, due_item, parse_quiet_hours
+from gates.action import ActionFacts, ActionGate, Approval, Refusal, RunTally
+from gates.response import ResponseGate
 from skills.providers.reminders import reminder_reply
-from tests.factories import ROBOT, T0, event, run_for
+from tests.factories import ROBOT, T0, built, event, run_for
 
 TZ = ZoneInfo("Asia/Shanghai")
 MORNING = 1_767_225_600.0  # 2026-01-01 08:00 in Shanghai
@@ -163,7 +164,7 @@ def _waiting(**changes: object) -> TaskCheckpoint:
 
 
 def test_a_reminder_is_due_at_its_time_and_never_followed_up_or_expired():
-    policy = SchedulePolicy(interval_s=60, follow_up_after_s=60, task_expiry_s=60)
+    policy = built(schedule_policy, interval_s=60, follow_up_after_s=60, task_expiry_s=60)
     assert due_item(_reminder(), MORNING + 599, policy) is None
     item = due_item(_reminder(), MORNING + 600, policy)
     assert item is not None and item.kind == "reminder"
@@ -172,7 +173,7 @@ def test_a_reminder_is_due_at_its_time_and_never_followed_up_or_expired():
 
 
 def test_follow_ups_count_from_the_last_word_then_the_task_expires():
-    policy = SchedulePolicy(interval_s=60, follow_up_after_s=300, max_follow_ups=2)
+    policy = built(schedule_policy, interval_s=60, follow_up_after_s=300, max_follow_ups=2)
     assert due_item(_waiting(), MORNING + 299, policy) is None
     first = due_item(_waiting(), MORNING + 300, policy)
     assert first is not None and first.kind == "follow_up"
@@ -181,9 +182,9 @@ def test_follow_ups_count_from_the_last_word_then_the_task_expires():
     assert second.event_id != first.event_id
     last = due_item(_waiting(follow_ups=2, waiting_since=MORNING + 600), MORNING + 900, policy)
     assert last is not None and last.kind == "expiry"
-    off = SchedulePolicy(interval_s=60)
+    off = built(schedule_policy, interval_s=60)
     assert due_item(_waiting(), MORNING + 10**6, off) is None
-    expiring = SchedulePolicy(interval_s=60, task_expiry_s=3600)
+    expiring = built(schedule_policy, interval_s=60, task_expiry_s=3600)
     item = due_item(_waiting(status=TaskStatus.WORKING), MORNING + 3600, expiring)
     assert item is not None and item.kind == "expiry"
 
@@ -222,7 +223,7 @@ def _scheduled(kind: str, **fields: object) -> object:
 
 
 def test_the_response_gate_on_beats_items_and_operator_sends():
-    gate = ResponseGate(ResponsePolicy(robot_code=ROBOT, allow_users=frozenset({"u1"})))
+    gate = ResponseGate(built(response_policy, robot_code=ROBOT, allow_users=frozenset({"u1"})))
     beat = _scheduled("beat").model_copy(update={"actor": event().actor.model_copy(
         update={"user_id": BEAT_ACTOR})})  # fmt: skip
     assert gate.decide(beat, T0).reason is SilentReason.HEARTBEAT_IDLE
@@ -237,12 +238,14 @@ def test_the_response_gate_on_beats_items_and_operator_sends():
     stranger = group.model_copy(update={"actor": group.actor.model_copy(update={"user_id": "u9"})})
     assert gate.decide(stranger, T0).reason is SilentReason.NOT_ALLOWED
     assert gate.decide(_scheduled("operator"), T0).reason.value == "operator"
-    paused = ResponseGate(ResponsePolicy(paused=True))
+    paused = ResponseGate(built(response_policy, paused=True))
     assert paused.decide(due, T0).reason is SilentReason.PAUSED
 
 
 def _decide(reminder: dict, *, reminders: bool = True, now: float = T0) -> Approval | Refusal:
-    gate = ActionGate(ActionPolicy(robot_code=ROBOT, reminders=reminders, max_reminder_days=7))
+    gate = ActionGate(
+        built(action_policy, robot_code=ROBOT, reminders=reminders, max_reminder_days=7)
+    )
     facts = ActionFacts(now=now, thread_generation=1, writes_last_minute=0, writes_last_day=0)
     raw = {"kind": "reply", "text": "好的", "reminder": reminder}
     return gate.decide(raw, run_for(event(user="u1")), RunTally(), facts)
@@ -272,7 +275,9 @@ def test_a_reminder_that_would_say_something_unsayable_is_refused_when_it_is_set
     at = "2025-10-10T10:00:00+08:00"
     everyone = _decide({"at": at, "text": "@所有人 开会"})
     assert isinstance(everyone, Refusal) and everyone.reason.value == "at_all"
-    gate = ActionGate(ActionPolicy(robot_code=ROBOT, reminders=True, secrets=("s3cr3t-key",)))
+    gate = ActionGate(
+        built(action_policy, robot_code=ROBOT, reminders=True, secrets=("s3cr3t-key",))
+    )
     facts = ActionFacts(now=T0, thread_generation=1, writes_last_minute=0, writes_last_day=0)
     raw = {"kind": "reply", "text": "好的", "reminder": {"at": at, "text": "key: s3cr3t-key"}}
     secret = gate.decide(raw, run_for(event(user="u1")), RunTally(), facts)

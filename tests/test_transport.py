@@ -8,6 +8,7 @@ import pytest
 import respx
 
 from agent.clock import VirtualClock
+from agent.components import transport_config
 from agent.contracts import (
     ActionIntent,
     ActionKind,
@@ -18,9 +19,9 @@ from agent.contracts import (
     Origin,
     SessionWebhook,
 )
-from agent.dingtalk.openapi import TokenError, TransportConfig
+from agent.dingtalk.openapi import TokenError
 from agent.dingtalk.transport import DingTalkTransport, webhook_origin
-from tests.factories import T0
+from tests.factories import T0, built
 
 API = "https://api.test"
 HOOK = "https://oapi.test/robot/sendBySession?session=abc"
@@ -63,7 +64,9 @@ def clock():
 
 @pytest.fixture
 def transport(clock):
-    cfg = TransportConfig(
+    cfg = built(
+        transport_config,
+        directory_base_url=None,
         openapi_base_url=API,
         client_id="app",
         client_secret="sekret",
@@ -340,7 +343,9 @@ def test_webhook_origin_is_what_httpx_would_contact(url, origin):
 
 
 def test_default_config_allows_only_dingtalk(clock):
-    transport = DingTalkTransport(TransportConfig(openapi_base_url=API), clock)
+    transport = DingTalkTransport(
+        built(transport_config, directory_base_url=None, openapi_base_url=API), clock
+    )
     dingtalk = "https://oapi.dingtalk.com/robot/sendBySession?session=abc"
     assert transport.channel_for(intent(hook=dingtalk).target) is Channel.SESSION_WEBHOOK
     assert transport.channel_for(intent().target) is Channel.NONE  # oapi.test: not allowed
@@ -390,7 +395,9 @@ async def test_foreign_group_webhook_goes_by_group_openapi(transport):
 
 
 async def test_foreign_webhook_without_openapi_credentials_has_no_channel(clock):
-    cfg = TransportConfig(openapi_base_url=API, webhook_origins=(ORIGIN,))
+    cfg = built(
+        transport_config, directory_base_url=None, openapi_base_url=API, webhook_origins=(ORIGIN,)
+    )
     transport = DingTalkTransport(cfg, clock)
     item = intent(hook="file:///etc/passwd")
     assert transport.channel_for(item.target) is Channel.NONE

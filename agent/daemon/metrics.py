@@ -123,27 +123,38 @@ class StoreCollector(Collector):
         yield lost
 
 
+class Latencies:
+    """The daemon's latency histograms, made before the parts that observe them (the
+    connector its acks, the runtime its runs) and the ``Metrics`` that exports them."""
+
+    def __init__(self) -> None:
+        self.ack = Histogram(
+            "dta_ack_latency_seconds",
+            "Frame received to ack sent",
+            buckets=LATENCY_BUCKETS,
+            registry=None,
+        )
+        self.run = Histogram(
+            "dta_run_latency_seconds",
+            "Event received to run finished",
+            buckets=LATENCY_BUCKETS,
+            registry=None,
+        )
+
+
 class Metrics:
     def __init__(
         self,
         store: Store,
         connector: Connector | None = None,
         store_health: Callable[[], StoreHealth] | None = None,
+        latencies: Latencies | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(StoreCollector(store, connector, store_health))
-        self.ack_latency = Histogram(
-            "dta_ack_latency_seconds",
-            "Frame received to ack sent",
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self.run_latency = Histogram(
-            "dta_run_latency_seconds",
-            "Event received to run finished",
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        self.latencies = latencies or Latencies()
+        self.registry.register(self.latencies.ack)
+        self.registry.register(self.latencies.run)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

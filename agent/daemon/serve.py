@@ -36,7 +36,7 @@ from agent.components import build_provider, connector_config
 from agent.config import Settings
 from agent.daemon.handoff import ACK_SWITCH_INTERVAL_S, Handoff
 from agent.daemon.health import HealthServer
-from agent.daemon.metrics import Metrics
+from agent.daemon.metrics import Latencies, Metrics
 from agent.daemon.recorder import FrameRecorder
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
@@ -219,6 +219,7 @@ class Daemon:
         # setting stops start-up with the file and field named, before anything connects.
         self.skills = SkillLibrary(settings.skill_paths)
         self.provider = build_provider(settings)
+        self.latencies = Latencies()  # observed by the runtime and the connector
         self.record = record
         self.new_store = new_store
         self.stopping = asyncio.Event()
@@ -275,7 +276,12 @@ class Daemon:
 
     async def _store_side(self, stack: contextlib.AsyncExitStack) -> _Parts:
         """The runtime on its store, recovered, with its checkpoints and readiness probe."""
-        runtime = Runtime(self.settings, skills=self.skills, provider=self.provider)
+        runtime = Runtime(
+            self.settings,
+            skills=self.skills,
+            provider=self.provider,
+            on_run_finished=self.latencies.run.observe,
+        )
         stack.push_async_callback(runtime.aclose)
         monitor = StoreMonitor(runtime.store, self.settings.store_probe_timeout_s)
         stack.callback(monitor.close)
@@ -294,17 +300,15 @@ class Daemon:
         """The connector, metrics, health port, watchers and heartbeat; the stream opens
         last, once everything that takes its frames is ready."""
         loop, runtime, monitor = asyncio.get_running_loop(), parts.runtime, parts.monitor
-        metrics: Metrics | None = None
         connector = Connector(
             self.config,
             on_event=Handoff(loop, runtime.submit),
             on_frame=parts.recorder,
-            on_ack=lambda seconds: metrics.ack_latency.observe(seconds) if metrics else None,
+            on_ack=self.latencies.ack.observe,
             supersedes=runtime.response_gate.supersedes,  # pure: safe on the connector's thread
             accepting=monitor.accepting,
         )
-        metrics = Metrics(runtime.store, connector, store_health=monitor.current)
-        runtime.on_run_finished = metrics.run_latency.observe
+        metrics = Metrics(runtime.store, connector, monitor.current, self.latencies)
         if self.settings.health_port:
             health = HealthServer(
                 self.settings.health_host,

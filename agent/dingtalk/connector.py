@@ -48,7 +48,7 @@ from urllib.parse import quote_plus
 
 import websockets
 
-from agent.dingtalk.ingest import MAX_FRAME_BYTES, Ingestor, Supersedes
+from agent.dingtalk.ingest import Ingestor, Supersedes
 from agent.dingtalk.stream_client import make_client
 from agent.dingtalk.stream_frames import EventSink, FrameHandler, FrameSink
 from agent.logs import FailureLog
@@ -86,15 +86,15 @@ class ConnectorConfig:
     client_id: str
     client_secret: str
     store_path: str | Path  # the SQLite file, or a PostgreSQL URL
-    store_schema: str | None = None  # PostgreSQL only
-    store_synchronous: str = "normal"
-    store_busy_timeout_s: float = 10.0
-    ping_interval_s: float = 10.0
-    ping_timeout_s: float = 10.0
-    open_timeout_s: float = 10.0
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    max_frame_bytes: int = MAX_FRAME_BYTES
+    store_schema: str | None  # PostgreSQL only
+    store_synchronous: str
+    store_busy_timeout_s: float
+    ping_interval_s: float
+    ping_timeout_s: float
+    open_timeout_s: float
+    backoff_base_s: float
+    backoff_max_s: float
+    max_frame_bytes: int
     accepting_poll_s: float = 0.5
 
     @property

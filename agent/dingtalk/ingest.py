@@ -30,8 +30,6 @@ from storage import Store
 __all__ = ["FrameKind", "IngestResult", "Ingestor", "ParsedFrame", "callback_to_event"]
 
 BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
-# Frames up to this many bytes (UTF-8, as on the wire) are read; larger ones are quarantined.
-MAX_FRAME_BYTES = 4 * 1024 * 1024
 # Of a frame too large to read, this many characters are kept: enough to see what it was.
 KEPT_HEAD_CHARS = 64 * 1024
 # msgIds this ingestor stored lately: a redelivery of one is looked for before storing.
@@ -110,7 +108,7 @@ def _describe(exc: ValidationError) -> tuple[QuarantineReason, str]:
     return reason, f"{field}: {first['msg']}"
 
 
-def frame_text(data: bytes, max_bytes: int | None = MAX_FRAME_BYTES) -> str | bytes:
+def frame_text(data: bytes, max_bytes: int | None) -> str | bytes:
     """A frame as it came off the socket, as text when it is UTF-8 within the size limit.
 
     DingTalk sends text frames, but a proxy may re-frame them as binary; either way the text

@@ -30,21 +30,21 @@ TOKEN_MARGIN_S = 300.0  # refresh tokens five minutes early, as the SDK does
 @dataclass(frozen=True)
 class TransportConfig:
     openapi_base_url: str
-    client_id: str | None = None
-    client_secret: str | None = None
-    robot_code: str | None = None
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 10.0
-    send_retries: int = 3
-    max_retry_after_s: float = 30.0
-    webhook_expiry_margin_s: float = 30.0
+    client_id: str | None
+    client_secret: str | None
+    robot_code: str | None
+    connect_timeout_s: float
+    read_timeout_s: float
+    send_retries: int
+    max_retry_after_s: float
+    webhook_expiry_margin_s: float
     # Session webhooks are contacted only on these origins (scheme://host[:port]); the
-    # default is DingTalk's own, so a config that forgets them can only be too strict.
-    webhook_origins: tuple[str, ...] = ("https://oapi.dingtalk.com",)
-    max_connections: int = 8
-    proxy: str | None = None
-    directory_base_url: str | None = None  # the oapi host for user details
-    directory_timeout_s: float = 2.0
+    # setting's default is DingTalk's own, so a config that forgets them is only too strict.
+    webhook_origins: tuple[str, ...]
+    max_connections: int
+    proxy: str | None
+    directory_base_url: str | None  # the oapi host for user details
+    directory_timeout_s: float
 
     @property
     def has_openapi_credentials(self) -> bool:

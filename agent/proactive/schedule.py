@@ -19,7 +19,7 @@ or replicas find it, it is stored — and sent — once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 from zoneinfo import ZoneInfo
@@ -63,13 +63,13 @@ def parse_quiet_hours(text: str) -> QuietHours | None:
 
 @dataclass(frozen=True)
 class SchedulePolicy:
-    interval_s: float | None = None  # the heartbeat; None: no beats, nothing proactive
-    follow_up_after_s: float | None = None
-    max_follow_ups: int = 1
-    task_expiry_s: float | None = None
-    quiet_hours: QuietHours | None = None
-    timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("Asia/Shanghai"))
-    max_reminder_days: float = 30.0
+    interval_s: float | None  # the heartbeat; None: no beats, nothing proactive
+    follow_up_after_s: float | None
+    max_follow_ups: int
+    task_expiry_s: float | None
+    quiet_hours: QuietHours | None
+    timezone: ZoneInfo
+    max_reminder_days: float
 
     def quiet_at(self, moment: float) -> bool:
         return self.quiet_hours is not None and self.quiet_hours.contains(moment, self.timezone)

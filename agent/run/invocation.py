@@ -47,11 +47,11 @@ log = logging.getLogger("dta.invocation")
 
 @dataclass(frozen=True)
 class InvocationLimits:
-    max_text_chars: int = 4000
-    max_quote_chars: int = 1000
-    burst_window_s: float = 120.0
-    max_burst_messages: int = 10
-    identity_ttl_s: float = 86_400.0
+    max_text_chars: int
+    max_quote_chars: int
+    burst_window_s: float
+    max_burst_messages: int
+    identity_ttl_s: float
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool, int | None]:
@@ -74,14 +74,14 @@ class InvocationBuilder:
         self,
         store: Store,
         clock: Clock,
-        transport: DingTalkTransport | None = None,
-        limits: InvocationLimits | None = None,
+        transport: DingTalkTransport | None,
+        limits: InvocationLimits,
         media: MediaFetcher | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.transport = transport
-        self.limits = limits or InvocationLimits()
+        self.limits = limits
         self.media = media
         # Staff-directory answers, cached and looked up early (agent/run/identities.py).
         self.identities = IdentityDirectory(store, clock, transport, self.limits.identity_ttl_s)

@@ -99,8 +99,8 @@ def _stored_name(index: int, item: MediaItem, mime: str) -> str:
 @dataclass(frozen=True)
 class MediaLimits:
     media_dir: Path
-    max_download_bytes: int = 20 * 1024 * 1024
-    download_timeout_s: float = 30.0
+    max_download_bytes: int
+    download_timeout_s: float
 
 
 def _duration_ms(value: Any) -> int | None:

@@ -91,14 +91,14 @@ class Pipeline:
         broker: Broker,
         invocations: InvocationBuilder,
         tasks: TaskKeeper,
-        run_dir: Path | None = None,
-        ack_after_s: float = 3.0,
-        provider_slots: int = 16,
-        owner: str = "local",
-        lease_s: float = 60.0,
-        reply_form: str = "text",
-        cards: CardReplies | None = None,
-        schedule: SchedulePolicy | None = None,
+        run_dir: Path | None,
+        ack_after_s: float,
+        provider_slots: int,
+        owner: str,
+        lease_s: float,
+        reply_form: str,
+        cards: CardReplies | None,
+        schedule: SchedulePolicy,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -137,7 +137,7 @@ class Pipeline:
             clock=clock,
             acting=self.acting,
             endings=self.endings,
-            policy=schedule or SchedulePolicy(),
+            policy=schedule,
         )
 
     def lease(self, now: float) -> Lease:

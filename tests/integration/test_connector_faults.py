@@ -16,12 +16,15 @@ import errno
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import WSMsgType
 
+from agent.components import connector_config
+from agent.config import Settings
 from agent.contracts import Event
 from agent.daemon.recorder import FrameRecorder
 from agent.dingtalk.connector import (
@@ -29,7 +32,6 @@ from agent.dingtalk.connector import (
     PAUSED_NOT_ACCEPTING,
     Accepting,
     Connector,
-    ConnectorConfig,
     FrameSink,
 )
 from agent.dingtalk.ingest import KEPT_HEAD_CHARS
@@ -94,10 +96,9 @@ async def make_connector(
         **config: Any,
     ) -> Connector:
         connector = Connector(
-            ConnectorConfig(
+            replace(
+                connector_config(Settings(client_id=fake.app_key, client_secret=fake.app_secret)),
                 endpoint=fake.base_url,
-                client_id=fake.app_key,
-                client_secret=fake.app_secret,
                 store_path=tmp_path / "dta.db",
                 ping_interval_s=1.0,
                 ping_timeout_s=1.0,

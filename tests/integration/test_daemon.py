@@ -62,6 +62,9 @@ async def test_dm_and_group_replies_over_the_stream(fake, daemon):
     assert 'dta_decisions{reason="group_not_mentioned",verdict="silent"} 1.0' in metrics
     assert "dta_stream_connected 1.0" in metrics
     assert "dta_oldest_unfinished_event_age_seconds 0.0" in metrics  # nothing waits
+    # the latencies the connector and the runtime observe: three acks, three finished runs
+    assert "dta_ack_latency_seconds_count 3.0" in metrics
+    assert "dta_run_latency_seconds_count 3.0" in metrics
 
 
 async def test_redelivery_is_acked_and_not_answered_again(fake, daemon):
