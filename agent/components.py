@@ -16,11 +16,12 @@ from agent.cards.pacing import CardPacer
 from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.config import ConfigError, Settings
+from agent.contracts.quiet_hours import parse_quiet_hours
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.transport import DingTalkTransport
-from agent.proactive.schedule import SchedulePolicy, parse_quiet_hours
+from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
 from agent.run.invocation import InvocationBuilder, InvocationLimits
 from agent.run.media import MediaFetcher, MediaLimits

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from agent.contracts import AgentDefinition
-from agent.proactive.schedule import parse_quiet_hours
+from agent.contracts.quiet_hours import parse_quiet_hours
 
 DINGTALK_API = "https://api.dingtalk.com"
 

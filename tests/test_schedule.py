@@ -14,9 +14,10 @@ from agent.contracts import (
     TaskStatus,
     Verdict,
 )
+from agent.contracts.quiet_hours import parse_quiet_hours
 from agent.proactive.heartbeat import BEAT_ACTOR
 from agent.proactive.reminders import cancelled_text, is_cancel, reminder_text
-from agent.proactive.schedule import beat_slot, due_item, parse_quiet_hours
+from agent.proactive.schedule import beat_slot, due_item
 from gates.action import ActionFacts, ActionGate, Approval, Refusal, RunTally
 from gates.response import ResponseGate
 from skills.providers.reminders import reminder_reply
