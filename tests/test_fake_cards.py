@@ -13,12 +13,11 @@ import pytest
 from agent.cards.api import FLOW_FAILED, FLOW_FINISHED, CardAPI, CardOutcome
 from agent.cli.card_doctor import _checks, card_checks
 from agent.clock import VirtualClock
-from agent.components import transport_config
 from agent.config import Settings
 from agent.contracts import CardReason, ConversationType, Origin
 from agent.dingtalk.openapi import DingTalkAPI
 from lab.fake import FakeDingTalk
-from tests.factories import built
+from tests.factories import fake_transport_config
 from tests.test_fake_dingtalk import START, token
 
 DM = Origin(conversation_id="cid-dm-u1", conversation_type=ConversationType.DM, user_id="u1")
@@ -45,15 +44,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def api(fake: FakeDingTalk) -> AsyncIterator[CardAPI]:
-    config = built(
-        transport_config,
-        directory_base_url=None,
-        openapi_base_url=fake.base_url,
-        client_id=fake.app_key,
-        client_secret=fake.app_secret,
-        robot_code=fake.robot_code,
-        read_timeout_s=0.2,
-    )
+    config = fake_transport_config(fake, read_timeout_s=0.2)
     openapi = DingTalkAPI(config, fake.clock)
     yield CardAPI(openapi, fake.robot_code, "tpl.schema", "content")
     await openapi.aclose()

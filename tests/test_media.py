@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from agent.clock import VirtualClock
-from agent.components import media_limits, transport_config
+from agent.components import media_limits
 from agent.contracts import MediaStatus
 from agent.dingtalk.transport import DingTalkTransport
 from agent.run.media import MEDIA_INDEX, MediaFetcher, prune_media, sniff
@@ -23,7 +23,7 @@ from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.files import parse_files, tiny_png
 from lab.fake_model import FakeModel
 from lab.runner import LAB_EPOCH, lab_settings
-from tests.factories import built, event
+from tests.factories import built, event, fake_transport_config
 
 TEXT = "报销流程：先在 OA 提交报销单。\n" * 3
 
@@ -93,14 +93,7 @@ async def fake():
 
 
 def _fetcher(fake, tmp_path, max_bytes=1024 * 1024):
-    config = built(
-        transport_config,
-        directory_base_url=None,
-        openapi_base_url=fake.base_url,
-        client_id=fake.app_key,
-        client_secret=fake.app_secret,
-        robot_code=fake.robot_code,
-    )
+    config = fake_transport_config(fake)
     transport = DingTalkTransport(config, fake.clock, httpx.AsyncClient(trust_env=False))
     limits = built(
         media_limits,
