@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
+
+import httpx
 
 from agent.cards.api import CardAPI
 from agent.cards.broker import CardBroker
@@ -16,11 +19,13 @@ from agent.cards.pacing import CardPacer
 from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.config import ConfigError, Settings
+from agent.contracts import Event
 from agent.contracts.quiet_hours import parse_quiet_hours
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.transport import DingTalkTransport
+from agent.proactive.heartbeat import Heartbeat
 from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
 from agent.run.invocation import InvocationBuilder, InvocationLimits
@@ -30,6 +35,7 @@ from agent.run.spacing import SendSpacing
 from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponseGate, ResponsePolicy
+from skills.loader import SkillLibrary
 from skills.providers.base import Provider
 from skills.providers.command import CommandConfig, CommandProvider
 from skills.providers.openai import OpenAIConfig, OpenAIProvider
@@ -276,4 +282,54 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         reply_form=settings.reply_mode,
         cards=parts.cards,
         schedule=schedule_policy(settings),
+    )
+
+
+def build_parts(
+    settings: Settings,
+    *,
+    clock: Clock,
+    crash: CrashPoints,
+    owner: str,
+    store: Store,
+    http_client: httpx.AsyncClient | None,
+    provider: Provider | None,
+    skills: SkillSource | None,
+) -> PipelineParts:
+    """Everything a runtime's pipeline runs with, from ``settings``; ``provider`` and
+    ``skills`` given by the lab or a daemon that built them already."""
+    transport = DingTalkTransport(transport_config(settings), clock, http_client)
+    broker = build_broker(settings, store, transport, clock, crash)
+    action_gate = ActionGate(action_policy(settings))
+    return PipelineParts(
+        store=store,
+        clock=clock,
+        response_gate=ResponseGate(response_policy(settings)),
+        action_gate=action_gate,
+        skills=skills or SkillLibrary(settings.skill_paths),
+        provider=provider or build_provider(settings),
+        broker=broker,
+        transport=transport,
+        cards=build_cards(settings, store, clock, broker, action_gate, crash),
+    )
+
+
+def build_heartbeat(
+    settings: Settings,
+    parts: PipelineParts,
+    pipeline: Pipeline,
+    submit: Callable[[Event, int | None], bool],
+) -> Heartbeat | None:
+    """The runtime's heartbeat (agent/proactive/heartbeat.py), or None when
+    ``heartbeat_interval_s`` is not set."""
+    if settings.heartbeat_interval_s is None:
+        return None
+    return Heartbeat(
+        store=parts.store,
+        clock=parts.clock,
+        policy=pipeline.proactive.policy,
+        gate=parts.response_gate,
+        proactive=pipeline.proactive,
+        submit=submit,
+        robot_code=settings.robot_code,
     )

@@ -33,26 +33,12 @@ from types import TracebackType
 import httpx
 
 from agent.clock import Clock, SystemClock
-from agent.components import (
-    PipelineParts,
-    action_policy,
-    build_broker,
-    build_cards,
-    build_pipeline,
-    build_provider,
-    open_store,
-    response_policy,
-    transport_config,
-)
+from agent.components import build_heartbeat, build_parts, build_pipeline, open_store
 from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.ingest import FrameKind, Ingestor, IngestResult
-from agent.dingtalk.transport import DingTalkTransport
-from agent.proactive.heartbeat import build_heartbeat
 from agent.run.dispatcher import Dispatcher
-from gates.action import ActionGate
-from gates.response import ResponseGate
 from skills.loader import SkillLibrary
 from skills.providers.base import Provider
 from storage import Lease, Store
@@ -100,34 +86,28 @@ class Runtime:
             if store_path is None
             else Store(store_path, settings.store_synchronous, owner=self.owner)
         )
-        self.response_gate = ResponseGate(response_policy(settings))
+        parts = build_parts(
+            settings,
+            clock=self.clock,
+            crash=self.crash,
+            owner=self.owner,
+            store=self.store,
+            http_client=http_client,
+            provider=provider,
+            skills=skills,
+        )
+        self.response_gate, self.transport, self.broker = (
+            parts.response_gate,
+            parts.transport,
+            parts.broker,
+        )
+        self.skills, self.cards = parts.skills, parts.cards
         self.ingestor = Ingestor(
             self.store, self.response_gate.supersedes, settings.max_frame_bytes
         )
-        self.transport = DingTalkTransport(transport_config(settings), self.clock, http_client)
-        self.broker = build_broker(settings, self.store, self.transport, self.clock, self.crash)
-        self.skills = skills or SkillLibrary(settings.skill_paths)
-        action_gate = ActionGate(action_policy(settings))
-        self.cards = build_cards(
-            settings, self.store, self.clock, self.broker, action_gate, self.crash
-        )
-        self.pipeline = build_pipeline(
-            settings,
-            PipelineParts(
-                self.store,
-                self.clock,
-                self.response_gate,
-                action_gate,
-                self.skills,
-                provider or build_provider(settings),
-                self.broker,
-                self.transport,
-                self.cards,
-            ),
-            self.owner,
-        )
+        self.pipeline = build_pipeline(settings, parts, self.owner)
         # Proactive work (agent/proactive/heartbeat.py): None unless heartbeat_interval_s is set.
-        self.heartbeat = build_heartbeat(settings, self.store, self.clock, self)
+        self.heartbeat = build_heartbeat(settings, parts, self.pipeline, self.submit)
         # Every run in memory may be under way (the provider's places bound the expensive
         # part): a run waiting only for its turn would start its ack timer late.
         self.dispatcher = Dispatcher(settings.max_queued_runs)

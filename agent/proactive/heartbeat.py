@@ -23,10 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from agent.clock import Clock
-from agent.config import Settings
 from agent.contracts import (
     Actor,
     Conversation,
@@ -174,29 +172,3 @@ class Heartbeat:
             received_at=now,
             scheduled=Scheduled(kind=item.kind, task_id=task.task_id, due_at=item.due_at),
         )
-
-
-class _Host(Protocol):
-    """What a heartbeat needs of the runtime it beats for."""
-
-    response_gate: ResponseGate
-    pipeline: Any
-
-    def submit(self, event: Event, generation: int | None = None) -> bool: ...
-
-
-def build_heartbeat(
-    settings: Settings, store: Store, clock: Clock, host: _Host
-) -> Heartbeat | None:
-    """The runtime's heartbeat, or None when ``heartbeat_interval_s`` is not set."""
-    if settings.heartbeat_interval_s is None:
-        return None
-    return Heartbeat(
-        store=store,
-        clock=clock,
-        policy=host.pipeline.proactive.policy,
-        gate=host.response_gate,
-        proactive=host.pipeline.proactive,
-        submit=host.submit,
-        robot_code=settings.robot_code,
-    )
