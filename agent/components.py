@@ -28,6 +28,7 @@ from agent.dingtalk.transport import DingTalkTransport
 from agent.proactive.heartbeat import Heartbeat
 from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
+from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder, InvocationLimits
 from agent.run.media import MediaFetcher, MediaLimits
 from agent.run.pipeline import Pipeline, SkillSource
@@ -251,6 +252,7 @@ class PipelineParts:
     broker: Broker
     transport: DingTalkTransport
     cards: CardReplies | None
+    identities: IdentityDirectory  # the sender's details, looked up as soon as a run queues
 
 
 def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
@@ -263,6 +265,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         transport,
         invocation_limits(settings),
         MediaFetcher(transport, media_limits(settings)),
+        parts.identities,
     )
     return Pipeline(
         store=store,
@@ -311,6 +314,7 @@ def build_parts(
         broker=broker,
         transport=transport,
         cards=build_cards(settings, store, clock, broker, action_gate, crash),
+        identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
     )
 
 
@@ -327,7 +331,7 @@ def build_heartbeat(
     return Heartbeat(
         store=parts.store,
         clock=parts.clock,
-        policy=pipeline.proactive.policy,
+        policy=schedule_policy(settings),
         gate=parts.response_gate,
         proactive=pipeline.proactive,
         submit=submit,

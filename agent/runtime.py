@@ -101,7 +101,7 @@ class Runtime:
             parts.transport,
             parts.broker,
         )
-        self.skills, self.cards = parts.skills, parts.cards
+        self.skills, self.cards, self.identities = parts.skills, parts.cards, parts.identities
         self.ingestor = Ingestor(
             self.store, self.response_gate.supersedes, settings.max_frame_bytes
         )
@@ -197,7 +197,7 @@ class Runtime:
         # The sender's directory lookup starts now, while the run waits for its turn; only
         # for an event the response gate engages on: silence costs DingTalk no call at all.
         if self.response_gate.engages(event, self.clock.now()):
-            self.pipeline.invocations.identities.prefetch(event)
+            self.identities.prefetch(event)
         return True
 
     def _queue(self, event: Event, generation: int | None = None) -> None:
@@ -284,7 +284,7 @@ class Runtime:
             self.store.renew_leases(self.owner, sorted(self._inflight), until)
             self.store.renew_threads(self.owner, sorted(self._threads), until)
             self._renewed_at = now
-        self.pipeline.invocations.identities.flush()
+        self.identities.flush()
         queued = 0
         for event_id, retry in list(self._retries.items()):
             if force or retry.due <= now:
@@ -361,7 +361,7 @@ class Runtime:
         """Wait for the runs in memory to finish (a stop: nothing new is started), and the
         directory lookups they started."""
         await self.dispatcher.join()
-        await self.pipeline.invocations.identities.settle()
+        await self.identities.settle()
 
     async def drain_store(self, rounds: int = 20) -> None:
         """Work until no stored event lacks a finished run (the lab's "drain"): runs in
@@ -383,7 +383,7 @@ class Runtime:
         # What was left unfinished is let go at once rather than when the leases run out:
         # the next start, or another replica, takes it over without waiting.
         with contextlib.suppress(Exception):
-            await self.pipeline.invocations.identities.aclose()
+            await self.identities.aclose()
         with contextlib.suppress(Exception):
             self.store.renew_leases(self.owner, held, 0.0)
             self.store.renew_threads(self.owner, sorted(self._threads), 0.0)

@@ -230,9 +230,7 @@ class CardReplies:
             live.declined.add(index)
             return
         store, broker = self.cards.store, self.cards.broker
-        facts = load_facts(
-            store, run, self.cards.clock.now(), broker.transport.webhook_problem(run.origin)
-        )
+        facts = load_facts(store, run, self.cards.clock.now(), broker.webhook_problem(run.origin))
         verdict = self.gate.decide(event.head, run, outcome.tally, facts, form="card")
         if isinstance(verdict, Refusal):
             live.declined.add(index)  # no card: the finished answer is decided (and recorded)

@@ -101,7 +101,7 @@ class Acting:
                 self.store,
                 run,
                 self.clock.now(),
-                self.broker.transport.webhook_problem(run.origin),
+                self.broker.webhook_problem(run.origin),
             )
             if not supersedable:
                 facts = replace(facts, thread_generation=run.generation)

@@ -21,6 +21,7 @@ from agent.contracts import (
     AttemptOutcome,
     Channel,
     Evidence,
+    Origin,
     Receipt,
     ReceiptStatus,
     RefusalReason,
@@ -76,6 +77,11 @@ class Broker:
         # Read an accepted OpenAPI send back from DingTalk: "verified" rather than the
         # platform's own "accepted" (one more request per message).
         self.verify = verify
+
+    def webhook_problem(self, target: Origin) -> str | None:
+        """Why the target's session webhook cannot be used now (None: it can), as the
+        transport would choose; the action gate reads it before each write."""
+        return self.transport.webhook_problem(target)
 
     def receipt(
         self,

@@ -77,14 +77,18 @@ class InvocationBuilder:
         transport: DingTalkTransport | None,
         limits: InvocationLimits,
         media: MediaFetcher | None = None,
+        identities: IdentityDirectory | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.transport = transport
         self.limits = limits
         self.media = media
-        # Staff-directory answers, cached and looked up early (agent/run/identities.py).
-        self.identities = IdentityDirectory(store, clock, transport, self.limits.identity_ttl_s)
+        # Staff-directory answers, cached and looked up early (agent/run/identities.py): the
+        # runtime's own, which it starts on as soon as a run is queued.
+        self.identities = identities or IdentityDirectory(
+            store, clock, transport, limits.identity_ttl_s
+        )
 
     async def build(
         self,
