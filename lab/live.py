@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agent.clock import SystemClock
 from agent.components import connector_config
-from agent.daemon.handoff import Handoff
+from agent.daemon.connect import connect
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
 from lab.cases import Case, SendSpec, Step, directory
@@ -89,21 +89,15 @@ class LiveCaseRun:
             settings = lab_settings(self.case, self.workdir, self.fake, model_url)
             runtime = Runtime(settings, provider=case_provider(self.case, settings))
             await runtime.start()
-            live = runtime
-            connector = Connector(
-                # The stream always connects with the fake's app credentials, even in a
-                # case that leaves the OpenAPI ones out (that is about sending, not this).
-                connector_config(
-                    settings.with_overrides(
-                        {
-                            **LIVE_STREAM,
-                            "client_id": self.fake.app_key,
-                            "client_secret": self.fake.app_secret,
-                        }
-                    )
-                ),
-                on_event=Handoff(loop, live.submit),  # as the daemon hands events over
-                supersedes=runtime.response_gate.supersedes,
+            # The stream always connects with the fake's app credentials, even in a case
+            # that leaves the OpenAPI ones out (that is about sending, not this).
+            stream = {
+                **LIVE_STREAM,
+                "client_id": self.fake.app_key,
+                "client_secret": self.fake.app_secret,
+            }
+            connector = connect(  # as dta run connects
+                runtime, connector_config(settings.with_overrides(stream)), loop
             )
             connector.start()
             if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from agent.components import build_provider, connector_config
 from agent.config import Settings
-from agent.daemon.handoff import ACK_SWITCH_INTERVAL_S, Handoff
+from agent.daemon.connect import connect
+from agent.daemon.handoff import ACK_SWITCH_INTERVAL_S
 from agent.daemon.health import HealthServer
 from agent.daemon.metrics import Latencies, Metrics
 from agent.daemon.recorder import FrameRecorder
@@ -300,12 +301,12 @@ class Daemon:
         """The connector, metrics, health port, watchers and heartbeat; the stream opens
         last, once everything that takes its frames is ready."""
         loop, runtime, monitor = asyncio.get_running_loop(), parts.runtime, parts.monitor
-        connector = Connector(
+        connector = connect(
+            runtime,
             self.config,
-            on_event=Handoff(loop, runtime.submit),
+            loop,
             on_frame=parts.recorder,
             on_ack=self.latencies.ack.observe,
-            supersedes=runtime.response_gate.supersedes,  # pure: safe on the connector's thread
             accepting=monitor.accepting,
         )
         metrics = Metrics(runtime.store, connector, monitor.current, self.latencies)
