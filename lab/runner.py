@@ -83,9 +83,12 @@ def lab_settings(
         client_id=fake.app_key,
         client_secret=fake.app_secret,
         robot_code=fake.robot_code,
+        # Real seconds on loopback: short, so the timeout cases stay fast, but long enough
+        # that a loaded machine (CI beside another job) does not turn a slow answer into an
+        # uncertain one (0.5 s made a card create "uncertain" once under load).
         connect_timeout_s=1.0,
-        read_timeout_s=0.5,
-        identity_timeout_s=0.3,
+        read_timeout_s=2.0,
+        identity_timeout_s=1.0,
         knowledge_dir=knowledge_dir,
         skill_paths=skill_paths,
         ack_after_s=0.5,
