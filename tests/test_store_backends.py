@@ -1,7 +1,8 @@
 """Store backends: one schema source for both engines, one numbering, one interface.
 
-A new engine is one module in ``storage/backends/`` and its entry in ``BACKENDS``; the last
-test here adds one (a SQLite file under a URL scheme of its own) and runs the store on it.
+A new engine is one module in ``storage/backends/`` naming its class in ``BACKEND``; the
+last tests here find the two there are and add a third (a SQLite file under a URL scheme of
+its own) to run the store on.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 import storage.backends
 import storage.schema
 from storage import Store
-from storage.backends.postgres import LEGACY_REFUSAL
+from storage.backends.postgres import LEGACY_REFUSAL, PostgresBackend
 from storage.backends.sqlite import SqliteBackend
 from storage.integrity import StoreError, StoreProblem
 from storage.schema import MIGRATIONS
@@ -113,8 +114,14 @@ def test_a_schema_newer_than_this_dta_is_refused_in_one_line(pg_schema: str) -> 
     assert "newer than this dta" in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_the_engines_are_found_in_the_package_sqlite_asked_last() -> None:
+    assert storage.backends.backends() == (PostgresBackend, SqliteBackend)
+
+
 class PrefixedSqlite(SqliteBackend):
     """A third engine as a newcomer would add one: here, SQLite files named by a URL."""
+
+    fallback = False
 
     @staticmethod
     def accepts(target: str) -> bool:
@@ -124,10 +131,11 @@ class PrefixedSqlite(SqliteBackend):
         super().__init__(target.removeprefix("prefixed:"), **options)
 
 
-def test_a_new_backend_is_one_class_in_the_list(
+def test_a_new_backend_is_one_class_beside_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(storage.backends, "BACKENDS", [PrefixedSqlite, *storage.backends.BACKENDS])
+    found = storage.backends.backends()
+    monkeypatch.setattr(storage.backends, "backends", lambda: (PrefixedSqlite, *found))
     store = Store(f"prefixed:{tmp_path / 'third.db'}")
     try:
         assert isinstance(store.engine, PrefixedSqlite)

@@ -2,10 +2,11 @@
 
 ``StoreBase`` (storage/base.py) talks to a backend only through ``StoreBackend``; the record
 families (storage/events.py, storage/work.py, …) write the SQL every engine shares through
-its ``conn`` and ask its ``dialect`` for the rest. A new engine is one module here — a
-class with these members, its connection speaking the store's SQL (``?`` placeholders,
-``ON CONFLICT``, ``RETURNING``, ``ORDER BY rowid``), its dialect in ``storage/schema.py`` —
-plus its entry in ``BACKENDS`` and its tests.
+its ``conn`` and ask its ``dialect`` for the rest. A new engine is one module here, found
+by ``backends()``: a class with these members, named by the module's ``BACKEND``, whose
+connection speaks the store's SQL (``?`` placeholders, ``ON CONFLICT``, ``RETURNING``,
+``ORDER BY rowid``) and whose dialect (``storage/schema.py``) spells the rest — plus its
+tests.
 
     backend = open_backend("postgresql://127.0.0.1/test", synchronous="normal",
                            busy_timeout_s=10.0, schema="dta_robot1")
@@ -14,11 +15,12 @@ plus its entry in ``BACKENDS`` and its tests.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 import threading
 from typing import Any, Protocol
 
-from storage.backends.postgres import PostgresBackend
-from storage.backends.sqlite import SqliteBackend
 from storage.integrity import FileIdentity, StoreHealth
 from storage.schema import Dialect
 
@@ -34,6 +36,9 @@ class StoreBackend(Protocol):
     # One daemon per store: whatever another owner left unfinished is a dead process's,
     # and runs of a thread are serial in memory (no fencing, no thread leases needed).
     exclusive: bool
+    # Takes any target (SQLite: every path), so it is asked last; ``accepts(target)`` is a
+    # static method of the class.
+    fallback: bool
 
     @property
     def conn(self) -> Any:
@@ -62,14 +67,24 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
 
 
-# The first whose ``accepts`` takes the target opens it; SQLite (a path) takes the rest.
-BACKENDS: list[Any] = [PostgresBackend, SqliteBackend]
+@functools.cache
+def backends() -> tuple[Any, ...]:
+    """Every engine in this package (a module's ``BACKEND``), the fallback last. Read at
+    the first opening, when every module of the store has loaded."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        backend = getattr(module, "BACKEND", None)
+        if backend is not None:
+            found.append(backend)
+    return tuple(sorted(found, key=lambda backend: (backend.fallback, backend.__name__)))
 
 
 def open_backend(
     target: str, *, synchronous: str, busy_timeout_s: float, schema: str | None = None
 ) -> StoreBackend:
-    for backend in BACKENDS:
+    """The first engine whose ``accepts`` takes ``target``, opened on it."""
+    for backend in backends():
         if backend.accepts(target):
             opened: StoreBackend = backend(
                 target, synchronous=synchronous, busy_timeout_s=busy_timeout_s, schema=schema
@@ -78,4 +93,4 @@ def open_backend(
     raise ValueError(f"no store backend takes {target!r}")  # SQLite takes every path
 
 
-__all__ = ["BACKENDS", "StoreBackend", "open_backend"]
+__all__ = ["StoreBackend", "backends", "open_backend"]

@@ -186,6 +186,7 @@ class PostgresBackend:
 
     dialect = POSTGRESQL
     exclusive = False  # replicas share it: runs are fenced by their leases
+    fallback = False
     file = None
     identity = None
 
@@ -231,3 +232,6 @@ class PostgresBackend:
 
     def close(self) -> None:
         self._conn.close()
+
+
+BACKEND = PostgresBackend

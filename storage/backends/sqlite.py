@@ -55,6 +55,7 @@ def migrate(conn: sqlite3.Connection) -> int:
 class SqliteBackend:
     dialect = SQLITE
     exclusive = True  # one daemon per file, under its instance lock (storage/lock.py)
+    fallback = True
 
     @staticmethod
     def accepts(target: str) -> bool:
@@ -121,3 +122,6 @@ class SqliteBackend:
 
     def close(self) -> None:
         self._conn.close()
+
+
+BACKEND = SqliteBackend
