@@ -71,6 +71,8 @@ def action_policy(settings: Settings) -> ActionPolicy:
         reminders=settings.heartbeat_interval_s is not None,
         max_reminder_days=settings.max_reminder_days,
         timezone=settings.timezone,
+        follow_ups=settings.heartbeat_interval_s is not None
+        and settings.follow_up_after_s is not None,
     )
 
 

@@ -104,10 +104,12 @@ class ActionGate:
         tally: RunTally,
         facts: ActionFacts,
         form: str = "text",
+        from_provider: bool = True,
     ) -> Approval | Refusal:
         """``form`` is how a reply would go ("text", "markdown" or "card"); the gate applies
-        it to replies only: acks, asks and silences keep their own form."""
-        case = _Case(raw, run, tally, facts, self.policy, form)
+        it to replies only: acks, asks and silences keep their own form. ``from_provider``:
+        the words are a provider's (their claims need backing), not the runtime's own."""
+        case = _Case(raw, run, tally, facts, self.policy, form, from_provider)
         checked: list[str] = []
         for check in CHECKS:
             if check.messages_only and not case.request.kind.is_message:

@@ -23,6 +23,7 @@ from agent.contracts import (
     RefusalReason,
     Run,
 )
+from gates.claims import done_claim, later_promise
 from gates.reminders import ReminderLimits, mentions_everyone, reminder_problem, reminder_time
 
 # A session webhook URL lets anyone post into the conversation while it lives.
@@ -48,6 +49,9 @@ class ActionPolicy:
     reminders: bool
     max_reminder_days: float
     timezone: str
+    # A task left waiting is followed up by the heartbeat (follow_up_after_s is set), so a
+    # reply that says "I'll come back to you" with one is not an empty promise.
+    follow_ups: bool
 
 
 @dataclass
@@ -118,6 +122,9 @@ class _Case:
     # How a reply would be delivered: "text", "markdown" or "card" (one message, whatever
     # its length, so its budget and its size are those of one message)
     form: str = "text"
+    # The provider's words (a model, rules, a command), whose claims need backing; the
+    # runtime's own words (an operator's send, a reminder, a follow-up) say what it did.
+    from_provider: bool = True
 
     @cached_property
     def parsed(self) -> ActionRequest | ValidationError:
@@ -334,6 +341,50 @@ def _at_all(c: _Case) -> _Refused | None:
     return None
 
 
+UNBACKED_SAY = (
+    "这件事我没有办成：我不能替你发消息、通知别人或创建什么，刚才也没有这样做。"
+    "需要的话请直接联系对方。"
+)
+PROMISE_SAY = "这个我现在答不上来，之后也不会自动回复你。需要的话可以让我设一个提醒。"
+
+
+def _about_reminding(text: str) -> bool:
+    return "提醒" in text or "remind" in text.lower()
+
+
+def _claims(c: _Case) -> _Refused | None:
+    """A reply or question that says something was done needs an act in this run behind
+    it (``gates/claims.py``); nothing a provider can do yet is such an act, so until the
+    tools issue lands the only backing is a reminder this very request sets."""
+    if not c.from_provider or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
+        return None
+    said = f"{c.request.title or ''}\n{c.body}"
+    claim = done_claim(said)
+    if claim is None or (c.request.reminder is not None and _about_reminding(said)):
+        return None
+    return _Refused(
+        RefusalReason.UNBACKED_CLAIM, f"says {claim!r} with nothing done", say=UNBACKED_SAY
+    )
+
+
+def _promises(c: _Case) -> _Refused | None:
+    """A final reply that promises later work needs a follow-up opened with it: a reminder,
+    or a task left waiting that the heartbeat follows up."""
+    if not c.from_provider or c.request.kind is not ActionKind.REPLY:
+        return None
+    promise = later_promise(c.body)
+    if promise is None or c.request.reminder is not None:
+        return None
+    task = c.request.task
+    if task is not None and task.status == "waiting" and c.policy.follow_ups:
+        return None
+    return _Refused(
+        RefusalReason.DEFERRED_PROMISE,
+        f"promises {promise!r} and no follow-up is opened",
+        say=PROMISE_SAY,
+    )
+
+
 class _Check(NamedTuple):
     name: str
     test: Callable[[_Case], _Refused | None]
@@ -355,6 +406,8 @@ CHECKS: tuple[_Check, ...] = (
     _Check("content", _content, messages_only=True),
     _Check("reminder", _reminder, messages_only=True),
     _Check("at_all", _at_all, messages_only=True),
+    _Check("claims", _claims, messages_only=True),
+    _Check("promises", _promises, messages_only=True),
 )
 
 

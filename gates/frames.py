@@ -22,8 +22,12 @@ from typing import Any
 from agent.contracts import Run
 from gates.action import CHECKS, ActionFacts, ActionGate, Refusal, RunTally, _Case
 
-FRAME_CHECKS = frozenset({"content", "at_all"})
-FINAL_CHECKS = frozenset({"schema", "allowed_action", "content", "reminder", "at_all"})
+# A frame may not claim what was not done; a promise is judged on the finished answer, which
+# may still open the follow-up that keeps it.
+FRAME_CHECKS = frozenset({"content", "at_all", "claims"})
+FINAL_CHECKS = frozenset(
+    {"schema", "allowed_action", "content", "reminder", "at_all", "claims", "promises"}
+)
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,14 @@ class MessageExpect(_Check):
     channel: PlatformChannel | None = None
 
 
+class ModelRequestExpect(_Check):
+    """``expect.model_requests[i]``: the i-th request the fake model received, matched over
+    everything in it (system prompt, history, knowledge, the repair round's words)."""
+
+    contains: list[Fragment] = Field(default_factory=list)
+    not_contains: list[Fragment] = Field(default_factory=list)
+
+
 class CallsExpect(_Check):
     """``platform.calls``: exact counts of the HTTP requests the fake answered, by kind
     (``lab.fake.calls.CALL_KINDS``); a kind left out is not checked."""
@@ -340,6 +348,9 @@ class Expect(_Model):
     # subset matches on the store's records
     tasks: list[TaskSubset] | None = None
     memory_candidates: list[MemorySubset] | None = None
+    # what the fake model was asked (lab-cases.md, "What the model saw and said")
+    model_requests: list[ModelRequestExpect] | None = None
+    model_requests_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod

@@ -6,6 +6,7 @@ says what was expected and what the evidence shows.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,26 @@ def _receipt_facts(receipt: Receipt) -> dict[str, Any]:
     }
 
 
+def model_findings(expect: Expect, requests: list[dict[str, Any]]) -> list[Check]:
+    """``model_requests_count`` and each ``model_requests[i]`` against the i-th request."""
+    found: list[Check] = []
+    if expect.model_requests_count is not None and len(requests) != expect.model_requests_count:
+        found.append(Check("model_requests_count", expect.model_requests_count, len(requests)))
+    for index, wanted in enumerate(expect.model_requests or []):
+        where = f"model_requests[{index}]"
+        if index >= len(requests):
+            found.append(Check(where, "a request", f"{len(requests)} requests"))
+            continue
+        body = json.dumps(requests[index], ensure_ascii=False)
+        for fragment in wanted.contains:
+            if fragment not in body:
+                found.append(Check(f"{where}.contains", fragment, "absent"))
+        for fragment in wanted.not_contains:
+            if fragment in body:
+                found.append(Check(f"{where}.not_contains", fragment, "present"))
+    return found
+
+
 def judge(
     expect: Expect,
     received: list[dict[str, Any]],
@@ -110,11 +131,12 @@ def judge(
     downloads: int = 0,
     cards: list[dict[str, Any]] | None = None,
     calls: dict[str, int] | None = None,
+    model_requests: list[dict[str, Any]] | None = None,
 ) -> list[Check]:
     """``downloads``: the message-file download calls the platform answered; ``cards``: the
     platform's record of its AI cards; ``calls``: every request it answered, by kind
-    (``lab.fake.calls``)."""
-    problems: list[Check] = []
+    (``lab.fake.calls``); ``model_requests``: the bodies the fake model received."""
+    problems: list[Check] = model_findings(expect, model_requests or [])
 
     if expect.platform is not None and expect.platform.calls is not None:
         counted = calls or {}

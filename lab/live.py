@@ -110,7 +110,13 @@ class LiveCaseRun:
             cards = [card.to_dict() for card in self.fake.cards]
             calls = call_counts(self.fake.request_log)
             result.problems = judge(
-                self.case.expect, received, runtime.store, self.fake.downloads, cards, calls
+                self.case.expect,
+                received,
+                runtime.store,
+                self.fake.downloads,
+                cards,
+                calls,
+                model.requests if model is not None else None,
             )
             result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
         except Exception as exc:

@@ -147,7 +147,13 @@ class CaseRun:
             cards = [card.to_dict() for card in self.fake.cards]
             calls = call_counts(self.fake.request_log)
             result.problems = judge(
-                self.case.expect, received, store, self.fake.downloads, cards, calls
+                self.case.expect,
+                received,
+                store,
+                self.fake.downloads,
+                cards,
+                calls,
+                model.requests if model is not None else None,
             )
             result.transcript = collect_transcript(store, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown

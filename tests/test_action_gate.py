@@ -40,6 +40,8 @@ ORDER = [
     "content",
     "reminder",
     "at_all",
+    "claims",
+    "promises",
 ]
 FIRST = Receipt(
     receipt_id="r1",
@@ -106,6 +108,8 @@ REFUSING = [
         {"raw": {**REPLY, "reminder": {"at": "2030-01-01T10:00:00+08:00", "text": "x"}}},
     ),
     ("at_all", RefusalReason.AT_ALL, {"raw": {"kind": "reply", "text": "@所有人 明天放假"}}),
+    ("claims", RefusalReason.UNBACKED_CLAIM, {"raw": {"kind": "reply", "text": "已经转告他了"}}),
+    ("promises", RefusalReason.DEFERRED_PROMISE, {"raw": {"kind": "reply", "text": "稍后发你"}}),
 ]
 
 

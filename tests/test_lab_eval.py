@@ -17,7 +17,7 @@ from agent.contracts import (
     SessionWebhook,
     SilentReason,
 )
-from gates.action import ActionGate, ActionPolicy
+from gates.action import CHECKS, ActionGate, ActionPolicy
 from lab.cases import Case, CaseError, CasePathError, discover, load_case
 from lab.evaluate import EXIT_FAILED, EXIT_INVALID, EXIT_OK, evaluate
 from lab.runner import run_case
@@ -176,6 +176,21 @@ async def test_gate_without_write_budget_fails_budget_cases(monkeypatch):
         "daily-write-budget",
         "budget-survives-restart",
     } <= failing
+
+
+async def test_gate_without_the_claim_checks_fails_the_claim_cases(monkeypatch):
+    import gates.action
+    import gates.action_checks
+
+    kept = tuple(c for c in CHECKS if c.name not in ("claims", "promises"))
+    monkeypatch.setattr(gates.action_checks, "CHECKS", kept)
+    monkeypatch.setattr(gates.action, "CHECKS", kept)
+    failing = await _failing_ids([PROJECT_CASES / "authority-and-egress" / "claims"])
+    assert failing == {
+        "unbacked-claim-is-repaired",
+        "unbacked-claim-twice-says-what-is-true",
+        "bare-promise-is-repaired",
+    }
 
 
 def _write(tmp_path: Path, document: dict) -> Path:

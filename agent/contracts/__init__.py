@@ -77,6 +77,7 @@ from agent.contracts.invocation import (
     Identity,
     MediaItem,
     QuotedMessage,
+    Repair,
     Sourced,
 )
 from agent.contracts.runs import (
@@ -127,6 +128,7 @@ __all__ = [
     "ReceiptStatus",
     "RefusalReason",
     "ReminderProposal",
+    "Repair",
     "ResponseDecision",
     "Robot",
     "Run",

@@ -74,6 +74,12 @@ class RefusalReason(StrEnum):
     # in the past or beyond ``max_reminder_days``, or with no heartbeat to deliver it.
     REMINDER_NOT_ALLOWED = "reminder_not_allowed"
     AT_ALL = "at_all"  # the text @s everyone (@所有人, @all): never sent
+    # A reply or question says something was done (sent, told, created, booked, approved)
+    # and nothing in this run backs it: no verified receipt of an act, no tool result.
+    UNBACKED_CLAIM = "unbacked_claim"
+    # A final reply promises later work and no follow-up was opened (a reminder, or a task
+    # the heartbeat follows up): nothing would ever come.
+    DEFERRED_PROMISE = "deferred_promise"
 
 
 class CardReason(StrEnum):

@@ -92,6 +92,16 @@ class Burst(Sourced):
     messages: list[BurstMessage] = Field(default_factory=list)
 
 
+class Repair(Contract):
+    """Why the provider's previous answer was refused: its one repair round. A model gets
+    its answer back with the reason and answers again; a second refusal gets the honest
+    plain words instead."""
+
+    reason: str  # the action gate's refusal code (unbacked_claim, deferred_promise)
+    detail: str
+    previous: list[Any] = Field(default_factory=list)  # the refused requests, as given
+
+
 class EnrichedInvocation(Contract):
     """What a behavior skill sees: the event plus quote, burst and identity.
 
@@ -115,6 +125,8 @@ class EnrichedInvocation(Contract):
     continuation: TaskCheckpoint | None = None
     # the message's media (and its quote's), fetched after the gate engaged
     media: list[MediaItem] = Field(default_factory=list)
+    # set on the repair round: what was refused and why
+    repair: Repair | None = None
 
     def for_provider(self) -> dict[str, Any]:
         """The invocation as any provider (a model, an external command) may see it.

@@ -39,6 +39,9 @@ log = logging.getLogger("dta.pipeline")
 # the person gets the same short honest reply as for an unreadable answer. (A repeat, a
 # superseded run, another robot's event, an exhausted budget or an unreachable target
 # get nothing more.)
+# Refusals a provider can mend by answering again (its one repair round): what it said
+# was untrue, not unsendable.
+REPAIRABLE = frozenset({RefusalReason.UNBACKED_CLAIM, RefusalReason.DEFERRED_PROMISE})
 ANSWER_REFUSALS = frozenset(
     {
         RefusalReason.SCHEMA_INVALID,
@@ -47,6 +50,8 @@ ANSWER_REFUSALS = frozenset(
         RefusalReason.SECRET_IN_CONTENT,
         RefusalReason.REMINDER_NOT_ALLOWED,
         RefusalReason.AT_ALL,
+        RefusalReason.UNBACKED_CLAIM,
+        RefusalReason.DEFERRED_PROMISE,
     }
 )
 
@@ -106,7 +111,12 @@ class Acting:
             if not supersedable:
                 facts = replace(facts, thread_generation=run.generation)
             verdict = self.action_gate.decide(
-                raw, run, tally, facts, form=self.reply_form if answer else "text"
+                raw,
+                run,
+                tally,
+                facts,
+                form=self.reply_form if answer else "text",
+                from_provider=answer,
             )
             if isinstance(verdict, Refusal):
                 outcome.receipts.append(self.refuse(run, verdict))
@@ -171,6 +181,7 @@ class Acting:
             outcome.stale = True
         if verdict.reason in ANSWER_REFUSALS and (verdict.kind is None or verdict.terminal):
             outcome.refused_answer = f"{verdict.reason.value}: {verdict.detail}"[:500]
+            outcome.refused_reason = verdict.reason
             outcome.refused_say = verdict.say
         if (
             verdict.reason is RefusalReason.DUPLICATE_INTENT

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.contracts import ActionKind, ActionRequest, Receipt, ReceiptStatus, Run, RunState
+from agent.contracts import (
+    ActionKind,
+    ActionRequest,
+    Receipt,
+    ReceiptStatus,
+    RefusalReason,
+    Run,
+    RunState,
+)
 from gates.action import RunTally
 
 
@@ -26,6 +34,7 @@ class RunOutcome:
     # The gate refused the answer itself (not a repeat or a superseded run): the person is
     # still owed a word, and the refusal is kept on the run.
     refused_answer: str | None = None
+    refused_reason: RefusalReason | None = None
     refused_say: str | None = None  # the refusal's own plain words for the person, if any
 
     def final_state(self) -> RunState:

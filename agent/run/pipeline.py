@@ -32,6 +32,7 @@ from agent.contracts import (
     EnrichedInvocation,
     Event,
     Origin,
+    Repair,
     ResponseDecision,
     Run,
     SilentReason,
@@ -42,7 +43,7 @@ from agent.contracts import (
 )
 from agent.proactive.schedule import SchedulePolicy
 from agent.proactive.work import ProactiveWork
-from agent.run.acting import Acting
+from agent.run.acting import REPAIRABLE, Acting
 from agent.run.broker import Broker
 from agent.run.endings import HONEST_FAILURE, Endings
 from agent.run.invocation import InvocationBuilder
@@ -218,7 +219,9 @@ class Pipeline:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
         outcome = RunOutcome()
-        reply = await self._answer(event, skills, run, decision, start.continuation, outcome)
+        invocation, reply = await self._answer(
+            event, skills, run, decision, start.continuation, outcome
+        )
         if isinstance(reply, ProviderFailed):
             return await self.endings.fail_honestly(run, reply, outcome)
         run = run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
@@ -233,6 +236,13 @@ class Pipeline:
         # leaves the run ``working``, and recovery moves both from the records.
         task_work = start.continuation is not None or any(map(touches_task, reply.requests))
         await self.acting.act(run, reply.requests, outcome, settle_last=not task_work)
+        if invocation is not None and self._may_repair(outcome, reply):
+            repaired = await self._repair(run, invocation, skills, reply, outcome)
+            if isinstance(repaired, ProviderFailed):
+                return await self.endings.fail_honestly(run, repaired, outcome)
+            run, reply = repaired
+            task_work = task_work or any(map(touches_task, reply.requests))
+            await self.acting.act(run, reply.requests, outcome, settle_last=not task_work)
         if outcome.terminal is None and outcome.refused_answer is not None:
             refused = ProviderFailed("refused_by_gate", outcome.refused_answer)
             return await self.endings.fail_honestly(run, refused, outcome)
@@ -249,16 +259,59 @@ class Pipeline:
         decision: ResponseDecision,
         continuation: TaskCheckpoint | None,
         outcome: RunOutcome,
-    ) -> ProviderReply | ProviderFailed:
-        """The provider's reply (or the host's own), or why there is none: a provider that
-        fails or crashes is a value here, never an exception that takes the daemon down."""
+    ) -> tuple[EnrichedInvocation | None, ProviderReply | ProviderFailed]:
+        """The invocation and the provider's reply to it (or the host's own: no invocation
+        to repair), or why there is none."""
         invocation = await self.invocations.build(event, run, decision, continuation)
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
         if hosted is not None:
-            return ProviderReply([hosted], evidence={"answered_by": "host"})
-        waited = self.clock.now() - event.received_at
+            return None, ProviderReply([hosted], evidence={"answered_by": "host"})
+        return invocation, await self._asked(run, invocation, skills, outcome)
+
+    def _may_repair(self, outcome: RunOutcome, reply: ProviderReply) -> bool:
+        """One repair round per run: for an answer refused as untrue (a claim, a promise),
+        when the provider has not used its round on unreadable output already. A streamed
+        card has shown its answer as it came, so it ends with the honest words instead."""
+        if outcome.terminal is not None or outcome.refused_reason not in REPAIRABLE:
+            return False
+        if self.cards is not None and self.cards.streams(self.provider):
+            return False
+        return not reply.evidence.get("repaired")
+
+    async def _repair(
+        self,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        refused: ProviderReply,
+        outcome: RunOutcome,
+    ) -> tuple[Run, ProviderReply] | ProviderFailed:
+        """The provider asked again, told what was refused and why; the run keeps both
+        rounds' usage."""
+        reason, detail = outcome.refused_reason, outcome.refused_answer or ""
+        note = Repair(reason=str(reason), detail=detail, previous=list(refused.requests))
+        log.info("answer refused; repair round", extra={"run_id": run.run_id, "reason": reason})
+        again = invocation.model_copy(update={"repair": note})
+        reply = await self._asked(run, again, skills, outcome)
+        if isinstance(reply, ProviderFailed):
+            return reply
+        usage = {k: run.usage.get(k, 0) + reply.usage.get(k, 0) for k in {*run.usage, *reply.usage}}
+        evidence = {**reply.evidence, "repaired": True, "repaired_for": str(reason)}
+        return run.model_copy(update={"usage": usage, "evidence": evidence}), reply
+
+    async def _asked(
+        self,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        outcome: RunOutcome,
+    ) -> ProviderReply | ProviderFailed:
+        """The provider's reply, or why there is none: a provider that fails or crashes is
+        a value here, never an exception that takes the daemon down. The ack is due
+        ``ack_after_s`` after the message arrived (a repair round's too)."""
+        waited = self.clock.now() - invocation.event.received_at
         ack_in = max(self.ack_after_s - waited, min(ACK_FLOOR_S, self.ack_after_s))
         try:
             return await self._respond(run, invocation, skills, outcome, ack_in)

@@ -133,6 +133,7 @@ class OpenAIProvider:
                 "role": "user",
                 "content": model_media.user_content(prompt, invocation, self.config.vision),
             },
+            *prompting.repair_messages(invocation),
         ]
         usage = dict.fromkeys(USAGE_KEYS, 0)
         problem = ""

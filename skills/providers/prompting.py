@@ -115,6 +115,48 @@ def repair_prompt(problem: str) -> str:
     )
 
 
+# What a model is told when the action gate refused its answer as untrue (its one repair
+# round, after the answer is given back to it as it was).
+_REFUSAL_ASKS = {
+    "unbacked_claim": (
+        "It says something was done (sent, told, forwarded, created, booked, approved) that "
+        "nothing in this run did: you have no tool here that does such things. Say only "
+        "what is true: what you can and cannot do, and what the person can do themselves."
+    ),
+    "deferred_promise": (
+        "It promises to come back later, and nothing will: no follow-up is opened. Answer "
+        "now with what you know, say plainly what you do not, or set a reminder the person "
+        "asked for."
+    ),
+}
+
+
+def refusal_prompt(reason: str, detail: str) -> str:
+    """The repair round's ask after the action gate refused the answer (``reason`` is its
+    refusal code)."""
+    why = _REFUSAL_ASKS.get(reason, "")
+    return (
+        f"Your previous answer was refused and not sent ({reason}: {detail}). {why}\n"
+        "Answer again with JSON only: one ActionRequest object."
+    )
+
+
+def repair_messages(invocation: EnrichedInvocation) -> list[dict[str, Any]]:
+    """On the repair round: the refused answer as the model gave it, then why it was
+    refused; nothing otherwise."""
+    repair = invocation.repair
+    if repair is None:
+        return []
+    previous = json.dumps(
+        repair.previous[0] if len(repair.previous) == 1 else {"actions": repair.previous},
+        ensure_ascii=False,
+    )
+    return [
+        {"role": "assistant", "content": previous},
+        {"role": "user", "content": refusal_prompt(repair.reason, repair.detail)},
+    ]
+
+
 def parse_actions(content: Any) -> list[dict[str, Any]]:
     """The model's answer as a list of request dicts, fields untouched; else InvalidOutput."""
     if not isinstance(content, str) or not content.strip():
