@@ -16,10 +16,17 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from agent.contracts import ActionKind, SkillRef, SkillSnapshot
 
@@ -29,11 +36,19 @@ REFERENCES_DIR = "references"
 _REFERENCE_LINK = re.compile(r"(?<![\w/])(?:\./)?references/([\w.-]+\.md)\b")
 
 #: Condition keys a skill may use, and (where the set is closed) the values they accept.
+#: ``tool:<name>`` applies when that tool is enabled; the bare ``has-tools`` when any is.
 CONDITION_KEYS: dict[str, frozenset[str] | None] = {
     "msgtype": None,
     "scene": frozenset({"dm", "group"}),
     "provider": None,
+    "tool": None,
 }
+HAS_TOOLS = "has-tools"
+
+
+class UnknownCondition(ValueError):
+    """A condition this dta does not know (a newer or another host's): the skill is loaded
+    and listed with a warning, and never applies."""
 
 
 class SkillError(Exception):
@@ -54,15 +69,34 @@ class Skill:
     path: Path
     files: dict[str, str] = field(hash=False)  # rel path -> sha256 hex of the bytes
     references: dict[str, str] = field(hash=False, repr=False)  # rel path -> text
+    # The seeds' header fields, recorded as given (``metadata.version`` is the version).
+    tags: tuple[str, ...] = ()
+    compatibility: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False)
+    match: str = "all"  # "all" conditions must hold, or "any" of them
+    warnings: tuple[str, ...] = ()  # why it never applies (an unknown condition)
 
-    def applies_to(self, *, msgtype: str, scene: str, provider: str) -> bool:
-        """All conditions must match; a skill without conditions always applies."""
+    def applies_to(
+        self, *, msgtype: str, scene: str, provider: str, tools: frozenset[str] = frozenset()
+    ) -> bool:
+        """Its conditions, all or any of them (``match``); a skill without conditions always
+        applies, one with a condition this dta does not know never does."""
+        if self.warnings:
+            return False
+        if not self.conditions:
+            return True
         facts = {"msgtype": msgtype, "scene": str(scene), "provider": provider}
-        for condition in self.conditions:
-            key, values = parse_condition(condition)
-            if facts[key] not in values:
-                return False
-        return True
+        held = (_holds(condition, facts, tools) for condition in self.conditions)
+        return any(held) if self.match == "any" else all(held)
+
+
+def _holds(condition: str, facts: dict[str, str], tools: frozenset[str]) -> bool:
+    if condition.strip().lower() == HAS_TOOLS:
+        return bool(tools)
+    key, values = parse_condition(condition)
+    if key == "tool":
+        return bool(values & tools)
+    return facts[key] in values
 
 
 class _Frontmatter(BaseModel):
@@ -72,10 +106,15 @@ class _Frontmatter(BaseModel):
 
     name: str = Field(min_length=1)
     description: str = Field(min_length=1)
-    version: str = Field(min_length=1)
+    version: str | None = Field(default=None, min_length=1)  # or metadata.version
     priority: StrictInt = 0
     conditions: list[str] = Field(default_factory=list)
     allowed_actions: list[ActionKind] = Field(default_factory=lambda: list(ActionKind))
+    # The seeds' own header format (../shared/seeds/): kept on the skill, shown in listings.
+    tags: list[str] = Field(default_factory=list)
+    compatibility: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    match: Literal["any", "all"] = "all"
 
     @field_validator("description", mode="before")
     @classmethod
@@ -91,6 +130,14 @@ class _Frontmatter(BaseModel):
         return value
 
 
+def _metadata_version(metadata: dict[str, Any]) -> str | None:
+    """The seeds' ``metadata: {version: "0.11.0"}``, as text."""
+    given = metadata.get("version")
+    if given is None or isinstance(given, bool | dict | list) or not str(given).strip():
+        return None
+    return str(given)
+
+
 def parse_condition(condition: str) -> tuple[str, frozenset[str]]:
     """Split ``key:v1|v2`` into its key and accepted values; raise ValueError if malformed."""
     key, sep, raw_values = condition.partition(":")
@@ -99,8 +146,8 @@ def parse_condition(condition: str) -> tuple[str, frozenset[str]]:
     if not sep or not key or not values:
         raise ValueError(f"condition {condition!r} is not of the form key:value or key:v1|v2")
     if key not in CONDITION_KEYS:
-        known = ", ".join(sorted(CONDITION_KEYS))
-        raise ValueError(f"condition {condition!r} has unknown key {key!r} (known: {known})")
+        known = ", ".join([*sorted(CONDITION_KEYS), HAS_TOOLS])
+        raise UnknownCondition(f"condition {condition!r} has unknown key {key!r} (known: {known})")
     closed = CONDITION_KEYS[key]
     if closed is not None and not values <= closed:
         bad = ", ".join(sorted(values - closed))
@@ -156,13 +203,21 @@ def load_skill(folder: Path) -> Skill:
         meta = _Frontmatter.model_validate(data)
     except ValidationError as exc:
         raise SkillError(_describe(skill_file, exc)) from None
+    version = meta.version or _metadata_version(meta.metadata)
+    if version is None:
+        raise SkillError(f"{skill_file}: field 'version': is required (or metadata.version)")
     if meta.name != folder.name:
         raise SkillError(
             f"{skill_file}: field 'name': {meta.name!r} must equal the folder name {folder.name!r}"
         )
+    warnings: list[str] = []
     for index, condition in enumerate(meta.conditions):
+        if condition.strip().lower() == HAS_TOOLS:
+            continue
         try:
             parse_condition(condition)
+        except UnknownCondition as exc:
+            warnings.append(f"conditions.{index}: {exc}; the skill never applies")
         except ValueError as exc:
             raise SkillError(f"{skill_file}: field 'conditions.{index}': {exc}") from None
 
@@ -185,7 +240,7 @@ def load_skill(folder: Path) -> Skill:
     return Skill(
         name=meta.name,
         description=meta.description,
-        version=meta.version,
+        version=version,
         priority=meta.priority,
         conditions=tuple(c.strip() for c in meta.conditions),
         allowed_actions=tuple(k for k in ActionKind if k in meta.allowed_actions),
@@ -193,6 +248,11 @@ def load_skill(folder: Path) -> Skill:
         path=folder,
         files=files,
         references=references,
+        tags=tuple(str(tag) for tag in meta.tags),
+        compatibility=meta.compatibility,
+        metadata=dict(meta.metadata),
+        match=meta.match,
+        warnings=tuple(warnings),
     )
 
 

@@ -115,7 +115,6 @@ def test_allowed_actions_are_kept_in_enum_order(tmp_path: Path) -> None:
         ({"colour": "blue"}, "colour", "unknown field"),
         ({"allowed_actions": ["reply", "shout"]}, "allowed_actions.1", "'shout'"),
         ({"conditions": "msgtype:text"}, "conditions", "valid list"),
-        ({"conditions": ["weather:sunny"]}, "conditions.0", "unknown key 'weather'"),
         ({"conditions": ["scene:channel"]}, "conditions.0", "channel"),
         ({"conditions": ["msgtype"]}, "conditions.0", "key:value"),
     ],
@@ -341,3 +340,66 @@ def test_library_hashes_once_and_reuses_snapshots(
     assert again is first and other_event is first
     assert calls == []
     assert again.digest == first.digest  # the edited file was not re-read
+
+
+SEED_HEADER = """---
+name: seed-style
+description: a skill written in the seeds' own header format
+priority: 880
+tags: [tool, anti-hallucination]
+compatibility: Requires dingtalk-agent on PATH
+metadata:
+  version: "0.11.0"
+match: any
+conditions: [tool:local_read_file, scene:dm]
+---
+Say only what is true.
+"""
+
+
+def test_a_skill_in_the_seeds_header_format_loads_with_what_it_says(tmp_path: Path) -> None:
+    write_skill(tmp_path, "seed-style", raw=SEED_HEADER)
+    skill = load_skill(tmp_path / "seed-style")
+    assert (skill.version, skill.tags, skill.match) == (
+        "0.11.0",
+        ("tool", "anti-hallucination"),
+        "any",
+    )
+    assert skill.compatibility == "Requires dingtalk-agent on PATH" and not skill.warnings
+    # any of: a DM is enough, and so is the tool being enabled in a group
+    assert skill.applies_to(msgtype="text", scene="dm", provider="openai")
+    assert not skill.applies_to(msgtype="text", scene="group", provider="openai")
+    tools = frozenset({"local_read_file"})
+    assert skill.applies_to(msgtype="text", scene="group", provider="openai", tools=tools)
+
+
+def test_has_tools_applies_only_with_a_tool_enabled(tmp_path: Path) -> None:
+    write_skill(tmp_path, "tooled", {"conditions": ["has-tools"]})
+    skill = load_skill(tmp_path / "tooled")
+    assert not skill.applies_to(msgtype="text", scene="dm", provider="openai")
+    assert skill.applies_to(
+        msgtype="text", scene="dm", provider="openai", tools=frozenset({"dingtalk.todo.list"})
+    )
+
+
+def test_an_unknown_condition_is_a_warning_and_the_skill_never_applies(tmp_path: Path) -> None:
+    write_skill(tmp_path, "weathered", {"conditions": ["weather:sunny"]})
+    skill = load_skill(tmp_path / "weathered")
+    assert skill.warnings and "unknown key 'weather'" in skill.warnings[0]
+    assert not skill.applies_to(msgtype="text", scene="dm", provider="rules")
+
+
+def test_skills_list_shows_the_warning_and_exits_0(tmp_path: Path) -> None:
+    import io
+
+    from agent.cli.skills import skills_command
+
+    write_skill(tmp_path / "skills", "weathered", {"conditions": ["weather:sunny"]})
+    write_skill(tmp_path / "skills", "seed-style", raw=SEED_HEADER)
+    config = tmp_path / "dta.toml"
+    config.write_text(f"skill_paths = [{str(tmp_path / 'skills')!r}]\n", encoding="utf-8")
+    out = io.StringIO()
+    assert skills_command("list", config, out) == 0
+    text = out.getvalue()
+    assert "seed-style 0.11.0" in text and "any of: tool:local_read_file, scene:dm" in text
+    assert "warning: conditions.0: condition 'weather:sunny' has unknown key" in text

@@ -43,6 +43,10 @@ def _listing(settings: Settings, library: SkillLibrary) -> list[dict[str, Any]]:
             "files": len(skill.files),
             "path": str(skill.path),
             "description": skill.description,
+            "tags": list(skill.tags),
+            "match": skill.match,
+            "compatibility": skill.compatibility,
+            "warnings": list(skill.warnings),
         }
         for skill in library.skills
     ]
@@ -61,12 +65,16 @@ def skills_command(command: str, config: Path | None, out: TextIO, as_json: bool
             print(json.dumps(skills, ensure_ascii=False, indent=2), file=out)
             return 0
         for s in skills:
+            joined = f" {s['match']} of: " if len(s["when"]) > 1 else " "
             print(
                 f"{s['name']} {s['version']} (priority {s['priority']})\n"
-                f"  when: {', '.join(s['when']) or 'always'}\n  allows: {', '.join(s['allows'])}\n"
+                f"  when:{joined}{', '.join(s['when']) or 'always'}\n"
+                f"  allows: {', '.join(s['allows'])}\n"
                 f"  files: {s['files']} in {s['path']}\n  {s['description']}",
                 file=out,
             )
+            for warning in s["warnings"]:
+                print(f"  warning: {warning}", file=out)
         return 0
     result = asyncio.run(probe(settings))
     verdict, explanation = probe_verdict(result)
