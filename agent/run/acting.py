@@ -40,8 +40,14 @@ log = logging.getLogger("dta.pipeline")
 # superseded run, another robot's event, an exhausted budget or an unreachable target
 # get nothing more.)
 # Refusals a provider can mend by answering again (its one repair round): what it said
-# was untrue, not unsendable.
-REPAIRABLE = frozenset({RefusalReason.UNBACKED_CLAIM, RefusalReason.DEFERRED_PROMISE})
+# was untrue, or too long to send (it is asked to shorten it).
+REPAIRABLE = frozenset(
+    {
+        RefusalReason.UNBACKED_CLAIM,
+        RefusalReason.DEFERRED_PROMISE,
+        RefusalReason.CONTENT_TOO_LARGE,
+    }
+)
 ANSWER_REFUSALS = frozenset(
     {
         RefusalReason.SCHEMA_INVALID,

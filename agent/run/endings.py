@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from agent.cards.broker import REFUSAL_TEXT
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
@@ -30,8 +31,34 @@ from storage.patience import is_transient, patiently
 
 log = logging.getLogger("dta.pipeline")
 
-# What the robot says when it could not produce an answer (never the provider's raw output).
+# What the robot says when it could not produce an answer (never the provider's raw output):
+# the generic words, and plainer ones where the cause is known.
 HONEST_FAILURE = "抱歉，这次没能处理好你的请求，请稍后再试或换个说法。"
+UNAVAILABLE_SAY = "抱歉，助手现在连不上，暂时答不了，请稍后再试。"
+TOO_SLOW_SAY = "抱歉，这次想得太久没能答上来，请再问一次，或者把问题说得简单一些。"
+TOO_LONG_SAY = "抱歉，这个回答太长发不出来，请把问题问得具体一些，我分开回答。"
+UNSAFE_SAY = REFUSAL_TEXT  # what a card that stopped for the same reason ends with
+# A provider's failure reasons (skills/providers/) and the gate's refusals of an answer,
+# by what the person is told.
+_SAID_FOR = {
+    "unavailable": UNAVAILABLE_SAY,
+    "rejected": UNAVAILABLE_SAY,
+    "exit_status": UNAVAILABLE_SAY,
+    "timeout": TOO_SLOW_SAY,
+    "content_too_large": TOO_LONG_SAY,
+    "secret_in_content": UNSAFE_SAY,
+    "at_all": UNSAFE_SAY,
+}
+
+
+def failure_words(failure: ProviderFailed, outcome: RunOutcome) -> str:
+    """What the person is told when the run has no answer of its own: a refusal's own plain
+    words (reminders switched off, a claim nothing backs), else the words for its cause."""
+    if outcome.refused_say:
+        return outcome.refused_say
+    if failure.reason == "refused_by_gate" and outcome.refused_reason is not None:
+        return _SAID_FOR.get(outcome.refused_reason.value, HONEST_FAILURE)
+    return _SAID_FOR.get(failure.reason, HONEST_FAILURE)
 
 
 class Endings:
@@ -88,9 +115,7 @@ class Endings:
         if not say_sorry or ActionKind.REPLY not in run.allowed_actions:
             return self.end_silent(run, SilentReason.PROVIDER_FAILED, run.failure or "")
         outcome.ends_as = RunState.FAILED  # saved with the reply's receipt, in one go
-        # A refusal with plain words of its own (reminders switched off) says those: a
-        # capability that is off is not a failure to apologise for.
-        reply = [{"kind": "reply", "text": outcome.refused_say or HONEST_FAILURE}]
+        reply = [{"kind": "reply", "text": failure_words(failure, outcome)}]
         await self.acting.act(run, reply, outcome, answer=False)
         return self.finish(run, outcome, RunState.FAILED)
 

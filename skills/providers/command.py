@@ -7,8 +7,8 @@ nothing a user writes can become part of a command line. Its stdout must be Acti
 JSON (one object or a list); the action gate judges it like any other provider's output.
 
 A non-zero exit, a timeout or unreadable output is a failure with a reason and the tail
-of stderr kept as evidence; nothing is sent for it (``reply_on_failure`` is False): an
-external agent that broke is an operator's matter, not something to apologise for in chat.
+of stderr kept as evidence; the person gets the honest short reply for it (an agent that
+crashed must not leave them with nothing), never the agent's output.
 The command inherits only a short list of environment variables (never the daemon's
 secrets) and its run directory is removed afterwards unless ``keep_runs`` is set.
 """
@@ -97,7 +97,7 @@ class CommandProvider:
 
     @staticmethod
     def _failed(reason: str, detail: str, stderr: bytes) -> ProviderFailed:
-        return ProviderFailed(reason, detail, {"stderr": _tail(stderr)}, reply_on_failure=False)
+        return ProviderFailed(reason, detail, {"stderr": _tail(stderr)})
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -123,6 +123,10 @@ _REFUSAL_ASKS = {
         "nothing in this run did: you have no tool here that does such things. Say only "
         "what is true: what you can and cannot do, and what the person can do themselves."
     ),
+    "content_too_large": (
+        "It is too long to send as a chat message. Give the same answer much shorter: the "
+        "essentials only, a few lines."
+    ),
     "deferred_promise": (
         "It promises to come back later, and nothing will: no follow-up is opened. Answer "
         "now with what you know, say plainly what you do not, or set a reminder the person "
@@ -133,7 +137,7 @@ _REFUSAL_ASKS = {
 
 def refusal_prompt(reason: str, detail: str) -> str:
     """The repair round's ask after the action gate refused the answer (``reason`` is its
-    refusal code)."""
+    refusal code: untrue, or too long)."""
     why = _REFUSAL_ASKS.get(reason, "")
     return (
         f"Your previous answer was refused and not sent ({reason}: {detail}). {why}\n"

@@ -76,7 +76,7 @@ async def test_command_failures_are_reasons_with_stderr_and_no_apology(tmp_path,
     with pytest.raises(ProviderFailed) as info:
         await provider(tmp_path, code, timeout=0.5).respond(make_invocation("hi"), discover())
     failure = info.value
-    assert failure.reason == reason and failure.reply_on_failure is False
+    assert failure.reason == reason and failure.reply_on_failure is True
     if reason == "exit_status":
         assert failure.evidence["stderr"] == "boom"
 
