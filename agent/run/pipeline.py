@@ -18,32 +18,28 @@ the honest failure, a crash) in agent/run/endings.py; this module decides which 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.cards.stream import CardReplies, StreamHost
+from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
-    EnrichedInvocation,
     Event,
     Origin,
-    Repair,
     ResponseDecision,
     Run,
     SilentReason,
     SkillSnapshot,
-    TaskCheckpoint,
     Verdict,
     new_id,
 )
 from agent.proactive.schedule import SchedulePolicy
 from agent.proactive.work import ProactiveWork
-from agent.run.acting import REPAIRABLE, Acting
+from agent.run.acting import Acting
+from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
 from agent.run.endings import HONEST_FAILURE, Endings
 from agent.run.invocation import InvocationBuilder
@@ -52,9 +48,7 @@ from agent.run.recovery import settled_from_records
 from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate
 from gates.response import ResponseGate
-from skills.media import host_reply
-from skills.providers.base import Provider, ProviderFailed, ProviderReply
-from skills.rundir import prepare_run_dir
+from skills.providers.base import Provider, ProviderFailed
 from storage import Lease, LeaseLost, Store
 from storage.patience import is_transient
 
@@ -62,15 +56,9 @@ log = logging.getLogger("dta.pipeline")
 
 __all__ = ["ACK_TEXT", "HONEST_FAILURE", "OPERATOR_STOPS", "Pipeline", "SkillSource"]
 
+
 # Operator decisions that apply even to work accepted before they were made.
 OPERATOR_STOPS = (SilentReason.PAUSED, SilentReason.DENIED, SilentReason.NOT_ALLOWED)
-# What it says when the answer takes a while (only then).
-ACK_TEXT = "收到，我看一下，稍等。"
-# The ack is due ``ack_after_s`` after the message arrived, but never sooner than this
-# (or ``ack_after_s``, if less) after the run starts: a run that starts late (recovered
-# after a restart, or behind the same person's earlier message) and answers at once
-# needs no "稍等" just before its answer.
-ACK_FLOOR_S = 0.5
 
 
 class SkillSource(Protocol):
@@ -110,11 +98,6 @@ class Pipeline:
         self.broker = broker
         self.invocations = invocations
         self.tasks = tasks
-        self.run_dir = run_dir
-        self.ack_after_s = ack_after_s
-        # Runs at their provider at once (``max_concurrent_runs``). The rest of a run is
-        # not held back by it, so every run's ack timer runs from its message's arrival.
-        self.provider_slots = asyncio.Semaphore(provider_slots)
         self.owner = owner
         self.lease_s = lease_s
         # How answers are delivered ("text", "markdown" or "card"); cards stream when the
@@ -132,6 +115,16 @@ class Pipeline:
             cards=cards.cards if cards is not None else None,
         )
         self.endings = Endings(store=store, clock=clock, broker=broker, acting=self.acting)
+        self.answering = Answering(
+            clock=clock,
+            provider=provider,
+            invocations=invocations,
+            acting=self.acting,
+            cards=cards,
+            ack_after_s=ack_after_s,
+            provider_slots=provider_slots,
+            run_dir=run_dir,
+        )
         # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
         self.proactive = ProactiveWork(
             store=store,
@@ -219,7 +212,7 @@ class Pipeline:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
         outcome = RunOutcome()
-        invocation, reply = await self._answer(
+        invocation, reply = await self.answering.answer(
             event, skills, run, decision, start.continuation, outcome
         )
         if isinstance(reply, ProviderFailed):
@@ -236,8 +229,8 @@ class Pipeline:
         # leaves the run ``working``, and recovery moves both from the records.
         task_work = start.continuation is not None or any(map(touches_task, reply.requests))
         await self.acting.act(run, reply.requests, outcome, settle_last=not task_work)
-        if invocation is not None and self._may_repair(outcome, reply):
-            repaired = await self._repair(run, invocation, skills, reply, outcome)
+        if invocation is not None and self.answering.may_repair(outcome, reply):
+            repaired = await self.answering.repair(run, invocation, skills, reply, outcome)
             if isinstance(repaired, ProviderFailed):
                 return await self.endings.fail_honestly(run, repaired, outcome)
             run, reply = repaired
@@ -250,134 +243,6 @@ class Pipeline:
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
         )
         return self.endings.finish(run, outcome, outcome.final_state())
-
-    async def _answer(
-        self,
-        event: Event,
-        skills: Sequence[Any],
-        run: Run,
-        decision: ResponseDecision,
-        continuation: TaskCheckpoint | None,
-        outcome: RunOutcome,
-    ) -> tuple[EnrichedInvocation | None, ProviderReply | ProviderFailed]:
-        """The invocation and the provider's reply to it (or the host's own: no invocation
-        to repair), or why there is none."""
-        invocation = await self.invocations.build(event, run, decision, continuation)
-        if self.run_dir is not None:
-            prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
-        hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
-        if hosted is not None:
-            return None, ProviderReply([hosted], evidence={"answered_by": "host"})
-        return invocation, await self._asked(run, invocation, skills, outcome)
-
-    def _may_repair(self, outcome: RunOutcome, reply: ProviderReply) -> bool:
-        """One repair round per run: for an answer refused as untrue (a claim, a promise),
-        when the provider has not used its round on unreadable output already. A streamed
-        card has shown its answer as it came, so it ends with the honest words instead."""
-        if outcome.terminal is not None or outcome.refused_reason not in REPAIRABLE:
-            return False
-        if self.cards is not None and self.cards.streams(self.provider):
-            return False
-        return not reply.evidence.get("repaired")
-
-    async def _repair(
-        self,
-        run: Run,
-        invocation: EnrichedInvocation,
-        skills: Sequence[Any],
-        refused: ProviderReply,
-        outcome: RunOutcome,
-    ) -> tuple[Run, ProviderReply] | ProviderFailed:
-        """The provider asked again, told what was refused and why; the run keeps both
-        rounds' usage."""
-        reason, detail = outcome.refused_reason, outcome.refused_answer or ""
-        note = Repair(reason=str(reason), detail=detail, previous=list(refused.requests))
-        log.info("answer refused; repair round", extra={"run_id": run.run_id, "reason": reason})
-        again = invocation.model_copy(update={"repair": note})
-        reply = await self._asked(run, again, skills, outcome)
-        if isinstance(reply, ProviderFailed):
-            return reply
-        usage = {k: run.usage.get(k, 0) + reply.usage.get(k, 0) for k in {*run.usage, *reply.usage}}
-        evidence = {**reply.evidence, "repaired": True, "repaired_for": str(reason)}
-        return run.model_copy(update={"usage": usage, "evidence": evidence}), reply
-
-    async def _asked(
-        self,
-        run: Run,
-        invocation: EnrichedInvocation,
-        skills: Sequence[Any],
-        outcome: RunOutcome,
-    ) -> ProviderReply | ProviderFailed:
-        """The provider's reply, or why there is none: a provider that fails or crashes is
-        a value here, never an exception that takes the daemon down. The ack is due
-        ``ack_after_s`` after the message arrived (a repair round's too)."""
-        waited = self.clock.now() - invocation.event.received_at
-        ack_in = max(self.ack_after_s - waited, min(ACK_FLOOR_S, self.ack_after_s))
-        try:
-            return await self._respond(run, invocation, skills, outcome, ack_in)
-        except ProviderFailed as exc:
-            log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
-            return exc
-        except LeaseLost:
-            raise  # a write while answering (the ack, a streamed card) found the run taken
-        except Exception as exc:  # a provider bug must not take the daemon down
-            log.exception("provider crashed", extra={"run_id": run.run_id})
-            return ProviderFailed("provider_error", type(exc).__name__)
-
-    async def _respond(
-        self,
-        run: Run,
-        invocation: EnrichedInvocation,
-        skills: Sequence[Any],
-        outcome: RunOutcome,
-        ack_in: float,
-    ) -> ProviderReply:
-        """Ask the provider (once a place is free); if no answer has come ``ack_in``
-        seconds from now (``ack_after_s`` counted from the message's arrival), ack first.
-
-        The ack ("seen, working on it") goes through the action gate like anything else,
-        so it counts against the run's budget and the write budgets; a fast answer never
-        causes one. Real time on purpose: it is the person who waits. In card mode, with a
-        provider that streams, the card path does the same while the card fills in.
-        """
-        if self.cards is not None and self.cards.streams(self.provider):
-            ack = partial(self._ack, run, outcome)
-            acting = self.acting
-            host = StreamHost(
-                self.provider,
-                acting.act,
-                ack,
-                acting.ending,
-                ack_in,
-                self.provider_slots,
-                acting.accept,
-            )
-            return await self.cards.respond(host, run, invocation, skills, outcome)
-        # A timer, not a second task: almost every answer comes before it fires.
-        acking: asyncio.Task[None] | None = None
-
-        def ack_now() -> None:
-            nonlocal acking
-            acking = asyncio.ensure_future(self._ack(run, outcome))
-
-        timer = asyncio.get_running_loop().call_later(ack_in, ack_now)
-        try:
-            async with self.provider_slots:
-                reply = await self.provider.respond(invocation, skills)
-        except BaseException:
-            if acking is not None:
-                acking.cancel()
-            raise
-        finally:
-            timer.cancel()
-        if acking is not None:  # the ack goes out (or fails) before the answer is acted on
-            await acking
-        return reply
-
-    async def _ack(self, run: Run, outcome: RunOutcome) -> None:
-        if ActionKind.ACK in run.allowed_actions:
-            ack = {"kind": "ack", "text": ACK_TEXT}
-            await self.acting.act(run, [ack], outcome, settle_last=False)
 
     def _open(
         self, event: Event, generation: int | None

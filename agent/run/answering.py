@@ -1,0 +1,198 @@
+"""Asking the provider for a run's answer: the invocation it is given, the ack when the
+answer takes a while, and one repair round for an answer refused as untrue or too long.
+
+The pipeline (``agent/run/pipeline.py``) decides whether a run is answered; this decides
+how the answer is asked for. A provider that fails or crashes is a value here
+(``ProviderFailed``), never an exception that takes the daemon down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agent.cards.stream import CardReplies, StreamHost
+from agent.clock import Clock
+from agent.contracts import (
+    ActionKind,
+    EnrichedInvocation,
+    Event,
+    Repair,
+    ResponseDecision,
+    Run,
+    TaskCheckpoint,
+)
+from agent.run.acting import REPAIRABLE, Acting
+from agent.run.invocation import InvocationBuilder
+from agent.run.outcome import RunOutcome
+from skills.media import host_reply
+from skills.providers.base import Provider, ProviderFailed, ProviderReply
+from skills.rundir import prepare_run_dir
+from storage import LeaseLost
+
+log = logging.getLogger("dta.pipeline")
+
+# What it says when the answer takes a while (only then).
+ACK_TEXT = "收到，我看一下，稍等。"
+# The ack is due ``ack_after_s`` after the message arrived, but never sooner than this
+# (or ``ack_after_s``, if less) after the run starts: a run that starts late (recovered
+# after a restart, or behind the same person's earlier message) and answers at once
+# needs no "稍等" just before its answer.
+ACK_FLOOR_S = 0.5
+
+
+class Answering:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        provider: Provider,
+        invocations: InvocationBuilder,
+        acting: Acting,
+        cards: CardReplies | None,
+        ack_after_s: float,
+        provider_slots: int,
+        run_dir: Path | None,
+    ) -> None:
+        self.clock = clock
+        self.provider = provider
+        self.invocations = invocations
+        self.acting = acting
+        self.cards = cards
+        self.ack_after_s = ack_after_s
+        # Runs at their provider at once (``max_concurrent_runs``). The rest of a run is
+        # not held back by it, so every run's ack timer runs from its message's arrival.
+        self.provider_slots = asyncio.Semaphore(provider_slots)
+        self.run_dir = run_dir
+
+    async def answer(
+        self,
+        event: Event,
+        skills: Sequence[Any],
+        run: Run,
+        decision: ResponseDecision,
+        continuation: TaskCheckpoint | None,
+        outcome: RunOutcome,
+    ) -> tuple[EnrichedInvocation | None, ProviderReply | ProviderFailed]:
+        """The invocation and the provider's reply to it (or the host's own: no invocation
+        to repair), or why there is none."""
+        invocation = await self.invocations.build(event, run, decision, continuation)
+        if self.run_dir is not None:
+            prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
+        hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
+        if hosted is not None:
+            return None, ProviderReply([hosted], evidence={"answered_by": "host"})
+        return invocation, await self._asked(run, invocation, skills, outcome)
+
+    def may_repair(self, outcome: RunOutcome, reply: ProviderReply) -> bool:
+        """One repair round per run: for an answer refused as untrue (a claim, a promise),
+        when the provider has not used its round on unreadable output already. A streamed
+        card has shown its answer as it came, so it ends with the honest words instead."""
+        if outcome.terminal is not None or outcome.refused_reason not in REPAIRABLE:
+            return False
+        if self.cards is not None and self.cards.streams(self.provider):
+            return False
+        return not reply.evidence.get("repaired")
+
+    async def repair(
+        self,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        refused: ProviderReply,
+        outcome: RunOutcome,
+    ) -> tuple[Run, ProviderReply] | ProviderFailed:
+        """The provider asked again, told what was refused and why; the run keeps both
+        rounds' usage."""
+        reason, detail = outcome.refused_reason, outcome.refused_answer or ""
+        note = Repair(reason=str(reason), detail=detail, previous=list(refused.requests))
+        log.info("answer refused; repair round", extra={"run_id": run.run_id, "reason": reason})
+        again = invocation.model_copy(update={"repair": note})
+        reply = await self._asked(run, again, skills, outcome)
+        if isinstance(reply, ProviderFailed):
+            return reply
+        usage = {k: run.usage.get(k, 0) + reply.usage.get(k, 0) for k in {*run.usage, *reply.usage}}
+        evidence = {**reply.evidence, "repaired": True, "repaired_for": str(reason)}
+        return run.model_copy(update={"usage": usage, "evidence": evidence}), reply
+
+    async def _asked(
+        self,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        outcome: RunOutcome,
+    ) -> ProviderReply | ProviderFailed:
+        """The provider's reply, or why there is none: a provider that fails or crashes is
+        a value here, never an exception that takes the daemon down. The ack is due
+        ``ack_after_s`` after the message arrived (a repair round's too)."""
+        waited = self.clock.now() - invocation.event.received_at
+        ack_in = max(self.ack_after_s - waited, min(ACK_FLOOR_S, self.ack_after_s))
+        try:
+            return await self._respond(run, invocation, skills, outcome, ack_in)
+        except ProviderFailed as exc:
+            log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
+            return exc
+        except LeaseLost:
+            raise  # a write while answering (the ack, a streamed card) found the run taken
+        except Exception as exc:  # a provider bug must not take the daemon down
+            log.exception("provider crashed", extra={"run_id": run.run_id})
+            return ProviderFailed("provider_error", type(exc).__name__)
+
+    async def _respond(
+        self,
+        run: Run,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Any],
+        outcome: RunOutcome,
+        ack_in: float,
+    ) -> ProviderReply:
+        """Ask the provider (once a place is free); if no answer has come ``ack_in``
+        seconds from now (``ack_after_s`` counted from the message's arrival), ack first.
+
+        The ack ("seen, working on it") goes through the action gate like anything else,
+        so it counts against the run's budget and the write budgets; a fast answer never
+        causes one. Real time on purpose: it is the person who waits. In card mode, with a
+        provider that streams, the card path does the same while the card fills in.
+        """
+        if self.cards is not None and self.cards.streams(self.provider):
+            ack = partial(self._ack, run, outcome)
+            acting = self.acting
+            host = StreamHost(
+                self.provider,
+                acting.act,
+                ack,
+                acting.ending,
+                ack_in,
+                self.provider_slots,
+                acting.accept,
+            )
+            return await self.cards.respond(host, run, invocation, skills, outcome)
+        # A timer, not a second task: almost every answer comes before it fires.
+        acking: asyncio.Task[None] | None = None
+
+        def ack_now() -> None:
+            nonlocal acking
+            acking = asyncio.ensure_future(self._ack(run, outcome))
+
+        timer = asyncio.get_running_loop().call_later(ack_in, ack_now)
+        try:
+            async with self.provider_slots:
+                reply = await self.provider.respond(invocation, skills)
+        except BaseException:
+            if acking is not None:
+                acking.cancel()
+            raise
+        finally:
+            timer.cancel()
+        if acking is not None:  # the ack goes out (or fails) before the answer is acted on
+            await acking
+        return reply
+
+    async def _ack(self, run: Run, outcome: RunOutcome) -> None:
+        if ActionKind.ACK in run.allowed_actions:
+            ack = {"kind": "ack", "text": ACK_TEXT}
+            await self.acting.act(run, [ack], outcome, settle_last=False)
