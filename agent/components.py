@@ -31,6 +31,7 @@ from agent.run.broker import Broker
 from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder, InvocationLimits
 from agent.run.media import MediaFetcher, MediaLimits
+from agent.run.metering import ModelLimits, ModelMeter
 from agent.run.pipeline import Pipeline, SkillSource
 from agent.run.spacing import SendSpacing
 from agent.run.tasks import TaskKeeper
@@ -154,7 +155,23 @@ def build_provider(settings: Settings) -> Provider:
                 keep_runs=settings.command_keep_runs,
             )
         )
+    return rules_provider(settings)
+
+
+def rules_provider(settings: Settings) -> RulesProvider:
+    """The rules provider: configured, or the fallback of a model (its knowledge, its
+    arithmetic, its honest "I can't answer that now")."""
     return RulesProvider(settings.agent, settings.knowledge_dir, ZoneInfo(settings.timezone))
+
+
+def model_limits(settings: Settings) -> ModelLimits:
+    return ModelLimits(
+        per_person_per_day=settings.model_tokens_per_person_per_day,
+        per_conversation_per_day=settings.model_tokens_per_conversation_per_day,
+        per_month=settings.model_tokens_per_month,
+        prices={name: (p.input, p.output) for name, p in settings.model_prices.items()},
+        timezone=settings.timezone,
+    )
 
 
 def build_cards(
@@ -255,6 +272,8 @@ class PipelineParts:
     transport: DingTalkTransport
     cards: CardReplies | None
     identities: IdentityDirectory  # the sender's details, looked up as soon as a run queues
+    # answers when the model is over its budget or down (None: the provider is rules)
+    fallback: Provider | None
 
 
 def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
@@ -287,6 +306,8 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         reply_form=settings.reply_mode,
         cards=parts.cards,
         schedule=schedule_policy(settings),
+        fallback=parts.fallback,
+        meter=ModelMeter(store, clock, model_limits(settings)),
     )
 
 
@@ -317,6 +338,7 @@ def build_parts(
         transport=transport,
         cards=build_cards(settings, store, clock, broker, action_gate, crash),
         identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
+        fallback=None if settings.provider == "rules" else rules_provider(settings),
     )
 
 

@@ -51,6 +51,15 @@ class ConfigError(Exception):
     """Configuration that cannot be used; the message names each bad field."""
 
 
+class ModelPrice(BaseModel):
+    """What 1,000 tokens cost, in the operator's currency."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -208,6 +217,14 @@ class Settings(BaseModel):
     openai_max_retries: int = Field(default=2, ge=0, le=10)
     openai_response_format: bool = True  # {"type": "json_object"}; some servers reject it
     openai_vision: bool = False  # the model reads images: pictures go as image parts
+
+    # What a model may cost (0 = no limit), checked before each call (a call that crosses a
+    # limit is still delivered); over one, or with the model down, runs fall back to the
+    # rules provider and say so. Prices per 1,000 tokens, by model name.
+    model_tokens_per_person_per_day: int = Field(default=0, ge=0)
+    model_tokens_per_conversation_per_day: int = Field(default=0, ge=0)
+    model_tokens_per_month: int = Field(default=0, ge=0)
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     # command provider: an external agent run in a prepared run directory
     command: list[str] = Field(default_factory=list)  # argv, never a shell line

@@ -223,6 +223,14 @@ class MessageExpect(_Check):
     channel: PlatformChannel | None = None
 
 
+class RunExpect(_Check):
+    """``expect.runs[msgId]``: the provider whose answer was delivered, and whether the
+    run degraded (``model_budget``, ``model_unavailable``, or false)."""
+
+    provider: str | None = None
+    degraded: Literal["model_budget", "model_unavailable", False] | None = None
+
+
 class ModelRequestExpect(_Check):
     """``expect.model_requests[i]``: the i-th request the fake model received, matched over
     everything in it (system prompt, history, knowledge, the repair round's words)."""
@@ -350,6 +358,7 @@ class Expect(_Model):
     memory_candidates: list[MemorySubset] | None = None
     # what the fake model was asked (lab-cases.md, "What the model saw and said")
     model_requests: list[ModelRequestExpect] | None = None
+    runs: dict[str, RunExpect] | None = None
     model_requests_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")

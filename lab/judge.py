@@ -124,6 +124,23 @@ def model_findings(expect: Expect, requests: list[dict[str, Any]]) -> list[Check
     return found
 
 
+def run_findings(expect: Expect, store: Store) -> list[Check]:
+    """``expect.runs``: per msgId, who answered and whether the run degraded."""
+    found: list[Check] = []
+    for msg, wanted in (expect.runs or {}).items():
+        run = store.get_run(msg)
+        if run is None:
+            found.append(Check(f"runs.{msg}", "a run", None))
+            continue
+        if wanted.provider is not None and (run.answered_by or run.provider) != wanted.provider:
+            found.append(
+                Check(f"runs.{msg}.provider", wanted.provider, run.answered_by or run.provider)
+            )
+        if wanted.degraded is not None and (run.degraded or False) != wanted.degraded:
+            found.append(Check(f"runs.{msg}.degraded", wanted.degraded, run.degraded or False))
+    return found
+
+
 def judge(
     expect: Expect,
     received: list[dict[str, Any]],
@@ -137,6 +154,7 @@ def judge(
     platform's record of its AI cards; ``calls``: every request it answered, by kind
     (``lab.fake.calls``); ``model_requests``: the bodies the fake model received."""
     problems: list[Check] = model_findings(expect, model_requests or [])
+    problems.extend(run_findings(expect, store))
 
     if expect.platform is not None and expect.platform.calls is not None:
         counted = calls or {}

@@ -1,6 +1,15 @@
 """The store (SQLite, or PostgreSQL for replicas): the only place SQL lives."""
 
 from storage.base import LeaseLost
-from storage.store import Counts, EventInsert, Lease, PendingWork, Store
+from storage.store import Counts, EventInsert, Lease, ModelUsage, PendingWork, Store, TokensSpent
 
-__all__ = ["Counts", "EventInsert", "Lease", "LeaseLost", "PendingWork", "Store"]
+__all__ = [
+    "Counts",
+    "EventInsert",
+    "Lease",
+    "LeaseLost",
+    "ModelUsage",
+    "PendingWork",
+    "Store",
+    "TokensSpent",
+]

@@ -336,6 +336,26 @@ MIGRATIONS: list[Migration] = [
             " (key TEXT PRIMARY KEY, value TEXT);",
         },
     ),
+    Migration(
+        "10: what each run of a model cost, for the token budgets and their metrics",
+        """
+        CREATE TABLE model_usage (
+            run_id TEXT PRIMARY KEY,
+            actor_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            at {real} NOT NULL,
+            prompt_tokens {integer} NOT NULL,
+            completion_tokens {integer} NOT NULL,
+            total_tokens {integer} NOT NULL,
+            cost {real} NOT NULL,
+            degraded TEXT
+        );
+        CREATE INDEX model_usage_actor ON model_usage (actor_id, at);
+        CREATE INDEX model_usage_conversation ON model_usage (conversation_id, at);
+        CREATE INDEX model_usage_at ON model_usage (at);
+        """,
+    ),
 ]
 
 

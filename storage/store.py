@@ -30,6 +30,7 @@ from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.inspect import InspectRecords
 from storage.schedule import ScheduleRecords
+from storage.usage import ModelUsage, TokensSpent, UsageRecords
 from storage.work import Lease, PendingWork, WorkRecords
 
 
@@ -50,6 +51,7 @@ class Store(
     ContextRecords,
     InspectRecords,
     ScheduleRecords,
+    UsageRecords,
 ):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 
@@ -81,6 +83,8 @@ class Store(
             "memory_candidates": "DELETE FROM memory_candidates WHERE created_at < :before"
             " AND status IN ('rejected', 'published')",
             "identity_cache": "DELETE FROM identity_cache WHERE fetched_at < :before",
+            # kept a month and more: the month's budget reads them
+            "model_usage": "DELETE FROM model_usage WHERE at < :before - 2764800",
             # a thread with nothing left has no generation worth keeping
             "threads": "DELETE FROM threads WHERE thread_key NOT IN"
             " (SELECT thread_key FROM events)",
@@ -177,4 +181,4 @@ class Store(
         ).fetchall()
 
 
-__all__ = ["Counts", "EventInsert", "Lease", "PendingWork", "Store"]
+__all__ = ["Counts", "EventInsert", "Lease", "ModelUsage", "PendingWork", "Store", "TokensSpent"]

@@ -151,6 +151,8 @@ def _run(run: Run) -> dict[str, Any]:
         "skills": [f"{s.name}@{s.version}" for s in run.skill_snapshot.skills],
         "usage": run.usage,
         "failure": run.failure,
+        "answered_by": run.answered_by,
+        "degraded": run.degraded,
         "started_at": when(run.created_at),
         "updated_at": when(run.updated_at),
     }

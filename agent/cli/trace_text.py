@@ -41,6 +41,11 @@ def render(trace: Trace) -> list[str]:
         )
         if r["failure"]:
             lines.append(f"    failure: {r['failure']}")
+        if r.get("usage"):
+            tokens = ", ".join(f"{k} {v}" for k, v in r["usage"].items())
+            lines.append(f"    tokens: {tokens}")
+        if r.get("degraded"):
+            lines.append(f"    answered by {r['answered_by']} ({r['degraded']})")
     for intent in trace.intents:
         lines.append(f"  intent {intent['kind']} {intent['chunk']} to {intent['target']}:")
         lines.append(f"    {intent['text'][:200]}")

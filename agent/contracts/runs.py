@@ -114,6 +114,10 @@ class Run(Contract):
     state: RunState = RunState.WORKING
     usage: dict[str, int] = Field(default_factory=dict)  # provider tokens, if it reports them
     failure: str | None = None  # why the provider gave no usable answer
+    # The provider whose answer was delivered, when not ``provider`` (fixed at the start):
+    # the fallback, with why (``model_budget``, ``model_unavailable``), or "host".
+    answered_by: str | None = None
+    degraded: str | None = None
     evidence: dict[str, Any] = Field(default_factory=dict)  # the provider's (stderr, rounds)
     created_at: float
     updated_at: float

@@ -67,6 +67,20 @@ class StoreCollector(Collector):
             problem.add_metric([code.value], 1 if health.problem is code else 0)
         yield problem
 
+    def _model_families(self) -> Iterator[GaugeMetricFamily]:
+        """What models cost (kept a month and more), and how many runs the fallback
+        answered instead, by why."""
+        labels = ["model", "degraded"]
+        runs = GaugeMetricFamily("dta_model_runs", "Runs of a model-backed provider", labels=labels)
+        tokens = GaugeMetricFamily("dta_model_tokens", "Model tokens spent", labels=labels)
+        cost = GaugeMetricFamily("dta_model_cost", "Model cost (model_prices)", labels=labels)
+        for model, degraded, n, spent, paid in self.store.model_usage_totals():
+            key = [model, degraded or ""]
+            runs.add_metric(key, n)
+            tokens.add_metric(key, spent)
+            cost.add_metric(key, paid)
+        yield from (runs, tokens, cost)
+
     def _store_families(self) -> Iterator[GaugeMetricFamily]:
         counts = self.store.counts()
         frames = GaugeMetricFamily(
@@ -92,6 +106,7 @@ class StoreCollector(Collector):
         for kind, status, reason, n in self.store.receipt_counts():
             receipts.add_metric([kind or "", status, reason or ""], n)
         yield receipts
+        yield from self._model_families()
         # The store is the queue: how long its oldest acked, unanswered event has waited.
         # Growing while the process is up means work is stuck; 0 means nothing waits.
         oldest = self.store.oldest_unfinished_received_at()

@@ -28,6 +28,7 @@ from agent.contracts import (
 )
 from agent.run.acting import REPAIRABLE, Acting
 from agent.run.invocation import InvocationBuilder
+from agent.run.metering import ModelMeter, limited
 from agent.run.outcome import RunOutcome
 from skills.media import host_reply
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
@@ -45,6 +46,25 @@ ACK_TEXT = "收到，我看一下，稍等。"
 ACK_FLOOR_S = 0.5
 
 
+# A model that cannot answer now: the fallback answers instead (invalid output is not
+# among them: it gets the repair round).
+DOWN_REASONS = frozenset({"unavailable", "timeout", "rejected"})
+
+
+def _down(reply: ProviderReply | ProviderFailed) -> bool:
+    return isinstance(reply, ProviderFailed) and reply.reason in DOWN_REASONS
+
+
+def _degraded(
+    reply: ProviderReply | ProviderFailed, answered_by: str, why: str, detail: str
+) -> ProviderReply | ProviderFailed:
+    """The fallback's reply, saying it is limited, with why on its evidence."""
+    if isinstance(reply, ProviderFailed):
+        return reply
+    evidence = {**reply.evidence, "answered_by": answered_by, "degraded": why, "limit": detail}
+    return ProviderReply(limited(reply.requests, why), reply.usage, evidence)
+
+
 class Answering:
     def __init__(
         self,
@@ -57,9 +77,14 @@ class Answering:
         ack_after_s: float,
         provider_slots: int,
         run_dir: Path | None,
+        fallback: Provider | None,
+        meter: ModelMeter | None,
     ) -> None:
         self.clock = clock
         self.provider = provider
+        # Answers when the model is over its budget or down (agent/run/metering.py).
+        self.fallback = fallback
+        self.meter = meter
         self.invocations = invocations
         self.acting = acting
         self.cards = cards
@@ -86,7 +111,34 @@ class Answering:
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
         if hosted is not None:
             return None, ProviderReply([hosted], evidence={"answered_by": "host"})
-        return invocation, await self._asked(run, invocation, skills, outcome)
+        metered = self.meter is not None and getattr(self.provider, "metered", False)
+        over = self.meter.over_limit(event) if self.meter is not None and metered else None
+        if over is not None and self.fallback is not None:
+            log.warning("model budget reached; the fallback answers", extra={"limit": over})
+            reply = await self._asked(run, invocation, skills, outcome, self.fallback)
+            reply = _degraded(reply, self.fallback.name, "model_budget", over)
+        else:
+            reply = await self._asked(run, invocation, skills, outcome)
+            if metered and _down(reply) and self.fallback is not None:
+                assert isinstance(reply, ProviderFailed)
+                failure = f"{reply.reason}: {reply.detail}"
+                # A wrong key or model will not mend itself: said loudly, every time.
+                level = log.error if reply.reason == "rejected" else log.warning
+                level("model unavailable; the fallback answers", extra={"failure": failure})
+                fallen = await self._asked(run, invocation, skills, outcome, self.fallback)
+                reply = _degraded(fallen, self.fallback.name, "model_unavailable", failure)
+        if metered:
+            self.meter_run(run, event, reply)
+        return invocation, reply
+
+    def meter_run(self, run: Run, event: Event, reply: ProviderReply | ProviderFailed) -> None:
+        """Keep what the run's model calls cost so far (the budgets read it)."""
+        if self.meter is None:
+            return
+        usage = reply.usage if isinstance(reply, ProviderReply) else {}
+        degraded = reply.evidence.get("degraded") if isinstance(reply, ProviderReply) else None
+        model = getattr(self.provider, "model_name", self.provider.name)
+        self.meter.record(run, event, model, {**run.usage, **usage}, degraded)
 
     def may_repair(self, outcome: RunOutcome, reply: ProviderReply) -> bool:
         """One repair round per run: for an answer refused as untrue (a claim, a promise),
@@ -117,7 +169,10 @@ class Answering:
             return reply
         usage = {k: run.usage.get(k, 0) + reply.usage.get(k, 0) for k in {*run.usage, *reply.usage}}
         evidence = {**reply.evidence, "repaired": True, "repaired_for": str(reason)}
-        return run.model_copy(update={"usage": usage, "evidence": evidence}), reply
+        run = run.model_copy(update={"usage": usage, "evidence": evidence})
+        if getattr(self.provider, "metered", False):
+            self.meter_run(run, invocation.event, ProviderReply([], {}, {}))
+        return run, reply
 
     async def _asked(
         self,
@@ -125,14 +180,18 @@ class Answering:
         invocation: EnrichedInvocation,
         skills: Sequence[Any],
         outcome: RunOutcome,
+        provider: Provider | None = None,
     ) -> ProviderReply | ProviderFailed:
-        """The provider's reply, or why there is none: a provider that fails or crashes is
-        a value here, never an exception that takes the daemon down. The ack is due
-        ``ack_after_s`` after the message arrived (a repair round's too)."""
+        """The reply of ``provider`` (the configured one unless given), or why there is
+        none: a provider that fails or crashes is a value here, never an exception that
+        takes the daemon down. The ack is due ``ack_after_s`` after the message arrived (a
+        repair round's too)."""
         waited = self.clock.now() - invocation.event.received_at
         ack_in = max(self.ack_after_s - waited, min(ACK_FLOOR_S, self.ack_after_s))
         try:
-            return await self._respond(run, invocation, skills, outcome, ack_in)
+            return await self._respond(
+                run, invocation, skills, outcome, ack_in, provider or self.provider
+            )
         except ProviderFailed as exc:
             log.warning("provider failed", extra={"run_id": run.run_id, "reason": exc.reason})
             return exc
@@ -149,6 +208,7 @@ class Answering:
         skills: Sequence[Any],
         outcome: RunOutcome,
         ack_in: float,
+        provider: Provider,
     ) -> ProviderReply:
         """Ask the provider (once a place is free); if no answer has come ``ack_in``
         seconds from now (``ack_after_s`` counted from the message's arrival), ack first.
@@ -158,11 +218,11 @@ class Answering:
         causes one. Real time on purpose: it is the person who waits. In card mode, with a
         provider that streams, the card path does the same while the card fills in.
         """
-        if self.cards is not None and self.cards.streams(self.provider):
+        if self.cards is not None and self.cards.streams(provider):
             ack = partial(self._ack, run, outcome)
             acting = self.acting
             host = StreamHost(
-                self.provider,
+                provider,
                 acting.act,
                 ack,
                 acting.ending,
@@ -181,7 +241,7 @@ class Answering:
         timer = asyncio.get_running_loop().call_later(ack_in, ack_now)
         try:
             async with self.provider_slots:
-                reply = await self.provider.respond(invocation, skills)
+                reply = await provider.respond(invocation, skills)
         except BaseException:
             if acking is not None:
                 acking.cancel()

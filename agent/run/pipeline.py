@@ -43,6 +43,7 @@ from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
 from agent.run.endings import HONEST_FAILURE, Endings
 from agent.run.invocation import InvocationBuilder
+from agent.run.metering import ModelMeter
 from agent.run.outcome import RunOutcome, touches_task
 from agent.run.recovery import settled_from_records
 from agent.run.tasks import TaskKeeper
@@ -88,6 +89,8 @@ class Pipeline:
         reply_form: str,
         cards: CardReplies | None,
         schedule: SchedulePolicy,
+        fallback: Provider | None,
+        meter: ModelMeter | None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -124,6 +127,8 @@ class Pipeline:
             ack_after_s=ack_after_s,
             provider_slots=provider_slots,
             run_dir=run_dir,
+            fallback=fallback,
+            meter=meter,
         )
         # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
         self.proactive = ProactiveWork(
@@ -217,7 +222,14 @@ class Pipeline:
         )
         if isinstance(reply, ProviderFailed):
             return await self.endings.fail_honestly(run, reply, outcome)
-        run = run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
+        run = run.model_copy(
+            update={
+                "usage": reply.usage,
+                "evidence": reply.evidence,
+                "answered_by": reply.evidence.get("answered_by"),
+                "degraded": reply.evidence.get("degraded"),
+            }
+        )
         if not reply.requests and outcome.terminal is None:
             if outcome.acked:
                 empty = ProviderFailed("no_answer", "nothing after the ack")

@@ -99,6 +99,7 @@ class OpenAIProvider:
     """Asks a chat-completions endpoint for ActionRequest JSON; one repair round at most."""
 
     name: str = "openai"
+    metered = True  # its tokens count against the model budgets (agent/run/metering.py)
 
     def __init__(
         self,
@@ -114,6 +115,10 @@ class OpenAIProvider:
         self._sleep = sleep
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
+
+    @property
+    def model_name(self) -> str:
+        return self.config.model
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a shared one is the caller's)."""
