@@ -226,13 +226,14 @@ def _probe(settings: Settings) -> Check:
     result = asyncio.run(probe(settings))
     verdict, explanation = probe_verdict(result)
     if result.loaded is False:
-        return Check(
-            "host loading",
-            False,
-            explanation,
-            "check the provider's endpoint, model and skill paths",
-            "skills",
+        # A wrong key or model will not mend itself, and every run falls back to rules.
+        rejected = "provider failed: rejected" in result.evidence
+        remedy = (
+            "the model endpoint refused the request: check openai_api_key and openai_model"
+            if rejected
+            else "check the provider's endpoint, model and skill paths"
         )
+        return Check("host loading", False, explanation, remedy, "skills")
     return Check("host loading", True, f"{verdict}: {explanation}")
 
 

@@ -128,3 +128,19 @@ async def test_skills_probe_command(tmp_path):
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, out
     assert out.decode().startswith("loaded: openai")
+
+
+async def test_doctor_says_a_rejected_model_is_a_key_or_model_to_fix(tmp_path):
+    from agent.cli.doctor import _probe
+
+    async with FakeModel({}, api_key="right-key") as model:
+        settings = Settings(
+            provider="openai",
+            openai_base_url=model.base_url,
+            openai_model="m",
+            openai_api_key="wrong-key",
+            store_path=tmp_path / "d.db",
+        )
+        check = await asyncio.to_thread(_probe, settings)
+    assert not check.ok and "openai_api_key" in check.fix
+    assert "wrong-key" not in str(check)
