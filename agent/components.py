@@ -117,6 +117,8 @@ def invocation_limits(settings: Settings) -> InvocationLimits:
         burst_window_s=settings.burst_window_s,
         max_burst_messages=settings.max_burst_messages,
         identity_ttl_s=settings.identity_ttl_s,
+        context_window_s=settings.context_window_s,
+        context_turns=settings.context_turns,
     )
 
 

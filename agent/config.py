@@ -80,6 +80,10 @@ class Settings(BaseModel):
 
     # the enriched invocation (agent/run/invocation.py)
     burst_window_s: float = Field(default=120, ge=0)
+    # a provider sees the person's last context_turns messages to the robot in this
+    # conversation within context_window_s, with the robot's delivered replies (0: none)
+    context_window_s: float = Field(default=1800, ge=0)
+    context_turns: int = Field(default=6, ge=0, le=50)
     max_text_chars: int = Field(default=4000, ge=100)
     max_quote_chars: int = Field(default=1000, ge=50)
     max_burst_messages: int = Field(default=10, ge=0)

@@ -104,6 +104,18 @@ def _receipt_facts(receipt: Receipt) -> dict[str, Any]:
     }
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string in a request body (keys too), so a fragment matches what the model read,
+    not its JSON escaping."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [part for key, item in value.items() for part in [key, *_strings(item)]]
+    if isinstance(value, list):
+        return [part for item in value for part in _strings(item)]
+    return [json.dumps(value)]
+
+
 def model_findings(expect: Expect, requests: list[dict[str, Any]]) -> list[Check]:
     """``model_requests_count`` and each ``model_requests[i]`` against the i-th request."""
     found: list[Check] = []
@@ -114,7 +126,7 @@ def model_findings(expect: Expect, requests: list[dict[str, Any]]) -> list[Check
         if index >= len(requests):
             found.append(Check(where, "a request", f"{len(requests)} requests"))
             continue
-        body = json.dumps(requests[index], ensure_ascii=False)
+        body = "\n".join(_strings(requests[index]))
         for fragment in wanted.contains:
             if fragment not in body:
                 found.append(Check(f"{where}.contains", fragment, "absent"))

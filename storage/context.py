@@ -27,6 +27,34 @@ class ContextRecords(StoreBase):
         ).fetchall()
         return [Event.model_validate_json(row[0]) for row in rows]
 
+    def recent_exchange(
+        self,
+        conversation_id: str,
+        actor_id: str,
+        since: float,
+        before: float,
+        exclude: str,
+        limit: int,
+    ) -> list[tuple[str, str, float, str | None]]:
+        """The actor's last ``limit`` messages in the conversation created in
+        [since, before) other than ``exclude``, oldest first: (msgId, text, created_at, the
+        text the robot last delivered in answer, or None). One statement."""
+        rows = self.conn.execute(
+            "SELECT e.event_id, e.event_json, e.created_at,"
+            " (SELECT o.text FROM intents i JOIN outbound o ON o.intent_id = i.intent_id"
+            "  WHERE i.event_id = e.event_id AND i.kind IN ('reply', 'ask')"
+            "  ORDER BY o.sent_at DESC LIMIT 1)"
+            " FROM events e WHERE e.conversation_id = ? AND e.actor_id = ?"
+            " AND e.created_at >= ? AND e.created_at < ? AND e.event_id != ?"
+            " ORDER BY e.created_at DESC, e.rowid DESC LIMIT ?",
+            (conversation_id, actor_id, since, before, exclude, limit),
+        ).fetchall()
+        turns = [
+            (msg, Event.model_validate_json(raw).text, float(at), reply)
+            for msg, raw, at, reply in rows
+        ]
+        return list(reversed(turns))
+
     def outbound(self, *, process_query_key: str | None = None) -> dict[str, Any] | None:
         """One of our own sent messages, found by DingTalk's processQueryKey."""
         if not process_query_key:

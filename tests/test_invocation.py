@@ -334,3 +334,15 @@ async def test_senders_are_known_from_memory_without_asking_the_store(store, tmp
     # Memory was filled from the store's cache once; on a store only this process writes,
     # a sender memory does not know is not in the store either. Replicas still look.
     assert asked == ([] if store.exclusive else ["u2"])
+
+
+def test_recent_exchange_is_the_persons_last_turns_in_the_window(store):
+    for n, age in enumerate((4000, 1000, 600, 300, 60)):
+        stored(store, msg_id=f"old{n}", text=f"问题{n}", created_at=T0 - age)
+    stored(store, msg_id="other", user="u2", text="别人的问题", created_at=T0 - 30)
+    now = stored(store, msg_id="now", text="那差旅呢？", created_at=T0)
+    recent = builder(store, context_window_s=1800, context_turns=3).recent(now)
+    assert recent is not None and recent.source == "store:events+outbound"
+    assert [t.msg_id for t in recent.turns] == ["old2", "old3", "old4"]  # the last 3, in order
+    assert all(t.reply is None for t in recent.turns)  # nothing was delivered to them
+    assert builder(store, context_turns=0).recent(now) is None

@@ -77,8 +77,10 @@ from agent.contracts.invocation import (
     Identity,
     MediaItem,
     QuotedMessage,
+    RecentExchange,
     Repair,
     Sourced,
+    Turn,
 )
 from agent.contracts.runs import (
     MemoryCandidate,
@@ -126,6 +128,7 @@ __all__ = [
     "QuotedMessage",
     "Receipt",
     "ReceiptStatus",
+    "RecentExchange",
     "RefusalReason",
     "ReminderProposal",
     "Repair",
@@ -143,6 +146,7 @@ __all__ = [
     "TaskCheckpoint",
     "TaskPatch",
     "TaskStatus",
+    "Turn",
     "Verdict",
     "canonical_json",
     "new_id",

@@ -92,6 +92,22 @@ class Burst(Sourced):
     messages: list[BurstMessage] = Field(default_factory=list)
 
 
+class Turn(Contract):
+    """One earlier message of the person to the robot, and what the robot actually
+    delivered in answer (None: nothing reached them)."""
+
+    msg_id: str
+    said: str
+    at: float
+    reply: str | None = None
+
+
+class RecentExchange(Sourced):
+    """The person's recent turns with the robot in this conversation, oldest first."""
+
+    turns: list[Turn] = Field(default_factory=list)
+
+
 class Repair(Contract):
     """Why the provider's previous answer was refused: its one repair round. A model gets
     its answer back with the reason and answers again; a second refusal gets the honest
@@ -125,6 +141,9 @@ class EnrichedInvocation(Contract):
     continuation: TaskCheckpoint | None = None
     # the message's media (and its quote's), fetched after the gate engaged
     media: list[MediaItem] = Field(default_factory=list)
+    # the person's last turns with the robot here and its delivered replies (bounded by
+    # context_window_s and context_turns, not by the burst window)
+    recent: RecentExchange | None = None
     # set on the repair round: what was refused and why
     repair: Repair | None = None
 

@@ -32,9 +32,11 @@ from agent.contracts import (
     Event,
     Identity,
     QuotedMessage,
+    RecentExchange,
     ResponseDecision,
     Run,
     TaskCheckpoint,
+    Turn,
 )
 from agent.dingtalk.readers import quoted_text
 from agent.dingtalk.transport import DingTalkTransport
@@ -52,6 +54,8 @@ class InvocationLimits:
     burst_window_s: float
     max_burst_messages: int
     identity_ttl_s: float
+    context_window_s: float
+    context_turns: int
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool, int | None]:
@@ -112,6 +116,7 @@ class InvocationBuilder:
             identity=await self.identity(event),
             quote=quote,
             burst=self.burst(event),
+            recent=self.recent(event),
             allowed_actions=run.allowed_actions,
             continuation=continuation,
             media=media,
@@ -204,6 +209,29 @@ class InvocationBuilder:
             truncated=len(kept) < len(earlier),
             original_length=len(earlier) if len(kept) < len(earlier) else None,
         )
+
+    def recent(self, event: Event) -> RecentExchange | None:
+        """The person's last turns with the robot here (before this message), each with
+        what was actually delivered in answer, from the store."""
+        limits = self.limits
+        if limits.context_window_s <= 0 or limits.context_turns <= 0:
+            return None
+        rows = self.store.recent_exchange(
+            event.conversation.id,
+            event.actor.user_id,
+            event.created_at - limits.context_window_s,
+            event.created_at,
+            event.event_id,
+            limits.context_turns,
+        )
+        if not rows:
+            return None
+        cut = limits.max_quote_chars
+        turns = [
+            Turn(msg_id=msg, said=said[:cut], at=at, reply=reply[:cut] if reply else None)
+            for msg, said, at, reply in rows
+        ]
+        return RecentExchange(source="store:events+outbound", turns=turns)
 
     # ------------------------------------------------------------------ identity
 
