@@ -159,6 +159,10 @@ def _read_text(item: MediaItem) -> str | None:
         return None
 
 
+_WHOSE_EN = {"message": "", "quote": "quoted ", "earlier": "earlier "}
+_WHOSE_ZH = {"message": "", "quote": "引用的", "earlier": "你刚才发的"}
+
+
 def about_media(invocation: EnrichedInvocation, english: bool) -> dict[str, Any] | None:
     """What the rules provider can honestly say about the media it received, if any."""
     items = [m for m in invocation.media if m.kind != "audio" or not m.recognition]
@@ -167,7 +171,7 @@ def about_media(invocation: EnrichedInvocation, english: bool) -> dict[str, Any]
     lines: list[str] = []
     for item in items:
         what = describe(item, english)
-        whose = "" if item.part_of == "message" else ("quoted " if english else "引用的")
+        whose = _WHOSE_EN[item.part_of] if english else _WHOSE_ZH[item.part_of]
         if item.status is MediaStatus.MISSING:
             why_en, why_zh = _WHY.get(item.problem or "", _WHY["failed"])
             lines.append(

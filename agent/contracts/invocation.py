@@ -57,7 +57,8 @@ class MediaItem(Contract):
 
     media_id: str
     kind: str  # picture | file | video | audio
-    part_of: Literal["message", "quote"] = "message"
+    # "earlier": of the person's message just before (a file, then 「帮我看下这个文件」)
+    part_of: Literal["message", "quote", "earlier"] = "message"
     status: MediaStatus
     file_name: str | None = None
     mime: str | None = None  # sniffed from the bytes, not taken from the name

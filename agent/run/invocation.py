@@ -73,6 +73,10 @@ def _missing_reason(from_robot: bool, author: str | None) -> str:
     return "the quote names no sender and no content, and the message is not in our records"
 
 
+# DingTalk stamps createAt in milliseconds: a file and a line sent together share it.
+SAME_INSTANT_S = 0.001
+
+
 class InvocationBuilder:
     def __init__(
         self,
@@ -102,7 +106,11 @@ class InvocationBuilder:
         continuation: TaskCheckpoint | None = None,
     ) -> EnrichedInvocation:
         text, truncated, original = _cut(event.text, self.limits.max_text_chars)
-        media = await self.media.fetch(event, run.run_id) if self.media is not None else []
+        media = (
+            await self.media.fetch(event, run.run_id, self.earlier_with_media(event))
+            if self.media is not None
+            else []
+        )
         quote = self.quote(event)
         if quote is not None:
             quote.media = [m.media_id for m in media if m.part_of == "quote"]
@@ -209,6 +217,21 @@ class InvocationBuilder:
             truncated=len(kept) < len(earlier),
             original_length=len(earlier) if len(kept) < len(earlier) else None,
         )
+
+    def earlier_with_media(self, event: Event) -> Event | None:
+        """For a message with no media of its own, the person's latest earlier message
+        here within the burst window that had some: 「帮我看下这个文件」 means that file,
+        whether it came together (its run superseded by this one) or seconds before."""
+        if event.attachments or self.limits.burst_window_s <= 0:
+            return None
+        earlier = self.store.events_between(
+            event.conversation.id,
+            event.actor.user_id,
+            event.created_at - self.limits.burst_window_s,
+            event.created_at + SAME_INSTANT_S,  # sent together: the same createAt
+        )
+        with_media = [e for e in earlier if e.attachments and e.event_id != event.event_id]
+        return with_media[-1] if with_media else None
 
     def recent(self, event: Event) -> RecentExchange | None:
         """The person's last turns with the robot here (before this message), each with

@@ -139,9 +139,14 @@ class MediaFetcher:
         self.api = api
         self.limits = limits
 
-    async def fetch(self, event: Event, run_id: str) -> list[MediaItem]:
-        """Every attachment of ``event``, fetched and stored, or missing with the reason."""
+    async def fetch(
+        self, event: Event, run_id: str, earlier: Event | None = None
+    ) -> list[MediaItem]:
+        """Every attachment of ``event`` (and of ``earlier``, the person's message just
+        before, marked so), fetched and stored, or missing with the reason."""
         items = described(event)
+        if earlier is not None:
+            items += [i.model_copy(update={"part_of": "earlier"}) for i in described(earlier)]
         if not items:
             return []
         folder = self.limits.media_dir / run_id
