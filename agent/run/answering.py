@@ -127,18 +127,17 @@ class Answering:
                 level("model unavailable; the fallback answers", extra={"failure": failure})
                 fallen = await self._asked(run, invocation, skills, outcome, self.fallback)
                 reply = _degraded(fallen, self.fallback.name, "model_unavailable", failure)
-        if metered:
-            self.meter_run(run, event, reply)
+        if isinstance(reply, ProviderReply):
+            self._meter(run, event, reply.usage, reply.evidence.get("degraded"))
+        else:
+            self._meter(run, event, {}, None)
         return invocation, reply
 
-    def meter_run(self, run: Run, event: Event, reply: ProviderReply | ProviderFailed) -> None:
+    def _meter(self, run: Run, event: Event, usage: dict[str, Any], degraded: Any) -> None:
         """Keep what the run's model calls cost so far (the budgets read it)."""
-        if self.meter is None:
-            return
-        usage = reply.usage if isinstance(reply, ProviderReply) else {}
-        degraded = reply.evidence.get("degraded") if isinstance(reply, ProviderReply) else None
-        model = getattr(self.provider, "model_name", self.provider.name)
-        self.meter.record(run, event, model, {**run.usage, **usage}, degraded)
+        if self.meter is not None and getattr(self.provider, "metered", False):
+            model = getattr(self.provider, "model_name", self.provider.name)
+            self.meter.record(run, event, model, usage, degraded)
 
     def may_repair(self, outcome: RunOutcome, reply: ProviderReply) -> bool:
         """One repair round per run: for an answer refused as untrue (a claim, a promise),
@@ -170,8 +169,7 @@ class Answering:
         usage = {k: run.usage.get(k, 0) + reply.usage.get(k, 0) for k in {*run.usage, *reply.usage}}
         evidence = {**reply.evidence, "repaired": True, "repaired_for": str(reason)}
         run = run.model_copy(update={"usage": usage, "evidence": evidence})
-        if getattr(self.provider, "metered", False):
-            self.meter_run(run, invocation.event, ProviderReply([], {}, {}))
+        self._meter(run, invocation.event, usage, None)  # both rounds' tokens
         return run, reply
 
     async def _asked(
