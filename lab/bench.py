@@ -224,6 +224,11 @@ def bench(events: int | None, quick: bool, only: str | None) -> dict[str, object
         report["stream_ratios"] = ratios
     if only in (None, "cards"):
         report["cards"] = asdict(run_bench_cards(quick))
+    if only == "model":  # minutes of a real-time model's waits: run when asked for by name
+        from lab.bench_model import bench_model, quick_load
+
+        with tempfile.TemporaryDirectory(prefix="dta-bench-model-") as tmp:
+            report["model"] = asyncio.run(bench_model(quick_load(quick, events), Path(tmp)))
     if only == "postgres":  # needs a server: run when asked for by name
         from lab.bench_pg import bench_pipeline_pg, bench_replicas
 

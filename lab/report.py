@@ -201,6 +201,10 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
             f" (x{cards['first_frame_over_plain']}), final frame p50"
             f" {cards['card_final_p50_ms']} ms; {cards['frames_per_card']} frames per card"
         )
+    if model := report.get("model"):
+        from lab.bench_model import lines
+
+        yield from lines(model)
     if pg := report.get("postgres"):
         pipe = pg["pipeline"]
         yield (

@@ -279,12 +279,12 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
     rel.add_argument("--reduced", action="store_true", help="the smaller CI-sized run")
     rel.add_argument("--workdir", type=Path, help="keep the store and logs here")
     bn = _add(sub, "bench", "benchmarks, each next to its baseline", json_output=True)
-    bn.add_argument("--events", type=int, help="pipeline: synthetic messages (default 5000)")
+    bn.add_argument("--events", type=int, help="pipeline: synthetic messages; model: conversations")
     bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
     bn.add_argument(
         "--only",
-        choices=["pipeline", "stream", "cards", "postgres"],
-        help="run one benchmark (postgres: needs the server; run only when named)",
+        choices=["pipeline", "stream", "cards", "model", "postgres"],
+        help="run one benchmark (model, postgres: minutes / a server; run only when named)",
     )
 
 
