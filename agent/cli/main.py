@@ -263,6 +263,22 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
     ev.add_argument("--report", type=Path, help="write a JSON report here")
     ev.add_argument("--html", type=Path, help="write an HTML report here")
     ev.add_argument("--live", action="store_true", help="through the real connector and websocket")
+    ev.add_argument(
+        "--against-model",
+        action="store_true",
+        help="measure the configured model (openai_base_url, openai_model, openai_api_key):"
+        " each case N times, pass rates with 95%% intervals; cases scripting the model are"
+        " skipped",
+    )
+    ev.add_argument(
+        "--repeat", type=int, metavar="N", help="--against-model: runs per case (default 5)"
+    )
+    ev.add_argument(
+        "--min-pass-rate",
+        type=float,
+        metavar="X",
+        help="--against-model: exit 1 when the overall pass rate is below X (0..1)",
+    )
     rp = _add(sub, "replay", "drive recorded frames through the pipeline")
     rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
     sec = _add(sub, "security", "injection corpus; grep artefacts for secrets", json_output=True)
