@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.clock import SystemClock
+from agent.config import Settings
 from agent.run.answering import ACK_TEXT
 from lab.bench_stream import _cpu_seconds, _percentile
 from lab.daemon import DaemonProcess, until
@@ -51,6 +52,10 @@ QUESTION = "报销怎么走？"
 KEY_PATTERN = r"mdl-[a-z0-9]+-\d{4}"  # the bench's message ids, found in the model's prompt
 SAMPLE_S = 0.05
 WARM_UP = 2
+# The app-wide card budget: the default, and the most the setting allows (what the cards
+# cost dta itself once the budget is out of the way).
+DEFAULT_CARD_RATE = float(Settings.model_fields["card_frames_per_second"].default)
+CARD_RATES = (DEFAULT_CARD_RATE, 100.0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class ModelLoad:
     concurrency: tuple[int, ...]  # the max_concurrent_runs settings, text mode each
     latency_s: tuple[float, float] = (1.0, 3.0)
     tokens_per_s: float = 30.0
+    card_rates: tuple[float, ...] = CARD_RATES  # card_frames_per_second, card mode each
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ class ModelRun:
     conversations: int
     replies: int  # conversations that got their answer
     answered_once: int  # conversations with exactly one answer (acks aside)
+    whole: int  # answers that are the model's whole text (a card: finished with it)
     acks: int  # "稍等" messages sent while answers were still coming
     seconds: float
     replies_per_s: float
@@ -81,6 +88,7 @@ class ModelRun:
     rss_peak_kib: int
     peak_runs_in_flight: int
     rss_kib_per_run_in_flight: float
+    card_frames_per_second: float | None = None
     card_first_frame_p50_ms: float | None = None
     card_first_frame_p99_ms: float | None = None
     # From the model's first token to the card's first frame: dta's own share of the wait.
@@ -88,7 +96,7 @@ class ModelRun:
     card_after_first_token_p99_ms: float | None = None
 
 
-def _config(mode: str, concurrency: int, model: PacedModel) -> dict[str, Any]:
+def _config(mode: str, concurrency: int, model: PacedModel, rate: float) -> dict[str, Any]:
     config: dict[str, Any] = {
         "log_level": "WARNING",
         "stream_ping_interval_s": 10,  # production keepalive, as in the stream bench
@@ -99,7 +107,11 @@ def _config(mode: str, concurrency: int, model: PacedModel) -> dict[str, Any]:
         "max_concurrent_runs": concurrency,
     }
     if mode == "card":
-        config |= {"reply_mode": "card", "card_template_id": "bench-card.schema"}
+        config |= {
+            "reply_mode": "card",
+            "card_template_id": "bench-card.schema",
+            "card_frames_per_second": rate,
+        }
     return config
 
 
@@ -125,6 +137,14 @@ class _Tally:
                 for user in message.user_ids:
                     done.setdefault(user, []).append(message.time)
         return done
+
+    def whole(self) -> int:
+        """Answers carrying the model's whole text (a card also finished with it)."""
+        text = ANSWER["text"]
+        if self.mode == "card":
+            cards = self.fake.cards[self.mark_cards :]
+            return sum(c.content == text and c.flow_status == "3" for c in cards)
+        return sum(m.text == text for m in self.fake.received[self.mark_messages :])
 
     def acks(self) -> int:
         return sum(m.text == ACK_TEXT for m in self.fake.received[self.mark_messages :])
@@ -196,6 +216,7 @@ def _card_figures(
 def _figures(
     mode: str,
     concurrency: int,
+    rate: float,
     model: PacedModel,
     served_mark: int,
     burst: tuple[_Tally, dict[str, float], dict[str, float]],
@@ -222,6 +243,7 @@ def _figures(
         conversations=count,
         replies=replies,
         answered_once=sum(1 for user in arrived if len(answers.get(user, [])) == 1),
+        whole=tally.whole(),
         acks=tally.acks(),
         seconds=round(seconds, 3),
         replies_per_s=round(replies / seconds, 2),
@@ -235,13 +257,16 @@ def _figures(
         rss_peak_kib=rss_peak,
         peak_runs_in_flight=flight,
         rss_kib_per_run_in_flight=round((rss_peak - rss_before) / max(flight, 1), 1),
+        card_frames_per_second=rate if mode == "card" else None,
         **card,
     )
 
 
-async def _run(mode: str, concurrency: int, load: ModelLoad, workdir: Path) -> ModelRun:
+async def _run(
+    mode: str, concurrency: int, load: ModelLoad, workdir: Path, rate: float = DEFAULT_CARD_RATE
+) -> ModelRun:
     """One fresh daemon, fake DingTalk and paced model; a warm-up, then the burst."""
-    tag = f"{mode[0]}{concurrency}"
+    tag = f"{mode[0]}{concurrency}" + (f"r{int(rate)}" if mode == "card" else "")
     model = PacedModel(
         ANSWER,
         latency_s=load.latency_s,
@@ -250,7 +275,7 @@ async def _run(mode: str, concurrency: int, load: ModelLoad, workdir: Path) -> M
         key_pattern=KEY_PATTERN,
     )
     async with FakeDingTalk(SystemClock()) as fake, model:
-        daemon = DaemonProcess(fake, workdir / tag, _config(mode, concurrency, model))
+        daemon = DaemonProcess(fake, workdir / tag, _config(mode, concurrency, model, rate))
         await daemon.start()
         try:
             if not await fake.wait_connected(30):
@@ -261,13 +286,15 @@ async def _run(mode: str, concurrency: int, load: ModelLoad, workdir: Path) -> M
             burst = await _burst(fake, daemon, mode, load.conversations, tag)
         finally:
             await daemon.stop()
-    return _figures(mode, concurrency, model, served_mark, burst)
+    return _figures(mode, concurrency, rate, model, served_mark, burst)
 
 
 async def bench_model(load: ModelLoad, workdir: Path) -> dict[str, Any]:
-    """Text mode at each concurrency setting, then card mode at the highest."""
+    """Text mode at each concurrency setting, then card mode at the highest, once per card
+    budget."""
     runs = [await _run("text", c, load, workdir) for c in load.concurrency]
-    runs.append(await _run("card", max(load.concurrency), load, workdir))
+    for rate in load.card_rates:
+        runs.append(await _run("card", max(load.concurrency), load, workdir, rate))
     probe = PacedModel(ANSWER, latency_s=load.latency_s, tokens_per_s=load.tokens_per_s)
     return {
         "conversations": load.conversations,
@@ -294,14 +321,16 @@ def lines(model: dict[str, Any]) -> Iterator[str]:
     for run in model["runs"]:
         yield (
             f"  {run['mode']:<4} max_concurrent_runs {run['max_concurrent_runs']}:"
-            f" {run['replies']} replies in {run['seconds']} s = {run['replies_per_s']}/s,"
+            f" {run['replies']} replies ({run['whole']} whole) in {run['seconds']} s"
+            f" = {run['replies_per_s']}/s,"
             f" ideal {run['ideal_replies_per_s']}/s (efficiency {run['efficiency']});"
             f" {run['cpu_ms_per_run']} CPU ms/run; {run['rss_kib_per_run_in_flight']} KiB"
             f" per run in flight (peak {run['peak_runs_in_flight']}); {run['acks']} acks"
         )
         if run["mode"] == "card":
             yield (
-                f"    card first frame p50 {run['card_first_frame_p50_ms']} ms,"
+                f"    card_frames_per_second {run['card_frames_per_second']:g}: first frame"
+                f" p50 {run['card_first_frame_p50_ms']} ms,"
                 f" p99 {run['card_first_frame_p99_ms']} ms from the message's arrival;"
                 f" p50 {run['card_after_first_token_p50_ms']} ms,"
                 f" p99 {run['card_after_first_token_p99_ms']} ms from the model's first token"

@@ -52,10 +52,13 @@ async def test_a_tiny_model_bench_reports_every_figure(tmp_path: Path) -> None:
         ("text", 2),
         ("text", 4),
         ("card", 4),
+        ("card", 4),
     ]
+    assert [r["card_frames_per_second"] for r in runs] == [None, None, 10, 100]
     for run in runs:
         assert run["conversations"] == 6
         assert run["replies"] == run["answered_once"] == 6  # one answer each, none twice
+        assert run["whole"] == 6  # and each one the model's whole answer
         assert run["model_requests"] >= 6
         for name in RUN_FIGURES:
             assert _positive(run[name]), (run["mode"], name, run[name])
@@ -69,4 +72,4 @@ async def test_a_tiny_model_bench_reports_every_figure(tmp_path: Path) -> None:
             assert card_figures == [None] * len(CARD_FIGURES)
     assert _positive(report["expected_model_seconds"])
     printed = list(lines(report))
-    assert len(printed) == 1 + len(runs) + 1  # a heading, a line per run, the card's line
+    assert len(printed) == 1 + len(runs) + 2  # a heading, a line per run, a card line each
