@@ -68,6 +68,7 @@ MODEL_REFUSALS = frozenset(
 # The model's latency is real time; an ack timer on it would add a "稍等" the case never
 # asked for, so the ack waits longer than any answer may take.
 NO_ACK_S = 3600.0
+OPERATOR_MSGTYPE = "operator"  # agent/proactive/operator.py: a `dta send` event
 
 
 def skip_reason(case: Case) -> str | None:
@@ -113,6 +114,7 @@ class ModelCaseRun(CaseRun):
         super().__init__(case, workdir)
         self.overrides = overrides
         self.runs: list[Run] = []
+        self.operator_events: set[str] = set()
 
     async def _boot(self) -> Runtime:
         assert self.settings is not None
@@ -124,17 +126,24 @@ class ModelCaseRun(CaseRun):
         assert self.runtime is not None
         store = self.runtime.store
         # The last drain comes right before the judge: what it leaves is the case's end.
-        self.runs = [run for e in store.events() if (run := store.get_run(e.event_id))]
+        events = store.events()
+        self.runs = [run for e in events if (run := store.get_run(e.event_id))]
+        # `dta send` steps: the operator's words go through the gate, not the model's.
+        self.operator_events = {e.event_id for e in events if e.msgtype == OPERATOR_MSGTYPE}
 
 
-def repetition_of(result: CaseResult, runs: list[Run]) -> Repetition:
-    """One repetition's verdict from the case's evidence: its checks, receipts and runs."""
+def repetition_of(
+    result: CaseResult, runs: list[Run], operator_events: frozenset[str] = frozenset()
+) -> Repetition:
+    """One repetition's verdict from the case's evidence: its checks, receipts and runs
+    (refusals of what an operator sent are the operator's, not the model's)."""
     problems = [str(problem) for problem in result.problems]
     if result.error:
         problems.append(f"error: {result.error}")
     saves: Counter[str] = Counter()
     model_reasons = {reason.value for reason in MODEL_REFUSALS}
-    for trail in result.transcript.events if result.transcript else []:
+    trails = result.transcript.events if result.transcript else []
+    for trail in (t for t in trails if t.msg not in operator_events):
         for receipt in trail.receipts:
             if receipt["status"] == "refused" and receipt.get("reason") in model_reasons:
                 saves[receipt["reason"]] += 1
@@ -151,7 +160,7 @@ async def run_repetition(case: Case, overrides: dict[str, Any]) -> Repetition:
     with tempfile.TemporaryDirectory(prefix=f"dta-model-{case.id[:40]}-") as tmp:
         case_run = ModelCaseRun(case, Path(tmp), overrides)
         result = await case_run.run()
-        return repetition_of(result, case_run.runs)
+        return repetition_of(result, case_run.runs, frozenset(case_run.operator_events))
 
 
 async def measure(

@@ -23,12 +23,15 @@ from lab.against_model import (
     SKIP_MODEL_SCRIPT,
     SKIP_PROVIDER_SCRIPT,
     model_overrides,
+    repetition_of,
     skip_reason,
     split_cases,
 )
 from lab.cases import load_case
 from lab.model_report import CaseMeasure, Repetition, report_document, wilson_interval
+from lab.runner import CaseResult
 from lab.scripted_models import Behaviour, ModelView, ScriptedModel, misbehaving, well_behaved
+from lab.transcript import EventTrail, Transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "lab" / "cases" / "model-behaviour"
@@ -263,3 +266,23 @@ def test_the_flags_are_checked_before_anything_runs(
     assert main(["lab", "eval", "--against-model", str(SUITE)]) == 2  # no model configured
     err = capsys.readouterr().err
     assert "add --against-model" in err and "openai_base_url" in err
+
+
+def _trail(msg: str, *receipts: dict[str, Any]) -> EventTrail:
+    trail = EventTrail(msg, "u1", "cid", "dm", "", 1, None, "done")
+    trail.receipts.extend(receipts)
+    return trail
+
+
+def test_refusals_of_the_model_count_as_saves_and_the_operators_do_not() -> None:
+    case = load_case(next(SUITE.glob("*.json")))
+    refused = {"kind": "reply", "status": "refused", "reason": "unbacked_claim", "evidence": {}}
+    budget = {"kind": "reply", "status": "refused", "reason": "write_budget", "evidence": {}}
+    operator = {"kind": "reply", "status": "refused", "reason": "at_all", "evidence": {}}
+    result = CaseResult(case)
+    result.transcript = Transcript(
+        [_trail("m1", refused, budget), _trail("op1", operator)], [], [], []
+    )
+    repetition = repetition_of(result, [], frozenset({"op1"}))
+    assert repetition.gate_saves == Counter({"unbacked_claim": 1})
+    assert repetition.expectations_held and not repetition.passed

@@ -257,7 +257,10 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
         json_output=True,
         description="Runs case files (each in a fresh store, against a fresh fake DingTalk)."
         " Exit 0 all passed, 1 a case failed, 2 a case file is invalid or a path holds no"
-        " case (every valid file still runs).",
+        " case (every valid file still runs). With --against-model (the configured model"
+        " instead of the fake, `--repeat N` times per case): 0 once measured, 1 below"
+        " --min-pass-rate, 2 when it cannot measure (no model configured, an invalid file,"
+        " the model cannot see the skills).",
     )
     ev.add_argument("paths", nargs="+", type=Path, help="case files or folders (recursive)")
     ev.add_argument("--report", type=Path, help="write a JSON report here")
