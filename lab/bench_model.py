@@ -38,6 +38,7 @@ from agent.run.answering import ACK_TEXT
 from lab.bench_stream import _cpu_seconds, _percentile
 from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
+from lab.fake.calls import call_counts
 from lab.fake_model_paced import PacedModel
 
 SEED = 20_261_202
@@ -89,6 +90,7 @@ class ModelRun:
     peak_runs_in_flight: int
     rss_kib_per_run_in_flight: float
     card_frames_per_second: float | None = None
+    card_calls_per_card: float | None = None
     card_first_frame_p50_ms: float | None = None
     card_first_frame_p99_ms: float | None = None
     # From the model's first token to the card's first frame: dta's own share of the wait.
@@ -122,6 +124,7 @@ class _Tally:
         self.fake, self.mode = fake, mode
         self.users = users  # sender → the message id it sent
         self.mark_messages, self.mark_cards = len(fake.received), len(fake.cards)
+        self.mark_log = len(fake.request_log)
 
     def answers(self) -> dict[str, list[float]]:
         """Sender → the done time of each answer (a card: its final frame)."""
@@ -145,6 +148,12 @@ class _Tally:
             cards = self.fake.cards[self.mark_cards :]
             return sum(c.content == text and c.flow_status == "3" for c in cards)
         return sum(m.text == text for m in self.fake.received[self.mark_messages :])
+
+    def card_calls_per_card(self) -> float | None:
+        """Card API calls (create, frames, finished state) per card the burst made."""
+        cards = len(self.fake.cards) - self.mark_cards
+        calls = call_counts(self.fake.request_log[self.mark_log :])["card"]
+        return round(calls / cards, 2) if cards else None
 
     def acks(self) -> int:
         return sum(m.text == ACK_TEXT for m in self.fake.received[self.mark_messages :])
@@ -258,6 +267,7 @@ def _figures(
         peak_runs_in_flight=flight,
         rss_kib_per_run_in_flight=round((rss_peak - rss_before) / max(flight, 1), 1),
         card_frames_per_second=rate if mode == "card" else None,
+        card_calls_per_card=tally.card_calls_per_card() if mode == "card" else None,
         **card,
     )
 
@@ -333,5 +343,6 @@ def lines(model: dict[str, Any]) -> Iterator[str]:
                 f" p50 {run['card_first_frame_p50_ms']} ms,"
                 f" p99 {run['card_first_frame_p99_ms']} ms from the message's arrival;"
                 f" p50 {run['card_after_first_token_p50_ms']} ms,"
-                f" p99 {run['card_after_first_token_p99_ms']} ms from the model's first token"
+                f" p99 {run['card_after_first_token_p99_ms']} ms from the model's first token;"
+                f" {run['card_calls_per_card']} card calls per card"
             )

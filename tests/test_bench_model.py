@@ -35,6 +35,7 @@ CARD_FIGURES = (
     "card_first_frame_p99_ms",
     "card_after_first_token_p50_ms",
     "card_after_first_token_p99_ms",
+    "card_calls_per_card",
 )
 
 
