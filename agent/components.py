@@ -28,6 +28,7 @@ from agent.dingtalk.transport import DingTalkTransport
 from agent.proactive.heartbeat import Heartbeat
 from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
+from agent.run.grounding import Grounder, GroundingLimits
 from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder, InvocationLimits
 from agent.run.media import MediaFetcher, MediaLimits
@@ -43,6 +44,7 @@ from skills.providers.command import CommandConfig, CommandProvider
 from skills.providers.openai import OpenAIConfig, OpenAIProvider
 from skills.providers.openai_stream import StreamingOpenAIProvider
 from skills.providers.rules import RulesProvider
+from skills.retrieval.folder import KnowledgeBase
 from storage import Store
 from storage.backends.postgres import schema_for
 
@@ -289,6 +291,12 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         invocation_limits(settings),
         MediaFetcher(transport, media_limits(settings)),
         parts.identities,
+        Grounder(
+            KnowledgeBase(settings.knowledge_dir),
+            store,
+            GroundingLimits(settings.knowledge_items, settings.knowledge_item_chars),
+            settings.agent.name,
+        ),
     )
     return Pipeline(
         store=store,

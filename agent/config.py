@@ -96,6 +96,10 @@ class Settings(BaseModel):
     # write response-gate.json, enriched-invocation.json and CONTEXT.md per run here
     run_dir: Path | None = None
     knowledge_dir: Path | None = None
+    # a run is given at most knowledge_items matching sections (and memories), each cut to
+    # knowledge_item_chars (agent/run/grounding.py)
+    knowledge_items: int = Field(default=3, ge=0, le=20)
+    knowledge_item_chars: int = Field(default=1500, ge=100)
     skill_paths: list[Path] = Field(default_factory=list)
 
     # media (agent/run/media.py): fetched only for runs the response gate engaged

@@ -23,7 +23,7 @@ from agent.contracts import (
     RefusalReason,
     Run,
 )
-from gates.claims import done_claim, later_promise
+from gates.claims import done_claim, later_promise, unquoted
 from gates.reminders import ReminderLimits, mentions_everyone, reminder_problem, reminder_time
 
 # A session webhook URL lets anyone post into the conversation while it lives.
@@ -83,6 +83,9 @@ class ActionFacts:
     # Why the origin's session webhook cannot carry a reply (expired, or its URL off the
     # allowed webhook origins), as the transport decides; None when it can.
     webhook_problem: str | None = None
+    # What the run was given as sources (knowledge, memory): a claim quoted from them is
+    # theirs, not the robot's.
+    sources: tuple[str, ...] = ()
 
 
 def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1) -> str:
@@ -359,7 +362,7 @@ def _claims(c: _Case) -> _Refused | None:
     if not c.from_provider or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
         return None
     said = f"{c.request.title or ''}\n{c.body}"
-    claim = done_claim(said)
+    claim = done_claim(unquoted(said, c.facts.sources))
     if claim is None or (c.request.reminder is not None and _about_reminding(said)):
         return None
     return _Refused(
@@ -372,7 +375,7 @@ def _promises(c: _Case) -> _Refused | None:
     or a task left waiting that the heartbeat follows up."""
     if not c.from_provider or c.request.kind is not ActionKind.REPLY:
         return None
-    promise = later_promise(c.body)
+    promise = later_promise(unquoted(c.body, c.facts.sources))
     if promise is None or c.request.reminder is not None:
         return None
     task = c.request.task

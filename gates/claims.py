@@ -19,6 +19,7 @@ are measured on, each way (tests/test_claims.py; the rates are quoted in docs/la
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # Acts whose doing someone else would notice: telling or sending to people, making or
 # booking or approving things in the workspace. (Remembering, cancelling a reminder or
@@ -70,6 +71,30 @@ _PROMISE_EN = re.compile(
     r"(?:get back|reply|let you know|come back)",
     re.IGNORECASE,
 )
+
+
+# Quotes are recognised piece by piece: a sentence, or a clause after 「根据…：」 or a comma.
+_PIECE_END = re.compile(r"(?<=[。！？!?；;\n：:，,])")
+# A piece this short could be the robot's own words that happen to occur in a source
+# (「已通知财务」): only longer pieces count as quoted.
+MIN_QUOTE_CHARS = 8
+_SPACE = re.compile(r"\s+")
+
+
+def unquoted(text: str, sources: Sequence[str]) -> str:
+    """``text`` without the sentences it quotes from ``sources`` (the knowledge and memory
+    the run was given): 「报销单提交后已通知财务」 quoted from the notes is the notes' claim,
+    not the robot's."""
+    if not sources:
+        return text
+    plain = [_SPACE.sub("", source) for source in sources]
+    kept = []
+    for piece in _PIECE_END.split(text):
+        bare = _SPACE.sub("", piece).strip("「」“”\"'：:，,。.")
+        if len(bare) >= MIN_QUOTE_CHARS and any(bare in source for source in plain):
+            continue
+        kept.append(piece)
+    return "".join(kept)
 
 
 def done_claim(text: str) -> str | None:

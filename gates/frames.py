@@ -40,11 +40,18 @@ class FinalCheck:
 
 
 def _recheck(
-    gate: ActionGate, raw: Any, run: Run, names: frozenset[str], now: float = 0.0
+    gate: ActionGate,
+    raw: Any,
+    run: Run,
+    names: frozenset[str],
+    now: float = 0.0,
+    sources: tuple[str, ...] = (),
 ) -> tuple[Refusal | None, _Case]:
-    # Only ``now`` is read by these checks (a reminder's time); the run's other facts were
-    # weighed at approval.
-    facts = ActionFacts(now=now, thread_generation=0, writes_last_minute=0, writes_last_day=0)
+    # Only ``now`` (a reminder's time) and ``sources`` (what a claim may quote) are read by
+    # these checks; the run's other facts were weighed at approval.
+    facts = ActionFacts(
+        now=now, thread_generation=0, writes_last_minute=0, writes_last_day=0, sources=sources
+    )
     case = _Case(raw, run, RunTally(), facts, gate.policy, "card")
     checked: list[str] = []
     for check in CHECKS:
@@ -58,7 +65,9 @@ def _recheck(
     return None, case
 
 
-def frame_refusal(gate: ActionGate, text: str, run: Run) -> Refusal | None:
+def frame_refusal(
+    gate: ActionGate, text: str, run: Run, sources: tuple[str, ...] = ()
+) -> Refusal | None:
     """Why this frame (the full text so far) must not be pushed, or None when it may be.
 
     A frame is held to the card's whole-answer bounds: the length of one message, no
@@ -66,12 +75,14 @@ def frame_refusal(gate: ActionGate, text: str, run: Run) -> Refusal | None:
     """
     if not text.strip():
         return None  # nothing to show yet, so nothing to refuse
-    return _recheck(gate, {"kind": "reply", "text": text}, run, FRAME_CHECKS)[0]
+    return _recheck(gate, {"kind": "reply", "text": text}, run, FRAME_CHECKS, 0.0, sources)[0]
 
 
-def final_check(gate: ActionGate, raw: Any, run: Run, now: float) -> FinalCheck:
+def final_check(
+    gate: ActionGate, raw: Any, run: Run, now: float, sources: tuple[str, ...] = ()
+) -> FinalCheck:
     """Whether the finished answer may be the card's final text (as of ``now``)."""
-    refusal, case = _recheck(gate, raw, run, FINAL_CHECKS, now)
+    refusal, case = _recheck(gate, raw, run, FINAL_CHECKS, now, sources)
     if refusal is not None:
         return FinalCheck(refusal)
     return FinalCheck(None, case.reminder_due if case.request.reminder is not None else None)

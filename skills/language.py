@@ -12,6 +12,16 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LEADING_MENTIONS = re.compile(r"^(?:\s*[@＠][^\s@＠]+(?:\s+|$))+")
+
+
+def clean_text(text: str, agent_name: str = "") -> str:
+    """Drop a leftover robot name and other leading @mentions, and surrounding spaces."""
+    stripped = text.strip()
+    for prefix in (f"@{agent_name}", f"＠{agent_name}"):
+        if agent_name and stripped.startswith(prefix):
+            stripped = stripped[len(prefix) :]
+    return _LEADING_MENTIONS.sub("", stripped).strip()
 
 
 def is_english(text: str) -> bool:

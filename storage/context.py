@@ -194,6 +194,15 @@ class ContextRecords(StoreBase):
             )
         return [MemoryCandidate.model_validate_json(row[0]) for row in rows.fetchall()]
 
+    def memory_in_scope(self, scope_id: str) -> list[MemoryCandidate]:
+        """Every candidate of one conversation (any status), oldest first."""
+        rows = self.conn.execute(
+            "SELECT candidate_json FROM memory_candidates WHERE scope_id = ?"
+            " ORDER BY created_at, rowid",
+            (scope_id,),
+        )
+        return [MemoryCandidate.model_validate_json(row[0]) for row in rows.fetchall()]
+
     def save_memory(self, candidate: MemoryCandidate) -> bool:
         """Compare-and-set on the revision, like tasks: False when the candidate moved."""
         with self._tx() as conn:

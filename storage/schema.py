@@ -356,6 +356,12 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX model_usage_at ON model_usage (at);
         """,
     ),
+    Migration(
+        "11: a conversation's memories, read for every run's grounding",
+        """
+        CREATE INDEX memory_scope ON memory_candidates (scope_id, created_at);
+        """,
+    ),
 ]
 
 

@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from agent.contracts import ActionRequest, AgentDefinition
-from skills.providers import knowledge
-from skills.providers.knowledge import KnowledgeBase, best_match, parse_sections, terms
 from skills.providers.rules import RulesProvider
+from skills.retrieval import folder as knowledge
+from skills.retrieval.folder import KnowledgeBase
+from skills.retrieval.sections import parse_sections
+from skills.retrieval.strict import best_match
+from skills.retrieval.terms import terms
 
 FAQ = """\
 # 常见问题

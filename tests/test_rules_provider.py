@@ -20,9 +20,10 @@ from agent.contracts import (
     Identity,
     Robot,
 )
+from skills.language import clean_text
 from skills.loader import Skill, discover
 from skills.providers.base import Provider
-from skills.providers.rules import RulesProvider, clean_text, redirect_kind
+from skills.providers.rules import RulesProvider, redirect_kind
 
 ALL = list(ActionKind)
 

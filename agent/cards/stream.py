@@ -248,7 +248,7 @@ class CardReplies:
         waits for the next text. Past what one card shows, the card ends with its part and
         the answer goes on in the next one."""
         assert live.card is not None
-        refusal = frame_refusal(self.gate, text, live.run)
+        refusal = frame_refusal(self.gate, text, live.run, live.outcome.sources)
         if refusal is not None:
             live.refusal = refusal
             return
@@ -334,7 +334,7 @@ class CardReplies:
             await host.act(live.run, before, outcome, settle_last=False)
         run = live.run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
         live.run = run
-        check = final_check(self.gate, final, run, self.cards.clock.now())
+        check = final_check(self.gate, final, run, self.cards.clock.now(), outcome.sources)
         if check.refusal is not None:
             return await self._refused(host, live, check.refusal, reply)
         request = ActionRequest.model_validate(final)

@@ -28,7 +28,7 @@ class TaskPatch(Contract):
 
 
 class MemoryCandidateProposal(Contract):
-    kind: Literal["semantic", "episodic", "social", "procedural"] = "semantic"
+    kind: Literal["semantic", "episodic", "social", "procedural", "tombstone"] = "semantic"
     title: str
     content: str
     confidence: float = Field(default=0.5, ge=0, le=1)

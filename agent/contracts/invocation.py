@@ -1,7 +1,8 @@
 """What a provider is handed: the ``EnrichedInvocation`` and the items it is enriched with.
 
-Each item (``Identity``, ``QuotedMessage``, ``Burst``) derives from ``Sourced``: it says where
-it came from and what is missing or cut, and never grants authority. ``MediaItem`` is a
+Each item (``Identity``, ``QuotedMessage``, ``Burst``, ``Grounding``) derives from
+``Sourced``: it says where it came from and what is missing or cut, and never grants
+authority. ``MediaItem`` is a
 picture, file, video or audio fetched after the gate. ``EnrichedInvocation.for_provider``
 is the one view a provider may see: webhook URLs, download codes and storage paths are
 left out of it.
@@ -109,6 +110,35 @@ class RecentExchange(Sourced):
     turns: list[Turn] = Field(default_factory=list)
 
 
+class KnowledgeItem(Contract):
+    """One section of the knowledge folder, or one published memory, that matches the
+    message: what a model answers from and names as its source."""
+
+    ref: str  # "hr/leave.md#病假", or "memory:<candidate_id>"
+    kind: Literal["knowledge", "memory"]
+    file: str | None = None
+    section: str | None = None
+    content: str
+    sha256: str  # of the whole section, so a quote can be checked against its source
+    truncated: bool = False
+    original_length: int | None = None
+    scope: str | None = None  # a memory's conversation
+
+
+class Grounding(Sourced):
+    """What the knowledge folder and this conversation's published memory hold on the
+    message: only the items that match, and when none do, what was searched."""
+
+    query: str
+    files: int = 0
+    sections: int = 0
+    memories: int = 0  # published memories in this conversation's scope
+    items: list[KnowledgeItem] = Field(default_factory=list)
+    nothing_found: str | None = None
+    # memories withdrawn here (「忘掉…」, a tombstone proposed or published): never served
+    withdrawn: list[str] = Field(default_factory=list)
+
+
 class Repair(Contract):
     """Why the provider's previous answer was refused: its one repair round. A model gets
     its answer back with the reason and answers again; a second refusal gets the honest
@@ -145,6 +175,8 @@ class EnrichedInvocation(Contract):
     # the person's last turns with the robot here and its delivered replies (bounded by
     # context_window_s and context_turns, not by the burst window)
     recent: RecentExchange | None = None
+    # the knowledge sections and published memory in scope that match the message
+    knowledge: Grounding | None = None
     # set on the repair round: what was refused and why
     repair: Repair | None = None
 

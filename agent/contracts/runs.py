@@ -132,7 +132,7 @@ class MemoryCandidate(Contract):
         default="dta.memory-candidate/1", alias="$schema"
     )
     candidate_id: str
-    kind: Literal["semantic", "episodic", "social", "procedural"]
+    kind: Literal["semantic", "episodic", "social", "procedural", "tombstone"]
     scope_id: str
     title: str
     content: str

@@ -116,6 +116,8 @@ class Acting:
             )
             if not supersedable:
                 facts = replace(facts, thread_generation=run.generation)
+            if outcome.sources:
+                facts = replace(facts, sources=outcome.sources)
             verdict = self.action_gate.decide(
                 raw,
                 run,

@@ -106,6 +106,8 @@ class Answering:
         """The invocation and the provider's reply to it (or the host's own: no invocation
         to repair), or why there is none."""
         invocation = await self.invocations.build(event, run, decision, continuation)
+        if invocation.knowledge is not None:
+            outcome.sources = tuple(item.content for item in invocation.knowledge.items)
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider

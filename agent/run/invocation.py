@@ -11,6 +11,8 @@ Three things beyond the message itself, each saying where it came from:
 - **identity** — name, title and department from the staff directory (cached, looked up
   as soon as the run is queued: ``agent.run.identities``); when the lookup fails the
   envelope's nick, marked ``source: envelope``.
+- **knowledge** — the sections of the knowledge folder and the published memory of this
+  conversation that match the message (``agent.run.grounding``), or what was searched.
 - **media** — the message's pictures, files, video and audio (and its quote's), fetched
   here, after the response gate engaged, by ``agent.run.media`` (never at ingest).
 
@@ -40,6 +42,7 @@ from agent.contracts import (
 )
 from agent.dingtalk.readers import quoted_text
 from agent.dingtalk.transport import DingTalkTransport
+from agent.run.grounding import Grounder
 from agent.run.identities import IdentityDirectory
 from agent.run.media import MediaFetcher
 from storage import Store
@@ -86,12 +89,14 @@ class InvocationBuilder:
         limits: InvocationLimits,
         media: MediaFetcher | None = None,
         identities: IdentityDirectory | None = None,
+        grounder: Grounder | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.transport = transport
         self.limits = limits
         self.media = media
+        self.grounder = grounder
         # Staff-directory answers, cached and looked up early (agent/run/identities.py): the
         # runtime's own, which it starts on as soon as a run is queued.
         self.identities = identities or IdentityDirectory(
@@ -114,6 +119,8 @@ class InvocationBuilder:
         quote = self.quote(event)
         if quote is not None:
             quote.media = [m.media_id for m in media if m.part_of == "quote"]
+        recent = self.recent(event)
+        knowledge = self.grounder.ground(event, text, recent) if self.grounder else None
         return EnrichedInvocation(
             run_id=run.run_id,
             event=event,
@@ -124,7 +131,8 @@ class InvocationBuilder:
             identity=await self.identity(event),
             quote=quote,
             burst=self.burst(event),
-            recent=self.recent(event),
+            recent=recent,
+            knowledge=knowledge,
             allowed_actions=run.allowed_actions,
             continuation=continuation,
             media=media,

@@ -36,6 +36,8 @@ class RunOutcome:
     refused_answer: str | None = None
     refused_reason: RefusalReason | None = None
     refused_say: str | None = None  # the refusal's own plain words for the person, if any
+    # the knowledge and memory the run was given: what its answer may quote as theirs
+    sources: tuple[str, ...] = ()
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:

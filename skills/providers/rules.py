@@ -24,26 +24,26 @@ a DM because the transport adds the @ mention.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.contracts import ActionKind, AgentDefinition, ConversationType, EnrichedInvocation
 from skills import media
-from skills.language import is_english
+from skills.language import clean_text, is_english
 from skills.loader import Skill, allowed_actions
 from skills.providers import arithmetic, followup, reminders
 from skills.providers.base import ProviderReply, ask, reply, silence
-from skills.providers.knowledge import KnowledgeBase, Match, excerpt
+from skills.retrieval.folder import KnowledgeBase, excerpt
+from skills.retrieval.sections import Section
+from skills.retrieval.strict import Match
 
 
 def _compile(*patterns: str) -> re.Pattern[str]:
     """One pattern that matches where any of ``patterns`` does (one scan, not several)."""
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
-
-_LEADING_MENTIONS = re.compile(r"^(?:\s*[@＠][^\s@＠]+(?:\s+|$))+")
 
 # English verbs like "post", "share" and "message" are also nouns, so they only count in
 # request position: at the start, or after "please", "can you", "and" ...
@@ -126,15 +126,6 @@ _IMPERSONATE_EN = (
 )
 
 
-def clean_text(text: str, agent_name: str = "") -> str:
-    """Drop a leftover robot name and other leading @mentions, and surrounding spaces."""
-    stripped = text.strip()
-    for prefix in (f"@{agent_name}", f"＠{agent_name}"):
-        if agent_name and stripped.startswith(prefix):
-            stripped = stripped[len(prefix) :]
-    return _LEADING_MENTIONS.sub("", stripped).strip()
-
-
 def redirect_kind(text: str) -> str | None:
     """'impersonate', 'forward' or None: does the message ask to act beyond the origin?"""
     if _HOW_OR_WHO.search(text):
@@ -196,7 +187,7 @@ class RulesProvider:
                 return about
             # A question with a screenshot: answer the question; the picture is mentioned
             # only where it matters (when the words alone found no answer).
-            answer = self._answer(text, english, redirect_kind(text))
+            answer = self._answer(text, english, redirect_kind(text), visible_to(invocation))
             if answer["text"] == self._dont_know(english):
                 answer["text"] += "\n" + media.picture_note(invocation, english)
             return answer
@@ -218,7 +209,7 @@ class RulesProvider:
             reminder = reminders.reminder_reply(text, sent_at, self.timezone, english)
             if reminder is not None:
                 return reminder
-        answer = self._answer(text, english, kind)
+        answer = self._answer(text, english, kind, visible_to(invocation))
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]
         return answer
@@ -242,7 +233,13 @@ class RulesProvider:
         cleaned = clean_text(text, self.agent.name)
         return self._answer(cleaned, is_english(cleaned), redirect_kind(cleaned))
 
-    def _answer(self, cleaned: str, english: bool, kind: str | None) -> dict[str, Any]:
+    def _answer(
+        self,
+        cleaned: str,
+        english: bool,
+        kind: str | None,
+        visible: Callable[[Section], bool] | None = None,
+    ) -> dict[str, Any]:
         if kind == "impersonate":
             return reply(_IMPERSONATE_EN if english else _IMPERSONATE_ZH)
         if kind == "forward":
@@ -252,7 +249,8 @@ class RulesProvider:
             return reply(calculated)
         if wants_introduction(cleaned):
             return reply(self._introduction(english))
-        match = self.knowledge.search(cleaned)
+        # without a conversation to scope it to, no published memory is served at all
+        match = self.knowledge.search(cleaned, visible or (lambda s: s.memory_id is None))
         if match is not None:
             return reply(_from_knowledge(match, english))
         return reply(self._dont_know(english))
@@ -292,6 +290,15 @@ class RulesProvider:
             f"这个我不知道，不想乱说：{checked_zh}。建议问问负责这方面的同事；"
             "如果这是常见问题，可以把答案补进知识库，以后我就能直接回答。"
         )
+
+
+def visible_to(invocation: EnrichedInvocation) -> Callable[[Section], bool]:
+    """Which sections this run may be given: published memory only in its own
+    conversation, and none that someone asked to forget."""
+    scope = invocation.event.conversation.id
+    grounding = invocation.knowledge
+    withdrawn = frozenset(grounding.withdrawn) if grounding is not None else frozenset()
+    return lambda section: section.visible_in(scope, withdrawn)
 
 
 def _from_knowledge(match: Match, english: bool) -> str:
