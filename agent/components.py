@@ -28,6 +28,7 @@ from agent.dingtalk.transport import DingTalkTransport
 from agent.proactive.heartbeat import Heartbeat
 from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
+from agent.run.forgetting import Forgetting
 from agent.run.grounding import Grounder, GroundingLimits
 from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder, InvocationLimits
@@ -284,6 +285,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
     """One event's way from the gate to its receipts, with its invocation builder (the
     directory and media behind it), its task keeper and every limit from ``settings``."""
     store, clock, transport = parts.store, parts.clock, parts.transport
+    knowledge = KnowledgeBase(settings.knowledge_dir)  # the grounding's, and forgetting's
     invocations = InvocationBuilder(
         store,
         clock,
@@ -292,7 +294,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         MediaFetcher(transport, media_limits(settings)),
         parts.identities,
         Grounder(
-            KnowledgeBase(settings.knowledge_dir),
+            knowledge,
             store,
             GroundingLimits(settings.knowledge_items, settings.knowledge_item_chars),
             settings.agent.name,
@@ -318,6 +320,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         schedule=schedule_policy(settings),
         fallback=parts.fallback,
         meter=ModelMeter(store, clock, model_limits(settings)),
+        forgetting=Forgetting(store, knowledge, settings.agent.name),
     )
 
 

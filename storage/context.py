@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from agent.contracts import (
@@ -193,6 +194,21 @@ class ContextRecords(StoreBase):
                 (status,),
             )
         return [MemoryCandidate.model_validate_json(row[0]) for row in rows.fetchall()]
+
+    def take_lease(self, key: str, owner: str, seconds: float) -> bool:
+        """Hold ``key`` for ``seconds`` unless another owner holds it unexpired (the thread
+        leases' table; ``release_thread`` gives it back)."""
+        now = time.time()
+        with self._tx() as conn:
+            row = conn.execute(
+                "INSERT INTO thread_leases (thread_key, owner, lease_until) VALUES (?, ?, ?)"
+                " ON CONFLICT (thread_key) DO UPDATE SET owner = excluded.owner,"
+                " lease_until = excluded.lease_until"
+                " WHERE thread_leases.owner = excluded.owner OR thread_leases.lease_until <= ?"
+                " RETURNING owner",
+                (key, owner, now + seconds, now),
+            ).fetchone()
+        return row is not None
 
     def memory_in_scope(self, scope_id: str) -> list[MemoryCandidate]:
         """Every candidate of one conversation (any status), oldest first."""

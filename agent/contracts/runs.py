@@ -144,6 +144,10 @@ class MemoryCandidate(Contract):
     proposed_by_run: str
     created_at: float
     updated_at: float
+    # the skills it was learned under (``SkillSnapshot.digest``, with names and versions):
+    # a reviewer can tell a fact from what a skill's wording led the run to propose
+    skill_snapshot: str | None = None
+    skills: list[str] = Field(default_factory=list)
 
     @staticmethod
     def id_for(scope_id: str, content: str) -> str:

@@ -27,6 +27,7 @@ from agent.contracts import (
     TaskCheckpoint,
 )
 from agent.run.acting import REPAIRABLE, Acting
+from agent.run.forgetting import Forgetting
 from agent.run.invocation import InvocationBuilder
 from agent.run.metering import ModelMeter, limited
 from agent.run.outcome import RunOutcome
@@ -79,12 +80,14 @@ class Answering:
         run_dir: Path | None,
         fallback: Provider | None,
         meter: ModelMeter | None,
+        forgetting: Forgetting | None = None,
     ) -> None:
         self.clock = clock
         self.provider = provider
         # Answers when the model is over its budget or down (agent/run/metering.py).
         self.fallback = fallback
         self.meter = meter
+        self.forgetting = forgetting  # 「忘掉…」, answered by the host for every provider
         self.invocations = invocations
         self.acting = acting
         self.cards = cards
@@ -111,6 +114,8 @@ class Answering:
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
+        if hosted is None and self.forgetting is not None:
+            hosted = self.forgetting.answer(invocation)
         if hosted is not None:
             return None, ProviderReply([hosted], evidence={"answered_by": "host"})
         metered = self.meter is not None and getattr(self.provider, "metered", False)

@@ -42,6 +42,7 @@ from agent.contracts import (
 )
 from agent.dingtalk.readers import quoted_text
 from agent.dingtalk.transport import DingTalkTransport
+from agent.run.forgetting import after_last_forget
 from agent.run.grounding import Grounder
 from agent.run.identities import IdentityDirectory
 from agent.run.media import MediaFetcher
@@ -262,6 +263,9 @@ class InvocationBuilder:
             Turn(msg_id=msg, said=said[:cut], at=at, reply=reply[:cut] if reply else None)
             for msg, said, at, reply in rows
         ]
+        turns = after_last_forget(turns)  # 「忘掉…」: what came before it is not shown again
+        if not turns:
+            return None
         return RecentExchange(source="store:events+outbound", turns=turns)
 
     # ------------------------------------------------------------------ identity

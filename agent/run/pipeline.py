@@ -42,6 +42,7 @@ from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
 from agent.run.endings import HONEST_FAILURE, Endings
+from agent.run.forgetting import Forgetting
 from agent.run.invocation import InvocationBuilder
 from agent.run.metering import ModelMeter
 from agent.run.outcome import RunOutcome, touches_task
@@ -91,6 +92,7 @@ class Pipeline:
         schedule: SchedulePolicy,
         fallback: Provider | None,
         meter: ModelMeter | None,
+        forgetting: Forgetting | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -129,6 +131,7 @@ class Pipeline:
             run_dir=run_dir,
             fallback=fallback,
             meter=meter,
+            forgetting=forgetting,
         )
         # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
         self.proactive = ProactiveWork(
