@@ -229,6 +229,8 @@ class RunExpect(_Check):
 
     provider: str | None = None
     degraded: Literal["model_budget", "model_unavailable", False] | None = None
+    # dta extension: the state the run ended in (answered, failed, silent, waiting, …)
+    state: str | None = None
 
 
 class ModelRequestExpect(_Check):

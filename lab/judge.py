@@ -150,6 +150,8 @@ def run_findings(expect: Expect, store: Store) -> list[Check]:
             )
         if wanted.degraded is not None and (run.degraded or False) != wanted.degraded:
             found.append(Check(f"runs.{msg}.degraded", wanted.degraded, run.degraded or False))
+        if wanted.state is not None and run.state.value != wanted.state:
+            found.append(Check(f"runs.{msg}.state", wanted.state, run.state.value))
     return found
 
 

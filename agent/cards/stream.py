@@ -39,6 +39,7 @@ from agent.cards.broker import (
     part_end,
     part_intent,
 )
+from agent.cards.repair import RepairedAnswer, repaired_answer
 from agent.contracts import (
     ActionKind,
     ActionRequest,
@@ -89,6 +90,9 @@ class _Live:
     declined: set[int] = field(default_factory=set)
     card: OpenCard | None = None
     index: int | None = None
+    # what the answer was asked with: a refused frame's repair round asks again with it
+    invocation: EnrichedInvocation | None = None
+    skills: Sequence[Any] = ()
     refusal: Refusal | None = None  # a frame the gate refused: the stream stops
     stalled: bool = False
     acked: bool = False
@@ -146,6 +150,7 @@ class CardReplies:
 
         answer = asyncio.ensure_future(respond())
         live = _Live(run, outcome, asyncio.get_running_loop().time())
+        live.invocation, live.skills = invocation, skills
         try:
             await self._consume(host, live, events, answer)
             return await self._settle(host, live, invocation, answer)
@@ -389,6 +394,9 @@ class CardReplies:
         )
         cards.store.add_receipt(refused)
         outcome.receipts.append(refused)
+        repaired = await self._repair(host, live, refusal)
+        if isinstance(repaired, RepairedAnswer):
+            return await self._finish_repaired(host, live, repaired, reply)
         outcome.refused_answer = f"{refusal.reason.value}: {refusal.detail}"[:500]
         outcome.refused_say = refusal.say
         outcome.ends_as = RunState.FAILED
@@ -400,6 +408,60 @@ class CardReplies:
         request = ActionRequest(kind=ActionKind.REPLY, text=said)
         self._record(outcome, request, receipt, run, ending)
         return ProviderReply([], reply.usage if reply else {}, reply.evidence if reply else {})
+
+    async def _repair(
+        self, host: StreamHost, live: _Live, refusal: Refusal
+    ) -> RepairedAnswer | None:
+        """The repair round's answer (``agent/cards/repair.py``); a second refusal is
+        recorded like the first."""
+        if live.invocation is None:
+            return None
+        now = self.cards.clock.now()
+        repaired = await repaired_answer(
+            host.provider,
+            self.gate,
+            live.invocation,
+            live.skills,
+            live.run,
+            refusal,
+            live.outcome,
+            now,
+        )
+        if isinstance(repaired, Refusal):
+            again = self.cards.broker.receipt(
+                live.run,
+                ActionKind.REPLY,
+                ReceiptStatus.REFUSED,
+                reason=repaired.reason.value,
+                evidence=Evidence(detail=repaired.detail[:500], out_track_id=self._track(live)),
+            )
+            self.cards.store.add_receipt(again)
+            live.outcome.receipts.append(again)
+            return None
+        return repaired
+
+    async def _finish_repaired(
+        self,
+        host: StreamHost,
+        live: _Live,
+        repaired: RepairedAnswer,
+        first: ProviderReply | None,
+    ) -> ProviderReply:
+        """The card ends with the repaired answer, which is acted on like any reply."""
+        outcome, second = live.outcome, repaired.reply
+        usage = first.usage if first else {}
+        total = {k: usage.get(k, 0) + second.usage.get(k, 0) for k in {*usage, *second.usage}}
+        evidence = {**second.evidence, "repaired": True}
+        run = live.run.model_copy(update={"usage": total, "evidence": evidence})
+        live.run = run
+        host.accept(run, repaired.request, repaired.reminder_due)
+        ending = host.ending(outcome, ActionKind.REPLY)
+        request = repaired.request
+        body = request.text if request.text is not None else request.markdown or ""
+        assert live.card is not None
+        receipt = await self.cards.finish(run, live.card, body, ending)
+        self._record(outcome, request, receipt, run, ending)
+        return ProviderReply([], total, evidence)
 
     async def _cut(
         self,
