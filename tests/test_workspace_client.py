@@ -450,3 +450,23 @@ async def test_token_endpoint_down_is_unavailable(client: WorkspaceClient):
     with pytest.raises(WorkspaceError) as caught:
         await client.union_id("u1")
     assert caught.value.kind == "unavailable"  # nothing of ours was sent
+
+
+@respx.mock
+async def test_oapi_token_errcode_fetches_a_new_token(client: WorkspaceClient):
+    token = respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
+        side_effect=[
+            httpx.Response(200, json={"accessToken": "old", "expireIn": 7200}),
+            httpx.Response(200, json={"accessToken": "new", "expireIn": 7200}),
+        ]
+    )
+    result = {"userid": "u1", "unionid": "U1"}
+    route = respx.post(f"{OAPI}/topapi/v2/user/get").mock(
+        side_effect=[
+            httpx.Response(200, json={"errcode": 40014, "errmsg": "invalid access_token"}),
+            httpx.Response(200, json={"errcode": 0, "result": result}),
+        ]
+    )
+    assert await client.union_id("u1") == "U1"
+    assert token.call_count == 2
+    assert route.calls.last.request.url.params["access_token"] == "new"
