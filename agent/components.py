@@ -25,6 +25,7 @@ from agent.crashpoints import CrashPoints
 from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.transport import DingTalkTransport
+from agent.dingtalk.workspace import WorkspaceClient
 from agent.proactive.heartbeat import Heartbeat
 from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
@@ -37,6 +38,7 @@ from agent.run.metering import ModelLimits, ModelMeter
 from agent.run.pipeline import Pipeline, SkillSource
 from agent.run.spacing import SendSpacing
 from agent.run.tasks import TaskKeeper
+from agent.run.tooling import ToolBox
 from gates.action import ActionGate, ActionPolicy
 from gates.response import ResponseGate, ResponsePolicy
 from skills.loader import SkillLibrary
@@ -146,6 +148,7 @@ def build_provider(settings: Settings) -> Provider:
             response_format=settings.openai_response_format,
             vision=settings.openai_vision,
             max_file_chars=settings.max_file_chars,
+            max_tool_steps=settings.max_tool_steps,
         )
         if settings.reply_mode == "card":  # the answer fills its card as the model writes
             return StreamingOpenAIProvider(config, settings.agent)
@@ -321,7 +324,16 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         fallback=parts.fallback,
         meter=ModelMeter(store, clock, model_limits(settings)),
         forgetting=Forgetting(store, knowledge, settings.agent.name),
+        tools=tool_box(settings, transport),
     )
+
+
+def tool_box(settings: Settings, transport: DingTalkTransport) -> ToolBox | None:
+    """The enabled workspace tools over the robot app's own workspace calls (None: none)."""
+    if not settings.tools:
+        return None
+    workspace = WorkspaceClient(transport, oapi_base_url=settings.directory_base_url)
+    return ToolBox(list(settings.tools), workspace)
 
 
 def build_parts(

@@ -25,6 +25,7 @@ from pydantic import (
 
 from agent.contracts import AgentDefinition
 from agent.contracts.quiet_hours import parse_quiet_hours
+from agent.contracts.tools import BUILTIN, READ_TOOLS
 
 DINGTALK_API = "https://api.dingtalk.com"
 
@@ -234,6 +235,11 @@ class Settings(BaseModel):
     model_tokens_per_month: int = Field(default=0, ge=0)
     model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
+    # workspace tools a model may call (skills/tools/builtin.py); the openai provider only.
+    # Reads for now: writes (to-dos, events) come with the acts and approvals being built.
+    tools: list[str] = Field(default_factory=list)
+    max_tool_steps: int = Field(default=4, ge=1, le=20)  # rounds of tool calls per answer
+
     # command provider: an external agent run in a prepared run directory
     command: list[str] = Field(default_factory=list)  # argv, never a shell line
     command_timeout_s: float = Field(default=60, gt=0)
@@ -315,6 +321,20 @@ class Settings(BaseModel):
                 f"{', '.join(orphans)} need heartbeat_interval_s: they happen on its beats"
             )
         return self
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_are_known_reads(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in BUILTIN]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; built-in: {sorted(BUILTIN)}")
+        writes = [name for name in value if name not in READ_TOOLS]
+        if writes:
+            raise ValueError(
+                f"{writes} write to the workspace, which this build does not do yet (writes"
+                f" need acts and approvals); the read tools are {sorted(READ_TOOLS)}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _provider_is_configured(self) -> Settings:

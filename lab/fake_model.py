@@ -16,6 +16,8 @@ invocation JSON); ``"*"`` is the fallback; with nothing scripted the answer is
 - ``delay_s``: sleep before answering (combines with the others);
 - ``echo_system_marker``: reply with the first ``DTA-PROBE-<hex>`` marker found in the
   system prompt, or "no marker" (proves which skills a host actually loaded);
+- ``tool_calls``: ``[{"name": "...", "arguments": {...}}]`` — an assistant message holding
+  OpenAI-style tool calls (``finish_reason: "tool_calls"``) instead of content;
 - ``usage``: replaces the computed usage (``None`` leaves it out of the response);
 - ``chunk_chars``, ``chunk_delay_s``, ``stream``: how a request with ``stream: true`` is
   answered (``lab.fake_model_stream``; ``"stream": false`` answers it unstreamed).
@@ -52,6 +54,7 @@ ENTRY_KEYS = frozenset(
         "chunk_chars",
         "chunk_delay_s",
         "stream",
+        "tool_calls",
     }
 )
 _MARKER = re.compile(r"DTA-PROBE-[0-9a-f]+")
@@ -71,7 +74,8 @@ def _check_entry(key: str, entry: Any) -> None:
     unknown = set(entry) - ENTRY_KEYS
     if unknown:
         raise ValueError(f"script[{key!r}]: unknown entry keys {sorted(unknown)}")
-    answers = [k for k in ("json", "content", "status", "echo_system_marker") if k in entry]
+    kinds = ("json", "content", "status", "echo_system_marker", "tool_calls")
+    answers = [k for k in kinds if k in entry]
     if len(answers) > 1:
         raise ValueError(f"script[{key!r}]: an entry gives one answer, got {answers}")
 
@@ -247,6 +251,24 @@ class FakeModel:
                 "total_tokens": prompt + completion,
             },
         }
+        if "tool_calls" in entry:
+            choice = answer["choices"][0]
+            choice["finish_reason"] = "tool_calls"
+            choice["message"] = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{self._served}_{index}",
+                        "type": "function",
+                        "function": {
+                            "name": str(call.get("name", "")).replace(".", "__"),
+                            "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False),
+                        },
+                    }
+                    for index, call in enumerate(entry["tool_calls"])
+                ],
+            }
         if "usage" in entry:
             if entry["usage"] is None:
                 del answer["usage"]

@@ -93,6 +93,7 @@ from agent.contracts.runs import (
     SkillSnapshot,
     TaskCheckpoint,
 )
+from agent.contracts.tools import ToolCall, ToolResult, ToolSpec
 
 __all__ = [
     "MEDIA_MSGTYPES",
@@ -150,6 +151,9 @@ __all__ = [
     "TaskCheckpoint",
     "TaskPatch",
     "TaskStatus",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
     "Turn",
     "Verdict",
     "canonical_json",

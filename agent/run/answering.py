@@ -31,6 +31,7 @@ from agent.run.forgetting import Forgetting
 from agent.run.invocation import InvocationBuilder
 from agent.run.metering import ModelMeter, limited
 from agent.run.outcome import RunOutcome
+from agent.run.tooling import ToolBox
 from skills.media import host_reply
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
 from skills.rundir import prepare_run_dir
@@ -81,6 +82,7 @@ class Answering:
         fallback: Provider | None,
         meter: ModelMeter | None,
         forgetting: Forgetting | None = None,
+        tools: ToolBox | None = None,
     ) -> None:
         self.clock = clock
         self.provider = provider
@@ -88,6 +90,7 @@ class Answering:
         self.fallback = fallback
         self.meter = meter
         self.forgetting = forgetting  # 「忘掉…」, answered by the host for every provider
+        self.tools = tools  # the workspace tools a model may call (None: none enabled)
         self.invocations = invocations
         self.acting = acting
         self.cards = cards
@@ -246,7 +249,11 @@ class Answering:
         timer = asyncio.get_running_loop().call_later(ack_in, ack_now)
         try:
             async with self.provider_slots:
-                reply = await provider.respond(invocation, skills)
+                if self.tools is not None and getattr(provider, "uses_tools", False):
+                    runner = self.tools.for_event(invocation.event)
+                    reply = await provider.respond(invocation, skills, tools=runner)
+                else:
+                    reply = await provider.respond(invocation, skills)
         except BaseException:
             if acking is not None:
                 acking.cancel()

@@ -48,6 +48,7 @@ from agent.run.metering import ModelMeter
 from agent.run.outcome import RunOutcome, touches_task
 from agent.run.recovery import settled_from_records
 from agent.run.tasks import TaskKeeper
+from agent.run.tooling import ToolBox
 from gates.action import ActionGate
 from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed
@@ -93,6 +94,7 @@ class Pipeline:
         fallback: Provider | None,
         meter: ModelMeter | None,
         forgetting: Forgetting | None = None,
+        tools: ToolBox | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -132,6 +134,7 @@ class Pipeline:
             fallback=fallback,
             meter=meter,
             forgetting=forgetting,
+            tools=tools,
         )
         # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
         self.proactive = ProactiveWork(

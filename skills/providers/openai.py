@@ -34,8 +34,10 @@ from tenacity import (
 
 from agent.contracts import AgentDefinition, EnrichedInvocation
 from skills.loader import Skill
-from skills.providers import model_media, prompting
+from skills.providers import model_media, prompting, tool_calls
 from skills.providers.base import ProviderFailed, ProviderReply
+from skills.tools.builtin import openai_tools
+from skills.tools.runner import ToolRunner
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class OpenAIConfig:
     temperature: float = 0.0
     vision: bool = False  # the model reads images: pictures go as image_url parts
     max_file_chars: int = 8000  # of each text file shown to the model
+    max_tool_steps: int = 4  # rounds of tool calls per answer (each may hold several calls)
 
     def __repr__(self) -> str:  # a dataclass repr would print the key
         key = "set" if self.api_key else "none"
@@ -100,6 +103,7 @@ class OpenAIProvider:
 
     name: str = "openai"
     metered = True  # its tokens count against the model budgets (agent/run/metering.py)
+    uses_tools = True  # given the enabled workspace tools (agent/run/tooling.py)
 
     def __init__(
         self,
@@ -126,9 +130,13 @@ class OpenAIProvider:
             await self._client.aclose()
 
     async def respond(
-        self, invocation: EnrichedInvocation, skills: Sequence[Skill]
+        self,
+        invocation: EnrichedInvocation,
+        skills: Sequence[Skill],
+        tools: ToolRunner | None = None,
     ) -> ProviderReply:
-        """Requests for the invocation, or ProviderFailed with a reason and evidence."""
+        """Requests for the invocation, or ProviderFailed with a reason and evidence. With
+        ``tools``, the model may call the enabled ones first (``tool_calls``)."""
         allowed = prompting.permitted_actions(invocation, skills)
         files = model_media.text_files(invocation, self.config.max_file_chars)
         prompt = prompting.render_user(invocation, allowed, files)
@@ -142,10 +150,24 @@ class OpenAIProvider:
         ]
         usage = dict.fromkeys(USAGE_KEYS, 0)
         problem = ""
+        specs = tools.specs() if tools is not None else []
+        calls_log: list[dict[str, Any]] = []
         for round_number in (1, 2):
             evidence = {"model": self.config.model, "rounds": round_number, "usage": usage}
-            data = await self._complete(messages, evidence)
+            data = await self._complete(messages, evidence, openai_tools(specs))
             _add_usage(usage, data.get("usage"))
+            steps = 0
+            while tools is not None and (asked := tool_calls.calls_of(data)) is not None:
+                steps += 1
+                if steps > self.config.max_tool_steps:
+                    raise ProviderFailed(
+                        "tool_budget",
+                        f"more than {self.config.max_tool_steps} rounds of tool calls",
+                        {**evidence, "tool_calls": calls_log},
+                    )
+                messages += await tool_calls.answered(tools, *asked, calls_log)
+                data = await self._complete(messages, evidence, openai_tools(specs))
+                _add_usage(usage, data.get("usage"))
             content = _content(data, evidence)
             try:
                 requests = prompting.parse_actions(content)
@@ -155,34 +177,40 @@ class OpenAIProvider:
                 messages.append({"role": "assistant", "content": content or ""})
                 messages.append({"role": "user", "content": prompting.repair_prompt(problem)})
                 continue
-            return ProviderReply(
-                requests,
-                usage=usage,
-                evidence={
-                    "model": self.config.model,
-                    "rounds": round_number,
-                    "repaired": round_number > 1,
-                },
-            )
+            done: dict[str, Any] = {
+                "model": self.config.model,
+                "rounds": round_number,
+                "repaired": round_number > 1,
+            }
+            if calls_log:
+                done["tool_calls"] = calls_log
+            return ProviderReply(requests, usage=usage, evidence=done)
         raise ProviderFailed(
             "invalid_output", problem, {"model": self.config.model, "rounds": 2, "usage": usage}
         )
 
-    def _body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _body(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,
         }
+        if tools:
+            body["tools"] = tools
         if self.config.response_format:
             body["response_format"] = {"type": "json_object"}
         return body
 
     async def _complete(
-        self, messages: list[dict[str, Any]], evidence: dict[str, Any]
+        self,
+        messages: list[dict[str, Any]],
+        evidence: dict[str, Any],
+        tools: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """One completion, retried on 429/5xx/connect errors; the parsed response body."""
-        body = self._body(messages)
+        body = self._body(messages, tools)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.config.max_retries + 1),
             retry=retry_if_exception_type(_Retryable),

@@ -1,0 +1,124 @@
+"""The host's side of a model's tool calls: what is enabled, and the reads run at once.
+
+A run's ``RunTools`` offers the model only the tools the configuration enables (``tools``
+in dta.toml). A call to any other tool, or with arguments its schema refuses, is answered
+with an error code (``tool_not_allowed``, ``schema_invalid``) and nothing runs. Reads act
+for the asker and nobody else: ``dingtalk.todo.list`` lists the asker's to-dos whatever
+the arguments say, because who is asking comes from the event, never from the model.
+
+Every call is logged on the run's evidence by the provider (name, ok or its code, result
+size, time), which ``dta trace`` shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent.contracts import Event, ToolCall, ToolResult, ToolSpec
+from skills.tools.builtin import BUILTIN, argument_problem
+
+log = logging.getLogger("dta.tools")
+
+
+class Workspace(Protocol):
+    """The robot app's reads of the DingTalk workspace (``agent.dingtalk.workspace``)."""
+
+    async def search_users(self, name: str, size: int = 10) -> list[Any]: ...
+
+    async def free_busy(self, user_ids: list[str], start: datetime, end: datetime) -> Any: ...
+
+    async def list_todos(self, user_id: str) -> list[Any]: ...
+
+
+class _NotATime(ValueError):
+    pass
+
+
+def _when(text: str) -> datetime:
+    """An ISO 8601 time with its UTC offset (a time without one means nothing certain)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _NotATime(f"{text!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise _NotATime(f"{text!r} has no UTC offset (e.g. +08:00)")
+    return moment
+
+
+def plain(value: Any) -> Any:
+    """A typed result as JSON-able data (dataclasses and pydantic models alike)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain(dataclasses.asdict(value))
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ToolBox:
+    """The enabled tools and the workspace they read, from which each run gets its own."""
+
+    enabled: list[str]
+    workspace: Workspace
+
+    def for_event(self, event: Event) -> RunTools:
+        return RunTools(self.enabled, self.workspace, event)
+
+
+class RunTools:
+    """The tools one run may call (a ``skills.tools.ToolRunner``)."""
+
+    def __init__(self, enabled: list[str], workspace: Workspace, event: Event) -> None:
+        self.enabled = [name for name in enabled if name in BUILTIN]
+        self.workspace = workspace
+        self.asker = event.actor.user_id
+        self._reads: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
+            "dingtalk.directory.search": lambda a: workspace.search_users(a["name"]),
+            "dingtalk.calendar.free_busy": lambda a: workspace.free_busy(
+                a["user_ids"], _when(a["start"]), _when(a["end"])
+            ),
+            "dingtalk.todo.list": lambda a: workspace.list_todos(self.asker),
+        }
+
+    def specs(self) -> list[ToolSpec]:
+        return [BUILTIN[name] for name in self.enabled]
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        started = time.perf_counter()
+        result = await self._call(call)
+        result.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+        return result
+
+    async def _call(self, call: ToolCall) -> ToolResult:
+        def failed(code: str, detail: str) -> ToolResult:
+            return ToolResult(
+                call_id=call.call_id, name=call.name, ok=False, error=code, detail=detail
+            )
+
+        if call.name not in self.enabled:
+            return failed("tool_not_allowed", f"{call.name!r} is not enabled for this robot")
+        problem = argument_problem(BUILTIN[call.name], call.arguments)
+        if problem is not None:
+            return failed("schema_invalid", problem)
+        read = self._reads.get(call.name)
+        if read is None:  # a write: only ever an act through the action gate
+            return failed("tool_not_allowed", f"{call.name!r} writes; writes are acts")
+        try:
+            data = await read(call.arguments)
+        except _NotATime as exc:
+            return failed("schema_invalid", str(exc))
+        except Exception as exc:  # a failed read is the model's to know, not a crash
+            kind = getattr(exc, "kind", None) or "failed"
+            log.warning("tool read failed", extra={"tool": call.name, "error": kind})
+            return failed(str(kind), type(exc).__name__)
+        return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=plain(data))
