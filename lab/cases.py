@@ -14,6 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -259,6 +260,25 @@ class CallsExpect(_Check):
     recall: int | None = Field(default=None, ge=0)
 
 
+class TodoExpect(_Check):
+    """``platform.todos[i]``: the i-th to-do the fake workspace holds (creation order)."""
+
+    EMPTY_CHECKS = frozenset({"executors"})
+
+    contains: list[Fragment] = Field(default_factory=list)  # in the subject
+    executors: list[str] | None = None  # exactly these staff ids, in any order
+    done: bool | None = None
+
+
+class EventExpect(_Check):
+    """``platform.events[i]``: the i-th calendar event the fake workspace holds."""
+
+    EMPTY_CHECKS = frozenset({"attendees"})
+
+    contains: list[Fragment] = Field(default_factory=list)  # in the summary
+    attendees: list[str] | None = None  # exactly these staff ids, in any order
+
+
 class PlatformExpect(_Check):
     EMPTY_CHECKS = frozenset({"cards"})
 
@@ -272,11 +292,19 @@ class PlatformExpect(_Check):
     calls: CallsExpect | None = None
     # the smallest real gap between two messages the fake received for one conversation
     min_gap_s: float | None = Field(default=None, gt=0)
+    # what the fake workspace holds, in creation order (lab-cases.md, "Workspace tools")
+    todos: list[TodoExpect] = Field(default_factory=list)
+    events: list[EventExpect] = Field(default_factory=list)
+    todos_count: int | None = Field(default=None, ge=0)
+    events_count: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _messages_not_empty(self) -> PlatformExpect:
-        if "messages" in self.model_fields_set and not self.messages:
-            raise ValueError("'messages': [] checks nothing; say 'count': 0 for no messages")
+        for name, count in (("messages", "count"), ("todos", "todos_count")):
+            if name in self.model_fields_set and not getattr(self, name):
+                raise ValueError(f"'{name}': [] checks nothing; say '{count}': 0 for none")
+        if "events" in self.model_fields_set and not self.events:
+            raise ValueError("'events': [] checks nothing; say 'events_count': 0 for none")
         return self
 
 
@@ -390,6 +418,22 @@ class UserFixture(_Model):
     union_id: str | None = None
 
 
+class TodoFixture(_Model):
+    """A to-do the fake workspace holds from the start (``fixtures.todos``)."""
+
+    subject: str = Field(min_length=1)
+    executors: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)  # staff ids
+    done: bool = False
+    due: AwareDatetime | None = None
+
+    def seed(self) -> dict[str, Any]:
+        """As ``PlatformState.seed_todos`` takes it (the due time in milliseconds)."""
+        due_ms = None if self.due is None else int(self.due.timestamp() * 1000)
+        return {"subject": self.subject, "executors": self.executors, "done": self.done} | (
+            {} if due_ms is None else {"due_ms": due_ms}
+        )
+
+
 def directory(users: dict[str, UserFixture]) -> dict[str, dict[str, Any]]:
     """``fixtures.users`` as the fake's staff directory takes it."""
     return {uid: user.model_dump(exclude_none=True) for uid, user in users.items()}
@@ -408,6 +452,8 @@ class Fixtures(_Model):
     model_script: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     # files the fake platform serves: download code -> {name, type, content | base64, size}
     files: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # to-dos the fake workspace holds at the start (executors are staff ids)
+    todos: list[TodoFixture] = Field(default_factory=list)
 
 
 class Case(_Model):

@@ -136,6 +136,47 @@ def model_findings(expect: Expect, requests: list[dict[str, Any]]) -> list[Check
     return found
 
 
+def _held_findings(
+    name: str, text_key: str, people_key: str, wanted: list[Any], held: list[dict[str, Any]]
+) -> list[Check]:
+    """``platform.todos`` / ``platform.events``: the i-th entry against the i-th held."""
+    found: list[Check] = []
+    for index, want in enumerate(wanted):
+        where = f"platform.{name}[{index}]"
+        if index >= len(held):
+            found.append(Check(where, "one more", f"{len(held)} held"))
+            continue
+        got = held[index]
+        text = str(got.get(text_key) or "")
+        found.extend(Check(f"{where}.contains", f, text) for f in want.contains if f not in text)
+        people = getattr(want, people_key)
+        # Exact sets: one more executor or attendee is someone else's calendar or to-do list.
+        if people is not None and sorted(set(people)) != sorted(set(got.get(people_key) or [])):
+            found.append(Check(f"{where}.{people_key}", people, got.get(people_key)))
+        done = getattr(want, "done", None)
+        if done is not None and got.get("done") != done:
+            found.append(Check(f"{where}.done", done, got.get("done")))
+    return found
+
+
+def workspace_findings(expect: Expect, workspace: dict[str, list[dict[str, Any]]]) -> list[Check]:
+    """``platform.todos``, ``events`` and their exact counts, against the fake workspace."""
+    if expect.platform is None:
+        return []
+    platform = expect.platform
+    todos, events = workspace.get("todos", []), workspace.get("events", [])
+    found = _held_findings("todos", "subject", "executors", platform.todos, todos)
+    found.extend(_held_findings("events", "summary", "attendees", platform.events, events))
+    for name, wanted, held, key in (
+        ("todos_count", platform.todos_count, todos, "subject"),
+        ("events_count", platform.events_count, events, "summary"),
+    ):
+        if wanted is not None and len(held) != wanted:
+            note = "; ".join(str(item.get(key)) for item in held) or None
+            found.append(Check(f"platform.{name}", wanted, len(held), note))
+    return found
+
+
 def run_findings(expect: Expect, store: Store) -> list[Check]:
     """``expect.runs``: per msgId, who answered and whether the run degraded."""
     found: list[Check] = []
@@ -163,11 +204,14 @@ def judge(
     cards: list[dict[str, Any]] | None = None,
     calls: dict[str, int] | None = None,
     model_requests: list[dict[str, Any]] | None = None,
+    workspace: dict[str, list[dict[str, Any]]] | None = None,
 ) -> list[Check]:
     """``downloads``: the message-file download calls the platform answered; ``cards``: the
     platform's record of its AI cards; ``calls``: every request it answered, by kind
-    (``lab.fake.calls``); ``model_requests``: the bodies the fake model received."""
+    (``lab.fake.calls``); ``model_requests``: the bodies the fake model received;
+    ``workspace``: the to-dos and events the fake holds (``PlatformState.workspace_view``)."""
     problems: list[Check] = model_findings(expect, model_requests or [])
+    problems.extend(workspace_findings(expect, workspace or {}))
     problems.extend(run_findings(expect, store))
 
     if expect.platform is not None and expect.platform.calls is not None:

@@ -123,6 +123,7 @@ class CaseRun:
             self.clock, timeout_fault_s=1.0, users=directory(case.fixtures.users)
         )
         self.fake.files.update(parse_files(case.fixtures.files))
+        self.fake.seed_todos([todo.seed() for todo in case.fixtures.todos])
         self.crash = CrashPoints()
         self.unacked: list[tuple[float, dict[str, Any]]] = []
         self.frames = 0
@@ -154,6 +155,7 @@ class CaseRun:
                 cards,
                 calls,
                 model.requests if model is not None else None,
+                self.fake.workspace_view(),
             )
             result.transcript = collect_transcript(store, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown

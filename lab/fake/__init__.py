@@ -6,10 +6,11 @@ what the real ``dingtalk-stream`` client connects to, and ``inject`` pushes a ch
 callback down it. ``build_callback`` and ``callback_frame`` make the callbacks by hand.
 ``async with FakeDingTalk(clock) as fake:`` serves it for the block.
 
-Imports run one way, bottom to top: ``faults``, ``files`` and ``ledger`` (pure data),
-``state`` (the platform's memory and rules), then ``http``, ``downloads`` (the message-file
-download), ``stream``, ``callbacks`` and ``control`` (each knows only the state and the HTTP
-helpers), and ``platform`` (``FakeDingTalk``, which puts them together).
+Imports run one way, bottom to top: ``faults``, ``files``, ``ledger`` and ``workspace_state``
+(pure data), ``state`` (the platform's memory and rules), then ``http``, ``downloads`` (the
+message-file download), ``workspace`` and ``calendar`` (directory search, to-do, calendar),
+``stream``, ``callbacks`` and ``control`` (each knows only the state and the HTTP helpers),
+and ``platform`` (``FakeDingTalk``, which puts them together).
 """
 
 from lab.fake.callbacks import (

@@ -32,6 +32,10 @@ CALL_KINDS = (
 _KINDS: tuple[tuple[str, str], ...] = (
     ("/v1.0/oauth2/accessToken", "token"),
     ("/topapi/v2/user/get", "directory"),
+    ("/topapi/user/getbyunionid", "directory"),
+    ("/v1.0/contact/users/search", "directory"),
+    ("/v1.0/todo/", "todo"),
+    ("/v1.0/calendar/", "calendar"),
     ("/robot/sendBySession", "send"),
     ("/v1.0/robot/oToMessages/batchSend", "send"),
     ("/v1.0/robot/groupMessages/send", "send"),

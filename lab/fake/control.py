@@ -37,6 +37,8 @@ class Controlled(Protocol):
 
     def stream_stats(self) -> dict[str, Any]: ...
 
+    def workspace_view(self) -> dict[str, list[dict[str, Any]]]: ...
+
 
 async def _body(request: web.Request) -> Any:
     """The JSON body, or None: each route words its own complaint about a bad one."""
@@ -75,6 +77,7 @@ class LabControl:
             web.post("/_lab/redeliver", self.redeliver),
             web.post("/_lab/ping", self.ping),
             web.get("/_lab/stream", self.stream),
+            web.get("/_lab/workspace", self.workspace),
         ]
 
     async def received(self, request: web.Request) -> web.Response:
@@ -128,3 +131,7 @@ class LabControl:
 
     async def stream(self, request: web.Request) -> web.Response:
         return web.json_response(self.platform.stream_stats())
+
+    async def workspace(self, request: web.Request) -> web.Response:
+        """The to-dos and calendar events the fake holds, in staff ids, in creation order."""
+        return web.json_response(self.platform.workspace_view())

@@ -21,7 +21,27 @@ FaultTarget = Literal[
     "card_create",
     "card_stream",
     "card_update",
+    "directory_search",
+    "todo_create",
+    "todo_get",
+    "todo_update",
+    "todo_list",
+    "calendar_create",
+    "calendar_get",
+    "calendar_schedule",
 ]
+
+# The workspace calls (lab/fake/workspace.py). Those that change something may also be
+# ``delivered`` (applied, then answered with the fault); reads cannot.
+WORKSPACE_WRITES = ("todo_create", "todo_update", "calendar_create")
+WORKSPACE_READS = ("directory_search", "todo_get", "todo_list", "calendar_get", "calendar_schedule")
+# A workspace problem -> the HTTP status it is answered with; ``applied_then_timeout``
+# applies the call, then stalls past the client's read timeout (a 504 if anyone waits).
+WORKSPACE_ERRORS: dict[str, int | None] = {
+    "applied_then_timeout": None,
+    "no_permission": 403,
+    "throttled": 429,
+}
 
 # Which inner keys each fault target understands; anything else is a typo in a case file.
 _FAULT_KEYS: dict[str, frozenset[str]] = {
@@ -37,6 +57,14 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
     **dict.fromkeys(
         ("card_create", "card_stream", "card_update"),
         frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit", "error"}),
+    ),
+    **dict.fromkeys(
+        WORKSPACE_WRITES,
+        frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit", "error"}),
+    ),
+    **dict.fromkeys(
+        WORKSPACE_READS,
+        frozenset({"status", "times", "timeout", "retry_after", "qps_limit", "error"}),
     ),
 }
 # A card set-up problem -> the HTTP status DingTalk answers it with (see lab/fake/cards.py).
@@ -60,7 +88,7 @@ class Fault:
     qps_limit: bool = False  # answer as DingTalk's throttle: 403 with a QpsLimit code
     expired: bool = False  # download: the code is answered as expired
     oversized: bool = False  # download: the URL serves far more than any sane cap
-    error: str | None = None  # a card call: one of CARD_ERRORS
+    error: str | None = None  # a card call: one of CARD_ERRORS; a workspace call: WORKSPACE_ERRORS
 
     @property
     def answer_status(self) -> int:
@@ -123,9 +151,12 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
     qps_limit = _bool(target, "qps_limit", inner.get("qps_limit", False))
     error = inner.get("error")
     if error is not None:
-        if error not in CARD_ERRORS or status is not None or timeout or qps_limit or delivered:
-            raise ValueError(f"fault {target}.error must be one of {', '.join(CARD_ERRORS)}, alone")
-        status = CARD_ERRORS[error]
+        errors = _errors_of(target)
+        if error not in errors or status is not None or timeout or qps_limit or delivered:
+            raise ValueError(f"fault {target}.error must be one of {', '.join(errors)}, alone")
+        status = errors[error]
+        if error == "applied_then_timeout":
+            delivered = timeout = True
     if qps_limit:
         # A throttle is a refusal: it has one status, and nothing was taken or delayed.
         if status not in (None, QPS_LIMIT_STATUS) or timeout or delivered:
@@ -148,6 +179,15 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
             error=error,
         )
     )
+
+
+def _errors_of(target: str) -> dict[str, int | None]:
+    """The ``error`` words a target takes: a card's set-up problems, or the workspace's."""
+    if target in WORKSPACE_WRITES:
+        return WORKSPACE_ERRORS
+    if target in WORKSPACE_READS:  # a read has nothing to apply
+        return {k: v for k, v in WORKSPACE_ERRORS.items() if k != "applied_then_timeout"}
+    return dict(CARD_ERRORS)
 
 
 def _parse_download(inner: dict[str, Any], parsed: ParsedFaults) -> None:

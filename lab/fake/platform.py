@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from agent.clock import Clock
+from lab.fake.calendar import calendar_routes
 from lab.fake.callbacks import build_callback, callback_frame
 from lab.fake.cards import card_routes
 from lab.fake.control import LabControl
@@ -34,6 +35,7 @@ from lab.fake.state import (
     Session,
 )
 from lab.fake.stream import StreamGateway
+from lab.fake.workspace import workspace_routes
 
 __all__ = [
     "SESSION_TTL_S",
@@ -105,6 +107,8 @@ class FakeDingTalk(PlatformState):
             *LabControl(self).routes(),
             *download_routes(),
             *card_routes(),
+            *workspace_routes(),
+            *calendar_routes(),
         ]
         self._server, self._base_url = await serve(
             self, host, port, routes, on_shutdown=self.stream.close

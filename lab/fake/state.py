@@ -23,6 +23,7 @@ from agent.clock import Clock
 from lab.fake.card_state import FakeCard
 from lab.fake.faults import Fault, FaultTarget, ParsedFaults, parse_fault_spec
 from lab.fake.files import FakeFile
+from lab.fake.workspace_state import Workspace, staff_of, union_of
 
 __all__ = [
     "SESSION_TTL_S",
@@ -112,6 +113,9 @@ class PlatformState:
         # under a millisecond; the real platform, seen from a server, in tens of them.
         self.send_latency_s = send_latency_s
         self.card_latency_s = 0.005  # a card update in flight: a concurrent one is refused
+        # applied_then_timeout stalls this long: past the lab client's read timeout (2 s
+        # against the runner's 1 s timeout faults), so the caller never hears the answer
+        self.workspace_stall_s = timeout_fault_s * 3
         self.users: dict[str, dict[str, Any]] = dict(users or {})
         self.tokens: dict[str, float] = {}  # token -> expires_at
         self._base_url: str | None = None  # set by whoever serves this state
@@ -139,6 +143,7 @@ class PlatformState:
         self.download_urls: dict[str, tuple[FakeFile, Fault | None, float]] = {}
         self.downloads = 0  # messageFiles/download calls the platform answered
         self.cards: list[FakeCard] = []  # AI cards, in the order they were created
+        self.workspace = Workspace()  # to-dos and calendar events (lab.fake.workspace)
 
     # ------------------------------------------------------------------ faults
 
@@ -272,4 +277,34 @@ class PlatformState:
             "title": entry.get("title", ""),
             "dept_id_list": list(dept_ids),
             "dept_names": dept_names,
+            "unionid": self.union_id(userid),
         }
+
+    # ------------------------------------------------------------------ workspace
+
+    def union_id(self, user_id: str) -> str:
+        """The staff id's unionId (the directory's, or one derived from the staff id)."""
+        return union_of(self.users, user_id)
+
+    def staff_id(self, union_id: str) -> str | None:
+        """The staff id of a unionId of someone in the directory; None for anyone else."""
+        return staff_of(self.users, union_id)
+
+    def seed_todos(self, todos: list[dict[str, Any]]) -> None:
+        """``fixtures.todos``: to-dos held from the start, executors given as staff ids;
+        the first executor is taken as the creator."""
+        now_ms = int(self.clock.now() * 1000)
+        for item in todos:
+            executors = [self.union_id(u) for u in item.get("executors", [])]
+            self.workspace.add_todo(
+                executors[0] if executors else "",
+                str(item["subject"]),
+                now_ms,
+                executors=executors,
+                done=bool(item.get("done", False)),
+                due_ms=item.get("due_ms"),
+            )
+
+    def workspace_view(self) -> dict[str, list[dict[str, Any]]]:
+        """The to-dos and events held, in staff ids: what ``GET /_lab/workspace`` answers."""
+        return self.workspace.view(self.users)
