@@ -40,6 +40,7 @@ from lab.card_cases import CardExpect
 from lab.fake import parse_fault_spec
 from lab.fake.files import parse_files
 from lab.fake.platform import Channel as PlatformChannel
+from lab.fake.workspace_state import UNION_PREFIX
 from lab.fake_model import FakeModel
 
 SCHEMA = "dta.lab.case/1"
@@ -454,6 +455,19 @@ class Fixtures(_Model):
     files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # to-dos the fake workspace holds at the start (executors are staff ids)
     todos: list[TodoFixture] = Field(default_factory=list)
+
+    @field_validator("users")
+    @classmethod
+    def _one_person_per_union_id(cls, users: dict[str, UserFixture]) -> dict[str, UserFixture]:
+        # The workspace APIs name people by unionId only: two people sharing one could not
+        # be told apart when the fake turns it back into a staff id.
+        seen: dict[str, str] = {}
+        for user_id, user in users.items():
+            union = user.union_id or UNION_PREFIX + user_id
+            if union in seen:
+                raise ValueError(f"{user_id} and {seen[union]} share the union_id {union!r}")
+            seen[union] = user_id
+        return users
 
 
 class Case(_Model):

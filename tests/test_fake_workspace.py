@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agent.clock import VirtualClock
-from lab.cases import load_case
+from lab.cases import TodoFixture, load_case
 from lab.fake import FakeDingTalk
 from lab.fake.calls import call_counts
 from lab.judge import workspace_findings
@@ -234,6 +234,17 @@ async def test_control_route_shows_the_workspace(
     assert call_counts(fake.request_log)["total"] == 1  # the token only; controls are free
 
 
+@slow
+async def test_seeded_todos_list_with_their_due_time(
+    fake: FakeDingTalk, api: httpx.AsyncClient
+) -> None:
+    fixture = TodoFixture.model_validate({"subject": "交报销单", "executors": ["u1"], "due": T9})
+    fake.seed_todos([fixture.seed()])
+    cards = (await api.post(f"{TASKS}/list", json={"isDone": False})).json()["todoCards"]
+    assert cards[0]["subject"] == "交报销单"
+    assert cards[0]["dueTime"] == 1_767_344_400_000 and cards[0]["creatorId"] == "UNION-ZS"
+
+
 @pytest.mark.parametrize(
     "fault",
     [
@@ -290,6 +301,10 @@ def test_case_keys_for_the_workspace_parse_and_judge(tmp_path: Path) -> None:
     [
         ({"todos": [{"subject": "x", "executors": ["u1"], "owner": "u1"}]}, {"count": 0}),
         ({"users": {"u1": {"name": "张三", "mobile": "1"}}}, {"count": 0}),
+        (
+            {"users": {"u1": {"name": "a", "union_id": "X"}, "u2": {"name": "b", "union_id": "X"}}},
+            {"count": 0},
+        ),
         ({}, {"todos": [{"subjects": ["x"]}]}),
         ({}, {"todos": []}),
         ({}, {"events": [{}]}),
