@@ -150,6 +150,7 @@ def _run(run: Run) -> dict[str, Any]:
         "allowed_actions": [a.value for a in run.allowed_actions],
         "skills": [f"{s.name}@{s.version}" for s in run.skill_snapshot.skills],
         "usage": run.usage,
+        "tool_calls": run.evidence.get("tool_calls", []),
         "failure": run.failure,
         "answered_by": run.answered_by,
         "degraded": run.degraded,

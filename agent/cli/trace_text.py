@@ -46,6 +46,12 @@ def render(trace: Trace) -> list[str]:
             lines.append(f"    tokens: {tokens}")
         if r.get("degraded"):
             lines.append(f"    answered by {r['answered_by']} ({r['degraded']})")
+        for call in r.get("tool_calls", []):
+            outcome = "ok" if call.get("ok") else call.get("error")
+            lines.append(
+                f"    tool {call.get('tool')}: {outcome}, {call.get('result_chars')} chars"
+                f" shown, {call.get('elapsed_ms')} ms"
+            )
     for intent in trace.intents:
         lines.append(f"  intent {intent['kind']} {intent['chunk']} to {intent['target']}:")
         lines.append(f"    {intent['text'][:200]}")
