@@ -75,6 +75,7 @@ class LiveCaseRun:
             SystemClock(), timeout_fault_s=1.0, users=directory(case.fixtures.users)
         )
         self.fake.files.update(parse_files(case.fixtures.files))
+        self.fake.seed_todos([todo.seed() for todo in case.fixtures.todos])
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()
@@ -117,6 +118,7 @@ class LiveCaseRun:
                 cards,
                 calls,
                 model.requests if model is not None else None,
+                self.fake.workspace_view(),
             )
             result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
         except Exception as exc:
