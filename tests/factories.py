@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from agent.components import transport_config
 from agent.config import Settings
-from agent.contracts import ActionKind, Event, Origin, Run, SessionWebhook
+from agent.contracts import ActionKind, Event, MemoryCandidate, Origin, Run, SessionWebhook
 from agent.dingtalk.ingest import callback_to_event
 
 Built = TypeVar("Built")
@@ -109,3 +109,20 @@ def fake_transport_config(fake: Any, **fields: Any) -> Any:
         directory_base_url=None,
         **fields,
     )
+
+
+def memory_candidate(content: str, scope: str = "cid-1", **fields: Any) -> MemoryCandidate:
+    """A candidate as a run would have proposed it (``fields`` override: kind, title, …)."""
+    values: dict[str, Any] = {
+        "candidate_id": MemoryCandidate.id_for(scope, content),
+        "kind": "semantic",
+        "scope_id": scope,
+        "title": content[:10],
+        "content": content,
+        "source_refs": ["msg:m1"],
+        "confidence": 0.6,
+        "proposed_by_run": "run_1",
+        "created_at": T0,
+        "updated_at": T0,
+    }
+    return MemoryCandidate(**{**values, **fields})

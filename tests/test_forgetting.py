@@ -7,27 +7,13 @@ import io
 
 import pytest
 
-from agent.contracts import MemoryCandidate, MemoryStatus, Turn
+from agent.contracts import MemoryStatus, Turn
 from agent.run.forgetting import after_last_forget, forget_request, remembered_here
 from agent.run.memory import PUBLISH_LEASE_S, file_hash, publish, review
 from skills.retrieval.sections import parse_sections
-from tests.factories import T0
+from tests import factories
 
-
-def _candidate(content: str, scope: str = "cid-1", **fields: object) -> MemoryCandidate:
-    return MemoryCandidate(
-        candidate_id=MemoryCandidate.id_for(scope, content),
-        kind=fields.pop("kind", "semantic"),
-        scope_id=scope,
-        title=str(fields.pop("title", content[:10])),
-        content=content,
-        source_refs=["msg:m1"],
-        confidence=0.6,
-        proposed_by_run="run_1",
-        created_at=T0,
-        updated_at=T0,
-        **fields,  # type: ignore[arg-type]
-    )
+_candidate = factories.memory_candidate
 
 
 @pytest.mark.parametrize(

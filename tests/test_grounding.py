@@ -22,6 +22,7 @@ from skills.retrieval.bm25 import Bm25Index
 from skills.retrieval.folder import KnowledgeBase
 from skills.retrieval.sections import parse_sections
 from storage import Store
+from tests import factories
 
 TRAVEL = """# 差旅制度
 
@@ -50,19 +51,7 @@ def _event(conversation: str, kind: ConversationType, text: str) -> Event:
 
 
 def _memory(scope: str, content: str, **fields: object) -> MemoryCandidate:
-    return MemoryCandidate(
-        candidate_id=MemoryCandidate.id_for(scope, content),
-        kind=fields.pop("kind", "semantic"),
-        scope_id=scope,
-        title=str(fields.pop("title", content[:10])),
-        content=content,
-        source_refs=["msg:m0"],
-        confidence=0.6,
-        proposed_by_run="r0",
-        created_at=1.0,
-        updated_at=1.0,
-        **fields,  # type: ignore[arg-type]
-    )
+    return factories.memory_candidate(content, scope, **fields)
 
 
 def test_only_matching_sections_are_returned_never_padded(tmp_path: Path) -> None:
