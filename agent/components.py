@@ -13,6 +13,11 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
+from agent.acts.approval_card import ApprovalCards
+from agent.acts.approvals import ApprovalDesk
+from agent.acts.clicks import ClickDesk
+from agent.acts.executor import ActExecutor
+from agent.acts.runner import ActRunner
 from agent.cards.api import CardAPI
 from agent.cards.broker import CardBroker
 from agent.cards.pacing import CardPacer
@@ -21,6 +26,7 @@ from agent.clock import Clock
 from agent.config import ConfigError, Settings
 from agent.contracts import Event
 from agent.contracts.quiet_hours import parse_quiet_hours
+from agent.contracts.tools import BUILTIN
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
@@ -79,6 +85,10 @@ def action_policy(settings: Settings) -> ActionPolicy:
         timezone=settings.timezone,
         follow_ups=settings.heartbeat_interval_s is not None
         and settings.follow_up_after_s is not None,
+        tools=frozenset(settings.tools),
+        max_acts_per_run=settings.max_acts_per_run,
+        act_budget_per_conversation_per_day=settings.act_budget_per_conversation_per_day,
+        act_budget_per_day=settings.act_budget_per_day,
     )
 
 
@@ -282,6 +292,45 @@ class PipelineParts:
     identities: IdentityDirectory  # the sender's details, looked up as soon as a run queues
     # answers when the model is over its budget or down (None: the provider is rules)
     fallback: Provider | None
+    acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
+
+
+@dataclass(frozen=True)
+class ActParts:
+    """Acts and approvals (agent/acts/): built when a write tool is enabled."""
+
+    runner: ActRunner
+    desk: ApprovalDesk
+    cards: ApprovalCards | None  # None: approvals by text code
+    clicks: ClickDesk
+
+
+def build_acts(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    broker: Broker,
+    crash: CrashPoints,
+) -> ActParts | None:
+    """The act runner, the approval desk and (with a template) the approval cards."""
+    if all(BUILTIN[name].effect == "read" for name in settings.tools):
+        return None
+    workspace = WorkspaceClient(broker.transport, oapi_base_url=settings.directory_base_url)
+    template = settings.approval_card_template_id
+    cards = None
+    if template and settings.robot_code:
+        api = CardAPI(broker.transport, settings.robot_code, template, "status")
+        cards = ApprovalCards(api, store, clock, broker)
+    desk = ApprovalDesk(store, clock, settings.approval_timeout_s, cards is not None)
+    runner = ActRunner(
+        store=store,
+        clock=clock,
+        desk=desk,
+        executor=ActExecutor(store, workspace, clock, crash),
+        reads=workspace,
+        approval_timeout_s=settings.approval_timeout_s,
+    )
+    return ActParts(runner, desk, cards, ClickDesk(store, desk))
 
 
 def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
@@ -325,6 +374,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         meter=ModelMeter(store, clock, model_limits(settings)),
         forgetting=Forgetting(store, knowledge, settings.agent.name),
         tools=tool_box(settings, transport),
+        acts=parts.acts,
     )
 
 
@@ -364,6 +414,7 @@ def build_parts(
         cards=build_cards(settings, store, clock, broker, action_gate, crash),
         identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
         fallback=None if settings.provider == "rules" else rules_provider(settings),
+        acts=build_acts(settings, store, clock, broker, crash),
     )
 
 

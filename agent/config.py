@@ -25,7 +25,7 @@ from pydantic import (
 
 from agent.contracts import AgentDefinition
 from agent.contracts.quiet_hours import parse_quiet_hours
-from agent.contracts.tools import BUILTIN, READ_TOOLS
+from agent.contracts.tools import BUILTIN
 
 DINGTALK_API = "https://api.dingtalk.com"
 
@@ -235,10 +235,18 @@ class Settings(BaseModel):
     model_tokens_per_month: int = Field(default=0, ge=0)
     model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
-    # workspace tools a model may call (skills/tools/builtin.py); the openai provider only.
-    # Reads for now: writes (to-dos, events) come with the acts and approvals being built.
+    # workspace tools a model may call (agent/contracts/tools.py); the openai provider only.
+    # Reads run at once; writes are acts through the action gate (agent/acts/).
     tools: list[str] = Field(default_factory=list)
     max_tool_steps: int = Field(default=4, ge=1, le=20)  # rounds of tool calls per answer
+    max_acts_per_run: int = Field(default=3, ge=1, le=20)
+    act_budget_per_conversation_per_day: int = Field(default=20, ge=1)
+    act_budget_per_day: int = Field(default=200, ge=1)
+    # An act that touches others waits for its asker's approval this long, then expires.
+    approval_timeout_s: float = Field(default=3600, gt=0)
+    # The approval card (agent/acts/approval_card.py for its contract); without one the
+    # asker approves with a text code (「确认 4F2A」).
+    approval_card_template_id: str | None = None
 
     # command provider: an external agent run in a prepared run directory
     command: list[str] = Field(default_factory=list)  # argv, never a shell line
@@ -324,16 +332,10 @@ class Settings(BaseModel):
 
     @field_validator("tools")
     @classmethod
-    def _tools_are_known_reads(cls, value: list[str]) -> list[str]:
+    def _tools_are_known(cls, value: list[str]) -> list[str]:
         unknown = [name for name in value if name not in BUILTIN]
         if unknown:
             raise ValueError(f"unknown tools {unknown}; built-in: {sorted(BUILTIN)}")
-        writes = [name for name in value if name not in READ_TOOLS]
-        if writes:
-            raise ValueError(
-                f"{writes} write to the workspace, which this build does not do yet (writes"
-                f" need acts and approvals); the read tools are {sorted(READ_TOOLS)}"
-            )
         return value
 
     @model_validator(mode="after")

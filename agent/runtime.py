@@ -32,6 +32,7 @@ from types import TracebackType
 
 import httpx
 
+from agent.acts.approvals import settle_event
 from agent.clock import Clock, SystemClock
 from agent.components import build_heartbeat, build_parts, build_pipeline, open_store
 from agent.config import Settings
@@ -102,8 +103,11 @@ class Runtime:
             parts.broker,
         )
         self.skills, self.cards, self.identities = parts.skills, parts.cards, parts.identities
+        # Acts and approvals (agent/acts/): None unless a write tool is enabled.
+        self.acts = parts.acts
+        self.clicks = parts.acts.clicks if parts.acts is not None else None
         self.ingestor = Ingestor(
-            self.store, self.response_gate.supersedes, settings.max_frame_bytes
+            self.store, self.response_gate.supersedes, settings.max_frame_bytes, self.clicks
         )
         self.pipeline = build_pipeline(settings, parts, self.owner)
         # Proactive work (agent/proactive/heartbeat.py): None unless heartbeat_interval_s is set.
@@ -180,6 +184,8 @@ class Runtime:
         if result.kind is FrameKind.EVENT and result.event is not None:
             self.crash.hit("after_ingest")
             self.submit(result.event, result.generation)
+        elif result.kind is FrameKind.CARD_CLICK and result.event is not None:
+            self.submit(result.event)  # the decision, carried out by its own run
         return result
 
     def submit(self, event: Event, generation: int | None = None) -> bool:
@@ -285,6 +291,7 @@ class Runtime:
             self.store.renew_threads(self.owner, sorted(self._threads), until)
             self._renewed_at = now
         self.identities.flush()
+        self._approvals_due()
         queued = 0
         for event_id, retry in list(self._retries.items()):
             if force or retry.due <= now:
@@ -292,6 +299,18 @@ class Runtime:
                 self._queue(retry.event)
                 queued += 1
         return queued + self._pick_up_stored(now)
+
+    def _approvals_due(self) -> None:
+        """Expire the approvals whose time ran out, and store the event of every decision
+        not carried out yet (a crash fell between them); the pick-up below runs them."""
+        if self.acts is None:
+            return
+        self.acts.desk.expire_due()
+        for record in self.store.unsettled_approvals():
+            run = self.store.get_run(record.event_id)
+            if run is not None:
+                event = settle_event(record, run, self.clock.now())
+                self.store.add_event(event, event.to_json(), supersedes=False)
 
     def _pick_up_stored(self, now: float) -> int:
         room = self.settings.max_queued_runs - self.queued

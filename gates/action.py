@@ -29,10 +29,8 @@ from agent.contracts import (
     Run,
     new_id,
 )
-from gates.action_checks import (
-    CHECKS,
+from gates.action_case import (
     DAY_S,
-    MAX_TITLE_CHARS,
     MINUTE_S,
     ActionFacts,
     ActionPolicy,
@@ -42,6 +40,7 @@ from gates.action_checks import (
     slot_keys,
     split_text,
 )
+from gates.action_checks import CHECKS, MAX_TITLE_CHARS
 
 # The gate's whole API, also what ``gates/action_checks.py`` holds (imported from here).
 __all__ = [
@@ -71,6 +70,9 @@ class Approval:
     intents: list[ActionIntent]
     checked: list[str]
     reminder_due: float | None = None  # epoch seconds of the request's approved reminder
+    # An act that passed every check but reaches beyond the asker's own reversible things:
+    # it runs only once its authorizer approves (agent/acts/approvals.py).
+    waits_for_approval: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,12 +109,13 @@ class ActionGate:
         from_provider: bool = True,
     ) -> Approval | Refusal:
         """``form`` is how a reply would go ("text", "markdown" or "card"); the gate applies
-        it to replies only: acks, asks and silences keep their own form. ``from_provider``:
+        it to replies only (and "approval" to a confirm: an approval card): acks, asks and
+        silences keep their own form. ``from_provider``:
         the words are a provider's (their claims need backing), not the runtime's own."""
         case = _Case(raw, run, tally, facts, self.policy, form, from_provider)
         checked: list[str] = []
         for check in CHECKS:
-            if check.messages_only and not case.request.kind.is_message:
+            if check.scope != "all" and not check.applies(case.request.kind):
                 continue
             checked.append(check.name)
             refused = check.test(case)
@@ -126,17 +129,42 @@ class ActionGate:
                     refused.say,
                 )
         due = case.reminder_due if case.request.reminder is not None else None
-        return Approval(case.request, _intents(case, checked), checked, due)
+        auth = facts.authorization
+        waits = (
+            case.request.kind is ActionKind.ACT
+            and facts.approval is None
+            and auth is not None
+            and auth.needs_approval
+        )
+        return Approval(case.request, _intents(case, checked), checked, due, waits)
 
 
 def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
     """One intent per message (none for silence's content), each bound to the run's origin."""
     request, run = c.request, c.run
     kind = request.kind
+    if kind is ActionKind.ACT:
+        return [
+            ActionIntent(
+                intent_id=new_id("int"),
+                run_id=run.run_id,
+                event_id=run.event_id,
+                kind=kind,
+                idempotency_key=c.key,
+                target=run.origin,
+                tool=request.tool,
+                arguments=request.arguments or {},
+                authorization=c.facts.authorization,
+                gate_checks=list(checked),
+                created_at=c.facts.now,
+            )
+        ]
     if kind.is_message:
         msgtype = "text" if request.text is not None else "markdown"
         if kind is ActionKind.REPLY and c.form in ("markdown", "card"):
             msgtype = c.form
+        if kind is ActionKind.CONFIRM and c.form == "approval":
+            msgtype = "approval"
         contents: list[MessageContent | None] = [
             MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
         ]
@@ -148,9 +176,10 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
             run_id=run.run_id,
             event_id=run.event_id,
             kind=kind,
-            idempotency_key=idempotency_key(run.event_id, kind, chunk),
+            idempotency_key=idempotency_key(run.event_id, kind, chunk, c.slot),
             target=run.origin,
             content=content,
+            approval_id=request.approval_id,
             chunk=chunk,
             chunks=len(contents),
             task=request.task,

@@ -140,7 +140,16 @@ class OperatorSpec(_Model):
         return self
 
 
-STEP_KINDS = ("send", "frame", "redeliver", "fault", "restart", "wait", "operator")
+STEP_KINDS = ("send", "frame", "redeliver", "fault", "restart", "wait", "operator", "click")
+
+
+class ClickSpec(_Model):
+    """A person presses a button on the card the run of ``msg`` sent (lab-cases.md)."""
+
+    msg: str = Field(min_length=1)
+    by: str = Field(min_length=1)
+    choice: Literal["approve", "deny", "stop"]
+    after_frames: int | None = Field(default=None, ge=1)
 
 
 class Step(_Model):
@@ -152,6 +161,7 @@ class Step(_Model):
     restart: RestartSpec | bool | None = None
     wait: float | None = Field(default=None, ge=0)
     operator: OperatorSpec | None = None
+    click: ClickSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -364,6 +374,15 @@ TaskSubset = Annotated[dict[str, Any], _subset_of(TaskCheckpoint)]
 MemorySubset = Annotated[dict[str, Any], _subset_of(MemoryCandidate)]
 
 
+class ApprovalExpect(_Check):
+    """One approval, in creation order (subset match)."""
+
+    msg: str | None = None
+    tool: str | None = None
+    status: Literal["pending", "approved", "denied", "expired", "void"] | None = None
+    by: str | None = None
+
+
 class Expect(_Model):
     """What the evidence must show. Every key given is checked; a case with none is refused.
 
@@ -391,6 +410,9 @@ class Expect(_Model):
     model_requests: list[ModelRequestExpect] | None = None
     runs: dict[str, RunExpect] | None = None
     model_requests_count: int | None = Field(default=None, ge=0)
+    # the approvals of acts, in creation order (lab-cases.md, "Workspace tools")
+    approvals: list[ApprovalExpect] | None = None
+    approvals_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod

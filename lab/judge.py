@@ -196,6 +196,23 @@ def run_findings(expect: Expect, store: Store) -> list[Check]:
     return found
 
 
+def approval_findings(expect: Expect, store: Store) -> list[Check]:
+    """``expect.approvals`` (in creation order, subset match) and ``approvals_count``."""
+    held = [
+        {"msg": a.event_id, "tool": a.tool, "status": a.status.value, "by": a.decided_by}
+        for a in store.approvals()
+    ]
+    found: list[Check] = []
+    if expect.approvals_count is not None and len(held) != expect.approvals_count:
+        found.append(Check("approvals_count", expect.approvals_count, len(held)))
+    for i, want in enumerate(expect.approvals or []):
+        wanted = want.model_dump(exclude_none=True)
+        got = held[i] if i < len(held) else None
+        if got is None or not _subset(wanted, got):
+            found.append(Check(f"approvals[{i}]", wanted, got, f"held: {held}" if held else None))
+    return found
+
+
 def judge(
     expect: Expect,
     received: list[dict[str, Any]],
@@ -213,6 +230,7 @@ def judge(
     problems: list[Check] = model_findings(expect, model_requests or [])
     problems.extend(workspace_findings(expect, workspace or {}))
     problems.extend(run_findings(expect, store))
+    problems.extend(approval_findings(expect, store))
 
     if expect.platform is not None and expect.platform.calls is not None:
         counted = calls or {}

@@ -24,8 +24,9 @@ from agent.crashpoints import Crash, CrashPoints
 from agent.proactive.operator import operator_event
 from agent.proactive.operator import send as operator_send
 from agent.runtime import Runtime
-from lab.cases import Case, RestartSpec, Step, directory
+from lab.cases import Case, ClickSpec, RestartSpec, Step, directory
 from lab.fake import FakeDingTalk, build_callback, callback_frame
+from lab.fake.callbacks import CARD_CALLBACK_TOPIC
 from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
@@ -62,6 +63,7 @@ def _write_files(folder: Path, files: dict[str, str]) -> Path:
 
 
 LAB_MODEL = "lab-model"
+LAB_APPROVAL_TEMPLATE = "lab-approval-card.schema"
 
 
 def uses_model(case: Case) -> bool:
@@ -101,6 +103,9 @@ def lab_settings(
         command_runs_root=workdir / "runs",
         media_dir=workdir / "media",
         download_timeout_s=0.5,  # the fake's slow-download fault takes 1 s
+        # the lab's approval card (agent/acts/approval_card.py has its contract), supplied
+        # as the credentials are, so cases need not configure one
+        approval_card_template_id=LAB_APPROVAL_TEMPLATE,
     )
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
@@ -277,6 +282,23 @@ class CaseRun:
                 event_id=spec.msg,
             )
             await operator_send(self.runtime.store, self.runtime.pipeline, event)
+        elif kind == "click":
+            assert step.click is not None
+            await self._click(step.click)
+
+    async def _click(self, click: ClickSpec) -> None:
+        """A press on the card the run of ``click.msg`` sent, delivered as DingTalk does: a
+        card callback frame; what its ack answers is what the card shows."""
+        assert self.runtime is not None
+        if click.choice == "stop":
+            raise ValueError("click: the stop button of a streaming card is not supported yet")
+        await self._drain()  # the card exists once the run that sends it has worked
+        data, card = self.fake.click_data(click.msg, click.by, click.choice)
+        frame = callback_frame(
+            data, self._frame_id(), now=self.clock.now(), topic=CARD_CALLBACK_TOPIC
+        )
+        result = self.runtime.ingest(frame, self.clock.now())
+        self.fake.show_click_answer(card, click.by, result.response)
 
     async def _deliver(self, raw: str, data: dict[str, Any] | None) -> None:
         assert self.runtime is not None

@@ -30,6 +30,10 @@ from pydantic import (
 
 from agent.contracts import ActionKind, SkillRef, SkillSnapshot
 
+# What a skill allows when it does not say: the four ways of talking (acts are granted by
+# basic-behavior and made possible only by enabled tools).
+TALKING = (ActionKind.ACK, ActionKind.REPLY, ActionKind.ASK, ActionKind.SILENCE)
+
 CORE_SKILLS_DIR = Path(__file__).parent / "core"
 SKILL_FILE = "SKILL.md"
 REFERENCES_DIR = "references"
@@ -74,6 +78,7 @@ class Skill:
     compatibility: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
     match: str = "all"  # "all" conditions must hold, or "any" of them
+    declares_actions: bool = True  # its frontmatter lists allowed_actions
     warnings: tuple[str, ...] = ()  # why it never applies (an unknown condition)
 
     def applies_to(
@@ -109,7 +114,9 @@ class _Frontmatter(BaseModel):
     version: str | None = Field(default=None, min_length=1)  # or metadata.version
     priority: StrictInt = 0
     conditions: list[str] = Field(default_factory=list)
-    allowed_actions: list[ActionKind] = Field(default_factory=lambda: list(ActionKind))
+    # Unset: the four talking kinds, and no say over acts (only basic-behavior grants
+    # them, and only enabled tools make one possible); set: exactly these.
+    allowed_actions: list[ActionKind] | None = None
     # The seeds' own header format (../shared/seeds/): kept on the skill, shown in listings.
     tags: list[str] = Field(default_factory=list)
     compatibility: str | None = None
@@ -243,7 +250,8 @@ def load_skill(folder: Path) -> Skill:
         version=version,
         priority=meta.priority,
         conditions=tuple(c.strip() for c in meta.conditions),
-        allowed_actions=tuple(k for k in ActionKind if k in meta.allowed_actions),
+        allowed_actions=tuple(k for k in ActionKind if k in (meta.allowed_actions or TALKING)),
+        declares_actions=meta.allowed_actions is not None,
         body=body,
         path=folder,
         files=files,
@@ -310,13 +318,19 @@ def snapshot(skills: Sequence[Skill]) -> SkillSnapshot:
 def allowed_actions(skills: Iterable[Skill]) -> list[ActionKind]:
     """Actions every selected skill allows, in enum order.
 
-    Skills can only narrow what a run may do, so the result is an intersection; with no
-    skills there is nothing to narrow and all actions remain (the run's own list still
-    applies on top of this).
+    Skills can only narrow what a run may do, so the talking kinds are an intersection;
+    with no skills there is nothing to narrow and all remain. ``act`` is allowed when a
+    skill grants it (basic-behavior does) and no skill that lists its actions leaves it
+    out; a skill that lists none has no say over acts. (``confirm`` is the host's own.)
     """
-    allowed = set(ActionKind)
-    for skill in skills:
-        allowed &= set(skill.allowed_actions)
+    chosen = list(skills)
+    allowed = set(ActionKind) - {ActionKind.CONFIRM}
+    for skill in chosen:
+        allowed &= set(skill.allowed_actions) | (
+            {ActionKind.ACT} if not skill.declares_actions else set()
+        )
+    if chosen and not any(ActionKind.ACT in s.allowed_actions for s in chosen):
+        allowed.discard(ActionKind.ACT)
     return [kind for kind in ActionKind if kind in allowed]
 
 

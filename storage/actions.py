@@ -26,6 +26,22 @@ class ActionRecords(StoreBase):
         ).fetchone()
         return Receipt.model_validate_json(row[0]) if row else None
 
+    def intent_key_taken(self, key: str) -> bool:
+        return self._scalar("SELECT 1 FROM intents WHERE idempotency_key = ?", (key,)) is not None
+
+    def intent_by_key(self, key: str) -> ActionIntent | None:
+        row = self.conn.execute(
+            "SELECT intent_json FROM intents WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return ActionIntent.model_validate_json(row[0]) if row else None
+
+    def intent_receipts(self, intent_id: str) -> list[Receipt]:
+        """Every receipt of one intent, oldest first (an uncertain act, then its read-back)."""
+        rows = self.conn.execute(
+            "SELECT receipt_json FROM receipts WHERE intent_id = ? ORDER BY rowid", (intent_id,)
+        ).fetchall()
+        return [Receipt.model_validate_json(r[0]) for r in rows]
+
     def _writes_since(self, day_ago: float) -> tuple[str, tuple[float, ...]]:
         """SQL counting the ledger rows stamped after ``day_ago``, and its parameters.
 

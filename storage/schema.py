@@ -362,6 +362,43 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX memory_scope ON memory_candidates (scope_id, created_at);
         """,
     ),
+    Migration(
+        # A pending approval is a row, so it survives a restart and any replica may take
+        # the click; the first decision stands by a compare-and-set on ``status``. Clicks
+        # are kept by their Stream frame id: a redelivered click is recognised anywhere.
+        "12: approvals of acts, and the clicks on their cards",
+        """
+        CREATE TABLE approvals (
+            {rowid}
+            approval_id TEXT PRIMARY KEY,
+            event_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            authorizer TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            status TEXT NOT NULL,
+            code TEXT NOT NULL,
+            out_track_id TEXT,
+            created_at {real} NOT NULL,
+            expires_at {real} NOT NULL,
+            approval_json TEXT NOT NULL
+        );
+        CREATE INDEX approvals_event ON approvals (event_id);
+        CREATE INDEX approvals_status ON approvals (status, expires_at);
+        CREATE INDEX approvals_track ON approvals (out_track_id);
+        CREATE INDEX approvals_conversation ON approvals (conversation_id, status);
+        CREATE INDEX intents_kind ON intents (kind, conversation_id, created_at);
+
+        CREATE TABLE approval_clicks (
+            frame_id TEXT PRIMARY KEY,
+            approval_id TEXT,
+            user_id TEXT NOT NULL,
+            action TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            at {real} NOT NULL
+        );
+        CREATE INDEX approval_clicks_approval ON approval_clicks (approval_id);
+        """,
+    ),
 ]
 
 

@@ -25,6 +25,7 @@ from agent.contracts import (
     ResponseDecision,
 )
 from storage.actions import ActionRecords
+from storage.approvals import ApprovalRecords
 from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
@@ -52,6 +53,7 @@ class Store(
     InspectRecords,
     ScheduleRecords,
     UsageRecords,
+    ApprovalRecords,
 ):
     """The whole store: every record family over one connection (see ``StoreBase``)."""
 

@@ -43,6 +43,10 @@ ORDER = [
     "claims",
     "promises",
 ]
+# The act checks come last: they apply to acts only, which skip the message checks.
+ACT_ORDER = ["tool", "authority", "act_budget", "approval"]
+# What an act goes through: the checks for every request and for every write, then its own.
+ACT_PATH = [*ORDER[: ORDER.index("identity") + 1], *ACT_ORDER]
 FIRST = Receipt(
     receipt_id="r1",
     run_id="run_1",
@@ -124,10 +128,14 @@ def test_each_check_refuses_alone_and_records_the_checks_up_to_it(check, reason,
 
 
 def test_the_table_covers_every_check_and_code_in_the_documented_order():
-    assert [c.name for c in CHECKS] == ORDER
+    from tests.test_acts_gate import ACT_REFUSING
+
+    assert [c.name for c in CHECKS] == ORDER + ACT_ORDER
     assert {check for check, _, _ in REFUSING} == set(ORDER)
-    # RefusalReason lists its codes in the gate's order; the table agrees.
-    assert [reason for _, reason, _ in REFUSING] == list(RefusalReason)
+    assert {check for check, _, _ in ACT_REFUSING} == set(ACT_ORDER)
+    # RefusalReason lists its codes in the gate's order; the tables agree.
+    reasons = [reason for _, reason, _ in REFUSING] + [r for _, r, _ in ACT_REFUSING]
+    assert reasons == list(RefusalReason)
 
 
 def test_reply_is_approved_and_targets_the_origin():

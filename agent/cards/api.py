@@ -173,6 +173,16 @@ class CardAPI:
         answer, _ = await self._call("PUT", UPDATE_PATH, body)
         return answer
 
+    async def update(self, out_track_id: str, params: dict[str, str]) -> CardAnswer:
+        """Card variables by key (an approval card's ``status``, say); the rest stays."""
+        body = {
+            "outTrackId": out_track_id,
+            "cardData": {"cardParamMap": params},
+            "cardUpdateOptions": {"updateCardDataByKey": True},
+        }
+        answer, _ = await self._call("PUT", UPDATE_PATH, body)
+        return answer
+
     async def _call(
         self, method: str, path: str, body: dict[str, Any]
     ) -> tuple[CardAnswer, dict[str, Any]]:

@@ -17,6 +17,8 @@ from —
 - ``invocation``: what a provider is handed (``EnrichedInvocation`` and its sourced items)
 - ``actions``: request → intent → attempt → receipt, with the platform's evidence
 - ``cards``: an AI card as the store keeps it
+- ``acts``: an act's authorization snapshot, its approval, a click on an approval card
+- ``tools``: the tools a model may call, one call and its result
 """
 
 from agent.contracts.actions import (
@@ -29,6 +31,12 @@ from agent.contracts.actions import (
     Receipt,
     ReminderProposal,
     TaskPatch,
+)
+from agent.contracts.acts import (
+    ApprovalRecord,
+    Authorization,
+    CardClick,
+    Impact,
 )
 from agent.contracts.base import (
     Contract,
@@ -43,6 +51,7 @@ from agent.contracts.codes import (
     MEDIA_MSGTYPES,
     TEXT_MSGTYPES,
     ActionKind,
+    ApprovalStatus,
     AttemptOutcome,
     CardReason,
     CardState,
@@ -103,11 +112,15 @@ __all__ = [
     "ActionRequest",
     "Actor",
     "AgentDefinition",
+    "ApprovalRecord",
+    "ApprovalStatus",
     "Attempt",
     "AttemptOutcome",
+    "Authorization",
     "Burst",
     "BurstMessage",
     "Card",
+    "CardClick",
     "CardReason",
     "CardState",
     "Channel",
@@ -121,6 +134,7 @@ __all__ = [
     "Evidence",
     "Grounding",
     "Identity",
+    "Impact",
     "KnowledgeItem",
     "MediaItem",
     "MediaStatus",

@@ -9,10 +9,11 @@ happened, or deliberately did not.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from agent.contracts.acts import Authorization
 from agent.contracts.base import Contract
 from agent.contracts.codes import ActionKind, AttemptOutcome, Channel, ReceiptStatus
 from agent.contracts.runs import Origin
@@ -55,7 +56,9 @@ class ActionRequest(Contract):
     """What a provider may ask for. It has no target, robot or user: the origin is implied.
 
     ``ack`` says "seen, this takes a while"; ``reply`` delivers a result; ``ask`` asks one
-    short blocking question; ``silence`` says nothing and must say why.
+    short blocking question; ``silence`` says nothing and must say why; ``act`` writes to
+    the workspace through ``tool`` with ``arguments`` (a model's write tool call becomes
+    one); ``confirm`` is the host's own approval prompt for an act that waits.
     """
 
     schema_: Literal["dta.action-request/1"] = Field(
@@ -69,12 +72,22 @@ class ActionRequest(Contract):
     memory_candidates: list[MemoryCandidateProposal] = Field(default_factory=list)
     task: TaskPatch | None = None
     reminder: ReminderProposal | None = None  # set with a reply that confirms it
+    tool: str | None = None  # an act's tool, e.g. "dingtalk.todo.create"
+    arguments: dict[str, Any] | None = None  # an act's final arguments
+    approval_id: str | None = None  # a confirm's approval (the host's own requests only)
 
     @model_validator(mode="after")
     def _content_matches_kind(self) -> ActionRequest:
         has_text = bool(self.text and self.text.strip())
         has_markdown = bool(self.markdown and self.markdown.strip())
-        if self.kind is ActionKind.SILENCE:
+        if (self.kind is ActionKind.ACT) != (self.tool is not None):
+            raise ValueError("an act names its tool, and only an act does")
+        if (self.kind is ActionKind.CONFIRM) != (self.approval_id is not None):
+            raise ValueError("a confirm names its approval, and only a confirm does")
+        if self.kind is ActionKind.ACT:
+            if has_text or has_markdown or self.reminder is not None:
+                raise ValueError("an act carries arguments, not words")
+        elif self.kind is ActionKind.SILENCE:
             if not (self.reason and self.reason.strip()):
                 raise ValueError("a silence request needs a reason")
             if has_text or has_markdown:
@@ -89,8 +102,9 @@ class ActionRequest(Contract):
 
 class MessageContent(Contract):
     # "card": a reply delivered as an AI card (see agent/cards/broker.py); its text is the card's
-    # final text, recorded once when the card ends
-    msgtype: Literal["text", "markdown", "card"]
+    # final text, recorded once when the card ends; "approval": an approval card with
+    # approve/deny buttons (agent/acts/approval_card.py), its text what the card says
+    msgtype: Literal["text", "markdown", "card", "approval"]
     text: str
     title: str | None = None
 
@@ -109,6 +123,11 @@ class ActionIntent(Contract):
     chunk: int = 1
     chunks: int = 1
     task: TaskPatch | None = None  # the request's task patch, so recovery can settle the task
+    # An act's tool, final arguments and the authority it runs under; a confirm's approval.
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    authorization: Authorization | None = None
+    approval_id: str | None = None
     gate_checks: list[str]
     created_at: float
 
@@ -128,6 +147,7 @@ class Evidence(Contract):
     first_receipt_id: str | None = None
     out_track_id: str | None = None  # the AI card's handle, when the reply was a card
     frames: int | None = None  # frames of the card DingTalk took (the final one included)
+    object_id: str | None = None  # what an act made or changed (a to-do's id, an event's)
 
 
 class Attempt(Contract):

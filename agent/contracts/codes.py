@@ -80,6 +80,16 @@ class RefusalReason(StrEnum):
     # A final reply promises later work and no follow-up was opened (a reminder, or a task
     # the heartbeat follows up): nothing would ever come.
     DEFERRED_PROMISE = "deferred_promise"
+    # Acts (writes to the DingTalk workspace, ``kind: act``), added with the tools:
+    TOOL_NOT_ALLOWED = "tool_not_allowed"  # the tool is not enabled for this robot and skill
+    NOT_AUTHORIZED = "not_authorized"  # the asker may not authorize it (another's to-do)
+    # Acts have their own budgets beside the write budgets (per conversation, per day).
+    ACT_BUDGET = "act_budget"
+    # An act that waited for approval and did not get it: the asker said no, nobody said
+    # yes within ``approval_timeout_s``, or the parameters changed after it was asked for.
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_VOID = "approval_void"
 
 
 class CardReason(StrEnum):
@@ -134,14 +144,20 @@ class ActionKind(StrEnum):
     REPLY = "reply"
     ASK = "ask"
     SILENCE = "silence"
+    # A write to the workspace through a tool (``tool`` + ``arguments``): neither a
+    # message nor the run's end; its own per-run limit (``max_acts_per_run``).
+    ACT = "act"
+    # The host's approval prompt for an act that waits (a card with buttons, or a text
+    # code): a message, not the run's end; one per approval.
+    CONFIRM = "confirm"
 
     @property
     def is_terminal(self) -> bool:
-        return self is not ActionKind.ACK
+        return self not in (ActionKind.ACK, ActionKind.ACT, ActionKind.CONFIRM)
 
     @property
     def is_message(self) -> bool:
-        return self is not ActionKind.SILENCE
+        return self not in (ActionKind.SILENCE, ActionKind.ACT)
 
 
 class Channel(StrEnum):
@@ -150,6 +166,7 @@ class Channel(StrEnum):
     OPENAPI_GROUP = "openapi_group"
     NONE = "none"
     CARD = "card"  # an AI card: created, streamed and finalized through the OpenAPI
+    ACT = "act"  # a workspace write (to-do, calendar) through the OpenAPI, read back after
 
 
 class AttemptOutcome(StrEnum):
@@ -199,6 +216,18 @@ class TaskStatus(StrEnum):
 class MediaStatus(StrEnum):
     FETCHED = "fetched"  # downloaded, checked and stored beside the run
     MISSING = "missing"  # could not be had: ``missing`` says why; never guessed around
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"  # asked; the run that proposed the act ends ``waiting``
+    APPROVED = "approved"  # the authorizer said yes: the act runs (once)
+    DENIED = "denied"
+    EXPIRED = "expired"  # nobody decided within ``approval_timeout_s``: as a denial
+    VOID = "void"  # the parameters changed after it was asked for
+
+    @property
+    def is_open(self) -> bool:
+        return self is ApprovalStatus.PENDING
 
 
 class MemoryStatus(StrEnum):

@@ -64,9 +64,10 @@ class Scheduled(Contract):
     follow-ups quiet hours held back). ``follow_up``, ``reminder``, ``expiry``: one due item
     of the task ``task_id``, due at ``due_at``; its event id is derived from both, so a
     second beat or a second replica finds it already stored. ``operator``: ``dta send``.
+    ``approval``: the decision on the approval ``task_id`` (a click, an expiry), carried out.
     """
 
-    kind: Literal["beat", "follow_up", "reminder", "expiry", "operator"]
+    kind: Literal["beat", "follow_up", "reminder", "expiry", "operator", "approval"]
     task_id: str | None = None
     due_at: float | None = None
     items: list[str] = Field(default_factory=list)

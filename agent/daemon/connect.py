@@ -34,4 +34,5 @@ def connect(
         on_ack=on_ack,
         supersedes=runtime.response_gate.supersedes,  # pure: safe on the connector's thread
         accepting=accepting,
+        clicks=runtime.clicks,
     )

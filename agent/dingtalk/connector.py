@@ -43,12 +43,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote_plus
 
 import websockets
 
-from agent.dingtalk.ingest import Ingestor, Supersedes
+from agent.dingtalk.ingest import ClickHandler, Ingestor, Supersedes
 from agent.dingtalk.stream_client import make_client
 from agent.dingtalk.stream_frames import EventSink, FrameHandler, FrameSink
 from agent.logs import FailureLog
@@ -147,6 +147,12 @@ def load_sdk(endpoint: str) -> ModuleType:
     return dingtalk_stream
 
 
+class ClickSource(Protocol):
+    """Makes the click handler for a store (``agent.acts.clicks.ClickDesk.on``)."""
+
+    def on(self, store: Store) -> ClickHandler: ...
+
+
 class Connector:
     def __init__(
         self,
@@ -156,12 +162,14 @@ class Connector:
         on_ack: Callable[[float], None] | None = None,
         supersedes: Supersedes | None = None,
         accepting: Accepting | None = None,
+        clicks: ClickSource | None = None,
     ) -> None:
         self.config = config
         self.on_event = on_event
         self.on_frame = on_frame
         self.on_ack = on_ack
         self.supersedes = supersedes
+        self.clicks = clicks  # approval card clicks, decided on this thread's own store
         self.accepting = accepting
         self.stats = ConnectorStats()
         self._accepting_failures = FailureLog(log, "accepting check failed; not accepting")
@@ -237,7 +245,8 @@ class Connector:
             schema=self.config.store_schema,
             checkpoints=False,  # acks never wait for a WAL checkpoint (storage/base.py)
         )
-        self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes)
+        clicks = self.clicks.on(store) if self.clicks is not None else None
+        self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes, clicks)
         client = self._client = make_client(self._sdk, self.config)
         started.set()
         attempt = 0

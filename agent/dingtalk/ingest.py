@@ -19,17 +19,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent.contracts import Event, QuarantineReason
+from agent.contracts import CardClick, Event, QuarantineReason
 from agent.dingtalk.callback import MissingFieldError, callback_to_event, frame_time_s
+from agent.dingtalk.card_callback import parse_click
 from storage import Store
 
 __all__ = ["FrameKind", "IngestResult", "Ingestor", "ParsedFrame", "callback_to_event"]
 
 BOT_MESSAGE_TOPIC = "/v1.0/im/bot/messages/get"
+CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"  # a button pressed on a card
 # Of a frame too large to read, this many characters are kept: enough to see what it was.
 KEPT_HEAD_CHARS = 64 * 1024
 # msgIds this ingestor stored lately: a redelivery of one is looked for before storing.
@@ -49,6 +51,7 @@ class FrameKind(StrEnum):
     QUARANTINED = "quarantined"  # malformed: stored with the reason, acked
     SYSTEM = "system"  # ping / disconnect
     IGNORED = "ignored"  # a well-formed frame of a topic we do not handle
+    CARD_CLICK = "card_click"  # a button on a card (an approval): decided, then acked
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class IngestResult:
     generation: int = 0
     reason: QuarantineReason | None = None
     error: str | None = None
+    response: Any = "OK"  # what the ack carries (a card click's immediate card change)
 
 
 # --------------------------------------------------------------------------- wire shapes
@@ -252,6 +256,8 @@ def _frame(document: dict[str, Any]) -> _Frame:
 def _kind(frame: _Frame) -> FrameKind:
     if frame.type == "SYSTEM":
         return FrameKind.SYSTEM
+    if frame.type == "CALLBACK" and frame.headers.topic == CARD_CALLBACK_TOPIC:
+        return FrameKind.CARD_CLICK
     if frame.type != "CALLBACK" or frame.headers.topic != BOT_MESSAGE_TOPIC:
         return FrameKind.IGNORED
     return FrameKind.EVENT
@@ -283,6 +289,16 @@ def _event(frame: _Frame, received_at: float) -> Event:
         raise _Quarantine(QuarantineReason.BAD_FIELD, error, frame_id) from None
 
 
+def click_data(document: dict[str, Any] | None) -> dict[str, Any]:
+    """A card callback's ``data`` (a JSON string, as for every callback), as an object."""
+    data = (document or {}).get("data")
+    if isinstance(data, str):
+        data = json.loads(data)
+    if not isinstance(data, dict):
+        raise ValueError("a card callback's data is a JSON object")
+    return data
+
+
 def kept_text(reason: QuarantineReason, raw: str | bytes) -> str:
     """What the quarantine table keeps of a refused frame: all of it, unless that is unsafe.
 
@@ -302,6 +318,12 @@ def kept_text(reason: QuarantineReason, raw: str | bytes) -> str:
 Supersedes = Callable[[Event, float], bool]
 
 
+class ClickHandler(Protocol):
+    """What decides a card click (``agent.acts.clicks.ClickDesk``)."""
+
+    def receive(self, click: CardClick) -> Any: ...
+
+
 class Ingestor:
     """Durable ingest over one store connection (one per thread).
 
@@ -319,10 +341,13 @@ class Ingestor:
         store: Store,
         supersedes: Supersedes | None = None,
         max_frame_bytes: int | None = None,
+        clicks: ClickHandler | None = None,
     ) -> None:
         self.store = store
         self.supersedes = supersedes
         self.max_frame_bytes = max_frame_bytes
+        # Decides a click on an approval card against this store (agent/acts/clicks.py).
+        self.clicks = clicks
         self._recent: OrderedDict[str, None] = OrderedDict()
 
     def ingest(self, raw: str | bytes, received_at: float) -> IngestResult:
@@ -347,6 +372,8 @@ class Ingestor:
                 FrameKind.QUARANTINED, frame_id, reason=parsed.reason, error=parsed.error
             )
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        if parsed.kind is FrameKind.CARD_CLICK:
+            return self._click(parsed, text, received_at)
         if parsed.kind is not FrameKind.EVENT:
             return IngestResult(parsed.kind, parsed.frame_message_id)
         assert parsed.event is not None
@@ -374,3 +401,22 @@ class Ingestor:
             self._recent.popitem(last=False)
         kind = FrameKind.EVENT if inserted.new else FrameKind.DUPLICATE
         return IngestResult(kind, parsed.frame_message_id, parsed.event, inserted.generation)
+
+    def _click(self, parsed: ParsedFrame, text: str, received_at: float) -> IngestResult:
+        """A card click, decided now (the ack carries what the card shows at once); one
+        that is not a valid click is quarantined, with its reason."""
+        frame_id = parsed.frame_message_id or ""
+        try:
+            click = parse_click(click_data(parsed.document), frame_id, received_at)
+        except ValueError as exc:
+            error = str(exc)[:500]
+            self.store.quarantine(
+                text, QuarantineReason.BAD_FIELD.value, error, received_at, frame_id
+            )
+            return IngestResult(
+                FrameKind.QUARANTINED, frame_id, reason=QuarantineReason.BAD_FIELD, error=error
+            )
+        if self.clicks is None:  # no approvals here: nothing to decide
+            return IngestResult(FrameKind.IGNORED, frame_id)
+        answer = self.clicks.receive(click)
+        return IngestResult(FrameKind.CARD_CLICK, frame_id, answer.event, response=answer.response)

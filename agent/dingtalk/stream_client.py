@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from agent.dingtalk.ingest import BOT_MESSAGE_TOPIC
+from agent.dingtalk.ingest import BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC
 
 if TYPE_CHECKING:
     from agent.dingtalk.connector import ConnectorConfig
@@ -33,7 +33,10 @@ def make_client(sdk: ModuleType, config: ConnectorConfig) -> Any:
             body = {
                 "clientId": config.client_id,
                 "clientSecret": config.client_secret,
-                "subscriptions": [{"type": "CALLBACK", "topic": BOT_MESSAGE_TOPIC}],
+                "subscriptions": [
+                    {"type": "CALLBACK", "topic": BOT_MESSAGE_TOPIC},
+                    {"type": "CALLBACK", "topic": CARD_CALLBACK_TOPIC},
+                ],
                 "ua": f"dta/0.1 dingtalk-stream/{sdk.version.VERSION_STRING}",
                 "localIp": "",
             }

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 import websockets
 
 from agent.contracts import Event
-from agent.dingtalk.ingest import FrameKind, Ingestor, ParsedFrame, frame_text, parse_frame
+from agent.dingtalk.ingest import (
+    FrameKind,
+    Ingestor,
+    IngestResult,
+    ParsedFrame,
+    frame_text,
+    parse_frame,
+)
 from agent.logs import FailureLog
 
 if TYPE_CHECKING:
@@ -93,11 +100,12 @@ class FrameHandler:
                 if result.frame_message_id:
                     # Acked so DingTalk stops redelivering what can never be parsed.
                     await ws.send(json.dumps(self.ack(result.frame_message_id, "quarantined")))
-            elif parsed.kind is FrameKind.EVENT:
+            elif parsed.kind in (FrameKind.EVENT, FrameKind.CARD_CLICK):
                 # A chatbot callback: durable first, then acked as the SDK acks a callback.
+                # A card click is decided first: its ack carries what the card shows.
                 assert isinstance(raw, str)
-                self._ingest(parsed, raw, received_at)
-                await ws.send(json.dumps(self.ack(parsed.frame_message_id, "OK")))
+                result = self._ingest(parsed, raw, received_at)
+                await ws.send(json.dumps(self.ack(parsed.frame_message_id, result.response)))
             else:
                 # SYSTEM (ping, disconnect) and other topics: the SDK's own routing.
                 assert parsed.document is not None  # parsed whole, or it would be quarantined
@@ -133,21 +141,23 @@ class FrameHandler:
         else:
             self._sink_failures.succeeded()
 
-    def _ingest(self, parsed: ParsedFrame, raw: str, received_at: float) -> None:
+    def _ingest(self, parsed: ParsedFrame, raw: str, received_at: float) -> IngestResult:
         """Store a callback durably (a new event, or a counted duplicate) and hand a new
-        event to the pipeline."""
+        event to the pipeline (a card click's decision, too)."""
         assert self.ingestor is not None
         result = self.ingestor.store_parsed(parsed, raw, received_at)
         self.stats.frames[result.kind.value] += 1
-        if result.kind is FrameKind.EVENT and result.event is not None:
+        runs = result.kind in (FrameKind.EVENT, FrameKind.CARD_CLICK)
+        if runs and result.event is not None:
             try:
                 self.on_event(result.event, result.generation)
             except RuntimeError:
                 # The pipeline's loop is gone (shutting down); the event is stored and
                 # will be picked up at the next start.
                 log.warning("pipeline not running; event left for recovery")
+        return result
 
-    def ack(self, frame_message_id: str | None, response: str) -> dict[str, Any]:
+    def ack(self, frame_message_id: str | None, response: Any) -> dict[str, Any]:
         """The SDK's ack (its ``AckMessage``, as its callback handlers fill it in)."""
         ack = self.sdk.AckMessage()
         ack.code = self.sdk.AckMessage.STATUS_OK

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 
+from agent.acts.approvals import ApprovalDesk, code_reply
+from agent.acts.settle import ApprovalSettlement
 from agent.clock import Clock
 from agent.contracts import (
     Event,
@@ -63,12 +65,15 @@ class ProactiveWork:
         acting: Acting,
         endings: Endings,
         policy: SchedulePolicy,
+        approvals: tuple[ApprovalDesk, ApprovalSettlement] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.acting = acting
         self.endings = endings
         self.policy = policy
+        # Decisions on approvals: their events, and 「确认 4F2A」 where no card is set.
+        self.approvals = approvals
 
     async def handle(self, event: Event, run: Run) -> Run | None:
         """The run's end if it is the runtime's own work or a cancel, else None (the
@@ -77,10 +82,30 @@ class ProactiveWork:
         if scheduled is not None:
             if scheduled.kind == "operator":
                 return await self._say(run, event.text)
+            if scheduled.kind == "approval" and self.approvals is not None:
+                return await self.approvals[1].handle(run, scheduled.task_id or "")
             return await self._item(event, run, scheduled)
         if is_cancel(event.text):
             return await self._cancel(run, event.text)
+        if self.approvals is not None:
+            return await self._code_reply(event, run)
         return None
+
+    async def _code_reply(self, event: Event, run: Run) -> Run | None:
+        """「确认 4F2A」: the asker's decision on a pending approval, in words."""
+        assert self.approvals is not None
+        desk, settlement = self.approvals
+        reply = code_reply(event.text)
+        if reply is None:
+            return None
+        choice, code = reply
+        record = self.store.approval_by_code(event.conversation.id, code)
+        if record is None:
+            return None  # not a code we gave: an ordinary message
+        decision = desk.decide(record, event.actor.user_id, choice)
+        if decision.decided and decision.record is not None:
+            return await settlement.carry_out(decision.record, run)
+        return await self._say(run, decision.said)
 
     async def _say(self, run: Run, text: str) -> Run:
         outcome = RunOutcome()

@@ -12,11 +12,15 @@ import logging
 from dataclasses import replace
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
+from agent.acts.runner import ActRunner
 from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     ActionKind,
     ActionRequest,
+    ApprovalRecord,
     Evidence,
     Receipt,
     ReceiptStatus,
@@ -30,7 +34,7 @@ from agent.run.broker import Broker
 from agent.run.gate_facts import load_facts
 from agent.run.memory import candidates_from
 from agent.run.outcome import RunOutcome
-from gates.action import ActionGate, Refusal
+from gates.action import ActionFacts, ActionGate, Approval, Refusal, idempotency_key
 from storage import Store
 
 log = logging.getLogger("dta.pipeline")
@@ -83,6 +87,8 @@ class Acting:
         broker: Broker,
         reply_form: str = "text",
         cards: CardDeliverer | None = None,
+        acts: ActRunner | None = None,
+        approval_cards: CardDeliverer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -92,6 +98,10 @@ class Acting:
         # Replies approved as AI cards go there (agent/cards/broker.py); None outside card
         # mode. A card is a delivery form: the same step, the same gate, its own carrier.
         self.cards = cards
+        # Acts (workspace writes): their facts, execution and approvals (agent/acts/); None
+        # when no write tool is enabled. Approval prompts go as cards when a template is set.
+        self.acts = acts
+        self.approval_cards = approval_cards
 
     async def act(
         self,
@@ -101,36 +111,35 @@ class Acting:
         settle_last: bool = True,
         answer: bool = True,
         supersedable: bool = True,
+        approval: ApprovalRecord | None = None,
     ) -> RunOutcome:
         """Each request through the action gate, then the broker. ``answer``: the
         provider's (delivered in ``reply_form``); the host's own short words go as text.
         ``supersedable=False``: a newer message in the thread does not make the request
-        stale (a due reminder answers nothing, so nothing the person says supersedes it)."""
+        stale (a due reminder answers nothing, so nothing the person says supersedes it).
+        ``approval``: the decided approval an act is carried out under."""
         tally = outcome.tally
         for index, raw in enumerate(requests):
-            facts = load_facts(
-                self.store,
-                run,
-                self.clock.now(),
-                self.broker.webhook_problem(run.origin),
-            )
-            if not supersedable:
-                facts = replace(facts, thread_generation=run.generation)
-            if outcome.sources:
-                facts = replace(facts, sources=outcome.sources)
+            facts = await self._facts(run, raw, outcome, supersedable, approval)
             verdict = self.action_gate.decide(
                 raw,
                 run,
                 tally,
                 facts,
-                form=self.reply_form if answer else "text",
+                form=self._form(raw, answer),
                 from_provider=answer,
             )
             if isinstance(verdict, Refusal):
                 outcome.receipts.append(self.refuse(run, verdict))
                 self._note_refusal(outcome, verdict)
+                repeat = verdict.reason is RefusalReason.DUPLICATE_INTENT
+                if repeat and verdict.kind is ActionKind.ACT:
+                    await self._repeat_act(run, facts, outcome)
                 continue
             kind = verdict.request.kind
+            if kind is ActionKind.ACT:
+                await self._act(run, verdict, outcome)
+                continue
             self.accept(run, verdict.request, verdict.reminder_due)
             status: ReceiptStatus | None = None
             receipt = None
@@ -149,11 +158,85 @@ class Acting:
             if kind is ActionKind.ACK:
                 tally.acks += 1
                 outcome.acked = outcome.acked or bool(status and status.delivered)
+            elif kind is ActionKind.CONFIRM:
+                if status is not None and status.delivered:
+                    outcome.backing.append(f"approval asked ({verdict.request.approval_id})")
             else:
                 tally.terminal = kind
                 outcome.terminal, outcome.terminal_kind = status, kind
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
+
+    async def _facts(
+        self,
+        run: Run,
+        raw: Any,
+        outcome: RunOutcome,
+        supersedable: bool,
+        approval: ApprovalRecord | None,
+    ) -> ActionFacts:
+        """The store facts for one request (and an act's own, from agent/acts/)."""
+        facts = load_facts(
+            self.store, run, self.clock.now(), self.broker.webhook_problem(run.origin)
+        )
+        changes: dict[str, Any] = {"backing": tuple(outcome.backing)}
+        if not supersedable:
+            changes["thread_generation"] = run.generation
+        if outcome.sources:
+            changes["sources"] = outcome.sources
+        request = _parsed(raw)
+        if request is not None and request.kind is ActionKind.ACT and self.acts is not None:
+            changes.update(await self.acts.facts(run, request, approval))
+            key = idempotency_key(run.event_id, ActionKind.ACT, of=_hash(changes))
+            taken = self.store.receipt_for_idempotency_key(key)
+            if taken is not None or self.store.intent_key_taken(key):
+                changes["taken_keys"] = {**facts.taken_keys, key: taken}
+        return replace(facts, **changes)
+
+    def _form(self, raw: Any, answer: bool) -> str:
+        request = _parsed(raw)
+        if request is not None and request.kind is ActionKind.CONFIRM:
+            return "approval" if self.approval_cards is not None else "text"
+        return self.reply_form if answer else "text"
+
+    async def _act(self, run: Run, verdict: Approval, outcome: RunOutcome) -> None:
+        """An approved act: run at once (its receipt verified only by a read-back), or,
+        when it reaches beyond the asker's own things, put up for the asker's approval."""
+        assert self.acts is not None
+        outcome.tally.acts += 1
+        (intent,) = verdict.intents
+        if verdict.waits_for_approval:
+            # What it voids is carried out by the recovery pass (agent/acts/settle.py).
+            record, _voided = self.acts.open_approval(run, intent)
+            prompt = self.acts.desk.prompt(record, run.origin.conversation_type.value == "group")
+            confirm = {"kind": "confirm", "text": prompt, "approval_id": record.approval_id}
+            await self.act(run, [confirm], outcome, settle_last=False, answer=False)
+            outcome.awaiting.append(record.approval_id)
+            return
+        receipt = await self.acts.execute(run, intent, None)
+        outcome.receipts.append(receipt)
+        if receipt.status is ReceiptStatus.VERIFIED:
+            outcome.backing.append(f"act {intent.tool} verified")
+
+    async def _repeat_act(self, run: Run, facts: ActionFacts, outcome: RunOutcome) -> None:
+        """The same act again (a re-executed run): never run twice. If the first try is
+        still uncertain (a crash or a timeout after sending), it is read back now."""
+        auth = facts.authorization
+        if self.acts is None or auth is None:
+            return
+        key = idempotency_key(run.event_id, ActionKind.ACT, of=auth.arguments_hash)
+        intent = self.store.intent_by_key(key)
+        if intent is None:
+            return
+        receipts = self.store.intent_receipts(intent.intent_id)
+        last = receipts[-1] if receipts else None
+        if last is None or last.status is ReceiptStatus.UNCERTAIN:
+            settled = await self.acts.read_back(run, intent)
+            last = settled or last
+            if settled is not None:
+                outcome.receipts.append(settled)
+        if last is not None and last.status is ReceiptStatus.VERIFIED:
+            outcome.backing.append(f"act {intent.tool} verified")
 
     async def deliver(
         self,
@@ -162,10 +245,14 @@ class Acting:
         silence_detail: str = "",
         ending: RunEnding | None = None,
     ) -> Receipt:
-        """An approved intent to its carrier: an AI card for a card reply, else the broker."""
+        """An approved intent to its carrier: an AI card for a card reply, an approval card
+        for a confirm (when a template is set), else the broker."""
         content = intent.content
         if self.cards is not None and content is not None and content.msgtype == "card":
             return await self.cards.deliver(run, intent, ending)
+        approval_card = content is not None and content.msgtype == "approval"
+        if self.approval_cards is not None and approval_card:
+            return await self.approval_cards.deliver(run, intent, ending)
         return await self.broker.execute(run, intent, silence_detail, ending)
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
@@ -211,7 +298,8 @@ class Acting:
             return RunEnding(state, state)
         if kind is ActionKind.SILENCE:
             return RunEnding(RunState.SILENT, RunState.SILENT)
-        spoken = RunState.WAITING if kind is ActionKind.ASK else RunState.DONE
+        waits = kind is ActionKind.ASK or bool(outcome.awaiting)
+        spoken = RunState.WAITING if waits else RunState.DONE
         return RunEnding(spoken, RunState.INTERRUPTED if outcome.stale else RunState.FAILED)
 
     def refuse(self, run: Run, refusal: Refusal) -> Receipt:
@@ -232,3 +320,18 @@ class Acting:
             extra={"run_id": run.run_id, "reason": refusal.reason.value, "detail": refusal.detail},
         )
         return receipt
+
+
+def _parsed(raw: Any) -> ActionRequest | None:
+    """The request, if it is a valid one (the gate says why when it is not)."""
+    if isinstance(raw, ActionRequest):
+        return raw
+    try:
+        return ActionRequest.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _hash(changes: dict[str, Any]) -> str:
+    auth = changes.get("authorization")
+    return auth.arguments_hash if auth is not None else ""

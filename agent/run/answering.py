@@ -250,7 +250,8 @@ class Answering:
         try:
             async with self.provider_slots:
                 if self.tools is not None and getattr(provider, "uses_tools", False):
-                    runner = self.tools.for_event(invocation.event)
+                    act = partial(self._tool_act, run, outcome)
+                    runner = self.tools.for_run(invocation.event, outcome, act)
                     reply = await provider.respond(invocation, skills, tools=runner)
                 else:
                     reply = await provider.respond(invocation, skills)
@@ -263,6 +264,11 @@ class Answering:
         if acking is not None:  # the ack goes out (or fails) before the answer is acted on
             await acking
         return reply
+
+    async def _tool_act(self, run: Run, outcome: RunOutcome, request: dict[str, Any]) -> None:
+        """A model's write tool call, as an act through the acting step (never the run's
+        last word: the model still answers after it)."""
+        await self.acting.act(run, [request], outcome, settle_last=False)
 
     async def _ack(self, run: Run, outcome: RunOutcome) -> None:
         if ActionKind.ACK in run.allowed_actions:

@@ -38,12 +38,17 @@ class RunOutcome:
     refused_say: str | None = None  # the refusal's own plain words for the person, if any
     # the knowledge and memory the run was given: what its answer may quote as theirs
     sources: tuple[str, ...] = ()
+    # What this run did that backs a claim (a verified act, a tool's result, an approval
+    # prompt delivered), and the approvals it left pending: the run then ends ``waiting``.
+    backing: list[str] = field(default_factory=list)
+    awaiting: list[str] = field(default_factory=list)
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:
             return RunState.SILENT
         if self.terminal is not None and self.terminal.delivered:
-            return RunState.WAITING if self.terminal_kind is ActionKind.ASK else RunState.DONE
+            waits = self.terminal_kind is ActionKind.ASK or bool(self.awaiting)
+            return RunState.WAITING if waits else RunState.DONE
         if self.stale:
             return RunState.INTERRUPTED
         return RunState.FAILED

@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from agent.acts.settle import ApprovalSettlement
 from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.contracts import (
@@ -54,6 +55,9 @@ from gates.response import ResponseGate
 from skills.providers.base import Provider, ProviderFailed
 from storage import Lease, LeaseLost, Store
 from storage.patience import is_transient
+
+if TYPE_CHECKING:
+    from agent.components import ActParts
 
 log = logging.getLogger("dta.pipeline")
 
@@ -95,6 +99,7 @@ class Pipeline:
         meter: ModelMeter | None,
         forgetting: Forgetting | None = None,
         tools: ToolBox | None = None,
+        acts: ActParts | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -120,8 +125,16 @@ class Pipeline:
             broker=broker,
             reply_form=reply_form,
             cards=cards.cards if cards is not None else None,
+            acts=acts.runner if acts is not None else None,
+            approval_cards=acts.cards if acts is not None else None,
         )
         self.endings = Endings(store=store, clock=clock, broker=broker, acting=self.acting)
+        # Decisions on approvals carried out (a click's event, a text code, an expiry).
+        settlement = None
+        if acts is not None:
+            settlement = ApprovalSettlement(
+                store=store, clock=clock, acting=self.acting, endings=self.endings, cards=acts.cards
+            )
         self.answering = Answering(
             clock=clock,
             provider=provider,
@@ -143,6 +156,7 @@ class Pipeline:
             acting=self.acting,
             endings=self.endings,
             policy=schedule,
+            approvals=(acts.desk, settlement) if acts is not None and settlement else None,
         )
 
     def lease(self, now: float) -> Lease:

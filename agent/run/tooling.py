@@ -1,10 +1,14 @@
-"""The host's side of a model's tool calls: what is enabled, and the reads run at once.
+"""The host's side of a model's tool calls: what is enabled, the reads run at once, and
+the writes made acts.
 
 A run's ``RunTools`` offers the model only the tools the configuration enables (``tools``
 in dta.toml). A call to any other tool, or with arguments its schema refuses, is answered
 with an error code (``tool_not_allowed``, ``schema_invalid``) and nothing runs. Reads act
 for the asker and nobody else: ``dingtalk.todo.list`` lists the asker's to-dos whatever
 the arguments say, because who is asking comes from the event, never from the model.
+A write becomes an ``ActionRequest`` of kind ``act`` through the acting step (the action
+gate, then execution and read-back, or an approval); the model is told what became of it —
+verified, waiting for the asker's approval, or refused with its reason code — as data.
 
 Every call is logged on the run's evidence by the provider (name, ok or its code, result
 size, time), which ``dta trace`` shows.
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.contracts import Event, ToolCall, ToolResult, ToolSpec
+from agent.contracts import ActionKind, Event, ReceiptStatus, ToolCall, ToolResult, ToolSpec
 from skills.tools.builtin import BUILTIN, argument_problem
 
 log = logging.getLogger("dta.tools")
@@ -34,6 +38,18 @@ class Workspace(Protocol):
     async def free_busy(self, user_ids: list[str], start: datetime, end: datetime) -> Any: ...
 
     async def list_todos(self, user_id: str) -> list[Any]: ...
+
+
+class RunLedger(Protocol):
+    """What a run did so far (``agent.run.outcome.RunOutcome``): tools add to it."""
+
+    receipts: list[Any]
+    backing: list[str]
+    awaiting: list[str]
+
+
+# A write, as the acting step takes it: the request in, the run's ledger updated.
+ActStep = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
 class _NotATime(ValueError):
@@ -71,17 +87,29 @@ class ToolBox:
     enabled: list[str]
     workspace: Workspace
 
-    def for_event(self, event: Event) -> RunTools:
-        return RunTools(self.enabled, self.workspace, event)
+    def for_run(
+        self, event: Event, ledger: RunLedger | None = None, act: ActStep | None = None
+    ) -> RunTools:
+        return RunTools(self.enabled, self.workspace, event, ledger, act)
 
 
 class RunTools:
-    """The tools one run may call (a ``skills.tools.ToolRunner``)."""
+    """The tools one run may call (a ``skills.tools.ToolRunner``). Writes need ``act``
+    (the acting step for this run) and are refused without it."""
 
-    def __init__(self, enabled: list[str], workspace: Workspace, event: Event) -> None:
+    def __init__(
+        self,
+        enabled: list[str],
+        workspace: Workspace,
+        event: Event,
+        ledger: RunLedger | None = None,
+        act: ActStep | None = None,
+    ) -> None:
         self.enabled = [name for name in enabled if name in BUILTIN]
         self.workspace = workspace
         self.asker = event.actor.user_id
+        self.ledger = ledger
+        self.act = act
         self._reads: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
             "dingtalk.directory.search": lambda a: workspace.search_users(a["name"]),
             "dingtalk.calendar.free_busy": lambda a: workspace.free_busy(
@@ -112,7 +140,9 @@ class RunTools:
             return failed("schema_invalid", problem)
         read = self._reads.get(call.name)
         if read is None:  # a write: only ever an act through the action gate
-            return failed("tool_not_allowed", f"{call.name!r} writes; writes are acts")
+            if self.act is None or self.ledger is None:
+                return failed("tool_not_allowed", f"{call.name!r} writes; no acts here")
+            return await self._write(call)
         try:
             data = await read(call.arguments)
         except _NotATime as exc:
@@ -121,4 +151,39 @@ class RunTools:
             kind = getattr(exc, "kind", None) or "failed"
             log.warning("tool read failed", extra={"tool": call.name, "error": kind})
             return failed(str(kind), type(exc).__name__)
+        if self.ledger is not None:
+            self.ledger.backing.append(f"read {call.name}")
         return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=plain(data))
+
+    async def _write(self, call: ToolCall) -> ToolResult:
+        """The call as an act through the acting step, and what became of it."""
+        assert self.act is not None and self.ledger is not None
+        ledger = self.ledger
+        seen, waiting = len(ledger.receipts), len(ledger.awaiting)
+        await self.act({"kind": "act", "tool": call.name, "arguments": call.arguments})
+        if len(ledger.awaiting) > waiting:
+            return ToolResult(
+                call_id=call.call_id,
+                name=call.name,
+                ok=True,
+                data={
+                    "status": "awaiting_approval",
+                    "approval": ledger.awaiting[-1],
+                    "note": "nothing is done yet: the asker was asked to approve it;"
+                    " say that it waits for their approval, never that it is done",
+                },
+            )
+        acts = [r for r in ledger.receipts[seen:] if r.kind is ActionKind.ACT]
+        if not acts:
+            return ToolResult(
+                call_id=call.call_id, name=call.name, ok=False, error="not_run", detail="no act"
+            )
+        last = acts[-1]
+        if last.status is ReceiptStatus.VERIFIED:
+            data = {"status": "verified", "id": last.evidence.object_id}
+            return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=data)
+        error = last.reason or last.status.value
+        detail = last.evidence.detail or last.evidence.error
+        return ToolResult(
+            call_id=call.call_id, name=call.name, ok=False, error=error, detail=detail
+        )

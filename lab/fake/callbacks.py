@@ -275,6 +275,7 @@ def callback_frame(
     now: float | None = None,
     app_id: str = LAB_APP_ID,
     connection_id: str = LAB_CONNECTION_ID,
+    topic: str = CALLBACK_TOPIC,
 ) -> str:
     """The Stream Mode websocket frame that carries ``data`` (itself a JSON *string* inside).
 
@@ -296,8 +297,29 @@ def callback_frame(
             "contentType": "application/json",
             "messageId": frame_message_id or secrets.token_hex(16),
             "time": str(stamp),
-            "topic": CALLBACK_TOPIC,
+            "topic": topic,
         },
         "data": json.dumps(data, ensure_ascii=False),
     }
     return json.dumps(frame, ensure_ascii=False)
+
+
+CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
+
+
+def card_click_data(
+    out_track_id: str, user_id: str, choice: str, space: str, corp_id: str = "ding-lab-corp"
+) -> dict[str, Any]:
+    """A card callback's data for a press of the button whose ``action`` is ``choice``."""
+    private = {"cardPrivateData": {"actionIds": [choice], "params": {"action": choice}}}
+    return {
+        "outTrackId": out_track_id,
+        "userId": user_id,
+        "userIdType": 1,
+        "corpId": corp_id,
+        "spaceType": "IM_GROUP" if "IM_GROUP" in space else "IM_ROBOT",
+        "spaceId": space,
+        "type": "actionCallback",
+        "extension": "{}",
+        "content": json.dumps(private, ensure_ascii=False),
+    }

@@ -42,6 +42,8 @@ class FakeCard:
     flow_status: str = "1"
     finalized: bool = False  # a final frame or a finished/failed state: no longer spinning
     busy: bool = False  # an update is being applied: a concurrent one is refused
+    # what a click's answer showed one person only (userPrivateData), by staff id
+    private: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # Set once any text over BLANK_ABOVE code points was shown: DingTalk renders such a
     # block blank while its API answers success (a case proves it never happens).
@@ -67,4 +69,6 @@ class FakeCard:
             "finished": self.flow_status == "3",
             "finalized": self.finalized,
             "blank": self.blank,
+            "data": dict(self.data),
+            "private": {user: dict(view) for user, view in self.private.items()},
         }

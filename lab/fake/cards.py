@@ -124,7 +124,7 @@ async def create_and_deliver(request: web.Request) -> web.Response:
         conversation_type=kind,
         user_ids=users,
         msgtype="card",
-        text="",
+        text=shown_text(params),
         at_user_ids=at,
         robot_code=platform.robot_code,
     )
@@ -205,12 +205,20 @@ async def update(request: web.Request) -> web.Response:
         card.flow_status = card.data.get("flowStatus", card.flow_status)
         if card.key is not None and card.key in params:
             card.show(params[card.key])
+        elif card.key is None and not card.frames:
+            card.message.text = shown_text(card.data)
         card.finalized = card.finalized or card.flow_status in ("3", "5")
 
     await _apply(platform, card, change)
     if fault is not None:
         return await _faulted(platform, fault, "card_update")
     return web.json_response({"success": True, "result": True})
+
+
+def shown_text(params: dict[str, str]) -> str:
+    """What a card that streams nothing shows: its variables (an approval card's action,
+    object, status); an AI card starts blank and shows its frames."""
+    return "\n".join(v for k, v in params.items() if k not in ("flowStatus", "msg_id") and v)
 
 
 def card_routes() -> list[web.RouteDef]:

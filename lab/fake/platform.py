@@ -19,8 +19,8 @@ from typing import Any, Self
 
 from agent.clock import Clock
 from lab.fake.calendar import calendar_routes
-from lab.fake.callbacks import build_callback, callback_frame
-from lab.fake.cards import card_routes
+from lab.fake.callbacks import build_callback, callback_frame, card_click_data
+from lab.fake.cards import card_routes, shown_text
 from lab.fake.control import LabControl
 from lab.fake.downloads import download_routes
 from lab.fake.faults import Fault, ParsedFaults
@@ -176,6 +176,27 @@ class FakeDingTalk(PlatformState):
             return callback_frame(data, frame_id, now=self.clock.now(), connection_id=connection_id)
 
         return self.stream.deliver(str(data["msgId"]), render)
+
+    def click_data(self, msg_id: str, by: str, choice: str) -> tuple[dict[str, Any], Any]:
+        """The card callback of ``by`` pressing ``choice`` on the card sent for ``msg_id``
+        (its ``msg_id`` variable), and that card; ``ValueError`` when there is none."""
+        for card in reversed(self.cards):
+            if card.data.get("msg_id") == msg_id:
+                return card_click_data(card.out_track_id, by, choice, card.space), card
+        raise ValueError(f"click: no card was sent for message {msg_id!r}")
+
+    @staticmethod
+    def show_click_answer(card: Any, clicker: str, answer: Any) -> None:
+        """What a click's ack put on the card: its shared data, or the clicker's own view."""
+        if not isinstance(answer, dict):
+            return
+        shared = (answer.get("cardData") or {}).get("cardParamMap") or {}
+        private = (answer.get("userPrivateData") or {}).get("cardParamMap") or {}
+        card.data = {**card.data, **{k: str(v) for k, v in shared.items()}}
+        if private:
+            card.private[clicker] = {**card.private.get(clicker, {}), **private}
+        if shared and card.key is None and not card.frames:
+            card.message.text = shown_text(card.data)
 
     def inject_raw(self, frame: str) -> dict[str, Any]:
         """Send a text frame exactly as given (malformed on purpose, say); never redelivered."""

@@ -1,0 +1,224 @@
+"""Approvals of acts that wait: asked for, decided once, expired, voided.
+
+An act whose impact reaches beyond the asker's own reversible things (``Authorization``)
+is not run: an ``ApprovalRecord`` is stored, pending, and the asker is shown what decides
+the risk (a card with approve / deny buttons, or a text code where no card template is
+configured). The record is the truth, not any process's memory:
+
+- ``decide``: only the bound authorizer's yes or no counts, and only the first one
+  (compare-and-set on the row, on any replica); anyone else is refused and recorded.
+- ``expire_due``: a pending approval past ``approval_timeout_s`` is ``expired`` (a denial),
+  found at every recovery pass and drain, no heartbeat needed.
+- ``open`` voids what the same person still had pending for the same tool in the same
+  conversation: the parameters changed, so the old yes would bind the wrong thing.
+
+Every decision is carried out by a run of the runtime's own event
+(``ApprovalRecord.settle_event_id``, stored once), so a crash after the click loses nothing:
+the event waits in the store like any message (agent/acts/settle.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from agent.clock import Clock
+from agent.contracts import (
+    ActionIntent,
+    Actor,
+    ApprovalRecord,
+    ApprovalStatus,
+    Conversation,
+    Event,
+    Robot,
+    Run,
+    Scheduled,
+    sha256_text,
+)
+from agent.dingtalk.card_callback import APPROVE, DENY
+from storage import Store
+
+log = logging.getLogger("dta.approvals")
+
+ONLY_THE_ASKER = "只有发起人可以确认"
+# 「确认 4F2A」「拒绝 4F2A」 (also "approve 4F2A" / "deny 4F2A"), alone in the message
+_CODE_REPLY = re.compile(
+    r"^\s*(确认|同意|批准|approve|yes|拒绝|取消|deny|no)\s*[「“\"]?([0-9A-Fa-f]{4})[」”\"]?\s*[。.!！]?\s*$",
+    re.IGNORECASE,
+)
+_YES_WORDS = ("确认", "同意", "批准", "approve", "yes")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one click or code reply came to: ``decided`` when it made the decision;
+    ``said`` is what the clicker is told (on the card, or in words)."""
+
+    outcome: str  # approved | denied | not_authorizer | already_<status> | unknown
+    record: ApprovalRecord | None
+    said: str
+
+    @property
+    def decided(self) -> bool:
+        return self.outcome in (ApprovalStatus.APPROVED.value, ApprovalStatus.DENIED.value)
+
+
+def code_reply(text: str) -> tuple[str, str] | None:
+    """(``approve`` or ``deny``, the code) when the text is a code reply, else None."""
+    match = _CODE_REPLY.match(text or "")
+    if match is None:
+        return None
+    word, code = match.group(1).lower(), match.group(2).upper()
+    return (APPROVE if word in _YES_WORDS else DENY), code
+
+
+def settle_event(record: ApprovalRecord, run: Run, now: float) -> Event:
+    """The runtime's own event that carries out ``record``'s decision, in the conversation
+    it was asked in, for its authorizer."""
+    origin = run.origin
+    return Event(
+        event_id=record.settle_event_id,
+        conversation=Conversation(id=origin.conversation_id, type=origin.conversation_type),
+        actor=Actor(user_id=origin.user_id, nick=origin.nick, has_staff_id=origin.has_staff_id),
+        robot=Robot(code=origin.robot_code),
+        msgtype="scheduled",
+        text=f"approval {record.approval_id} {record.status.value}",
+        created_at=now,
+        received_at=now,
+        scheduled=Scheduled(kind="approval", task_id=record.approval_id),
+    )
+
+
+class ApprovalDesk:
+    def __init__(self, store: Store, clock: Clock, timeout_s: float, cards: bool) -> None:
+        self.store = store
+        self.clock = clock
+        self.timeout_s = timeout_s
+        self.cards = cards  # an approval card template is configured: buttons, not codes
+
+    def on(self, store: Store) -> ApprovalDesk:
+        return ApprovalDesk(store, self.clock, self.timeout_s, self.cards)
+
+    def open(self, run: Run, intent: ActionIntent) -> tuple[ApprovalRecord, list[ApprovalRecord]]:
+        """The pending approval for ``intent`` (its id derived from the act's key, so a
+        re-executed run finds its own), and the earlier ones it voids."""
+        auth = intent.authorization
+        assert auth is not None and intent.tool is not None
+        now = self.clock.now()
+        approval_id = "apv_" + sha256_text(intent.idempotency_key)[:20]
+        voided = []
+        for old in self.store.pending_approvals(auth.conversation_id, auth.authorizer, intent.tool):
+            if old.approval_id == approval_id:
+                continue
+            void = old.model_copy(
+                update={
+                    "status": ApprovalStatus.VOID,
+                    "decided_at": now,
+                    "detail": f"superseded by {approval_id}: the parameters changed",
+                }
+            )
+            if self.store.decide_approval(void):
+                voided.append(void)
+        record = ApprovalRecord(
+            approval_id=approval_id,
+            event_id=run.event_id,
+            run_id=run.run_id,
+            conversation_id=auth.conversation_id,
+            tool=intent.tool,
+            arguments=intent.arguments or {},
+            authorization=auth,
+            code=sha256_text(approval_id)[:4].upper(),
+            created_at=now,
+            expires_at=now + self.timeout_s,
+        )
+        if not self.store.add_approval(record):
+            stored = self.store.get_approval(approval_id)
+            record = stored if stored is not None else record
+        return record, voided
+
+    def decide(self, record: ApprovalRecord | None, by: str, choice: str) -> Decision:
+        """The first decision by the authorizer stands; anything else changes nothing."""
+        if record is None:
+            return Decision("unknown", None, "这个确认已不存在")
+        if by != record.authorization.authorizer:
+            log.info("approval click by someone else", extra={"approval": record.approval_id})
+            return Decision("not_authorizer", record, ONLY_THE_ASKER)
+        now = self.clock.now()
+        if record.status.is_open and now >= record.expires_at:
+            self.expire(record)
+            record = self.store.get_approval(record.approval_id) or record
+        if not record.status.is_open:
+            return Decision(f"already_{record.status.value}", record, _already(record))
+        status = ApprovalStatus.APPROVED if choice == APPROVE else ApprovalStatus.DENIED
+        decided = record.model_copy(update={"status": status, "decided_by": by, "decided_at": now})
+        if not self.store.decide_approval(decided):
+            current = self.store.get_approval(record.approval_id) or record
+            return Decision(f"already_{current.status.value}", current, _already(current))
+        said = "已同意，正在执行" if status is ApprovalStatus.APPROVED else "已拒绝，不会执行"
+        return Decision(status.value, decided, said)
+
+    def expire(self, record: ApprovalRecord) -> ApprovalRecord | None:
+        """Expire one pending approval (None when it was decided first)."""
+        expired = record.model_copy(
+            update={
+                "status": ApprovalStatus.EXPIRED,
+                "decided_at": self.clock.now(),
+                "detail": f"nobody decided within {self.timeout_s:g} s",
+            }
+        )
+        return expired if self.store.decide_approval(expired) else None
+
+    def expire_due(self) -> list[ApprovalRecord]:
+        """Every pending approval past its time, expired now."""
+        expired = []
+        for record in self.store.due_approvals(self.clock.now()):
+            done = self.expire(record)
+            if done is not None:
+                expired.append(done)
+        return expired
+
+    def prompt(self, record: ApprovalRecord, in_group: bool) -> str:
+        """What the asker is shown: the action, the object, who it touches, whether it can
+        be undone, and how to decide."""
+        auth = record.authorization
+        lines = [
+            f"需要你确认：{auth.action}",
+            f"对象：{auth.object}",
+            f"涉及：{'、'.join(auth.audience)}",
+            f"内容：{_shown(record.arguments)}",
+            "可以撤销" if auth.reversible else "不可撤销",
+        ]
+        if self.cards:
+            lines.append("请点卡片上的「同意」或「拒绝」。")
+        else:
+            at = "@我 " if in_group else ""
+            lines.append(
+                f"同意请回复「{at}确认 {record.code}」，不同意回复「{at}拒绝 {record.code}」。"
+            )
+        minutes = max(1, round(self.timeout_s / 60))
+        lines.append(f"{minutes} 分钟内不确认将自动作废。")
+        return "\n".join(lines)
+
+
+def _shown(arguments: dict[str, object]) -> str:
+    return "，".join(f"{k}={v}" for k, v in sorted(arguments.items()))[:400]
+
+
+def status_words(record: ApprovalRecord | None) -> str:
+    """What a card or a reply says of an approval's state."""
+    if record is None:
+        return "这个确认已不存在"
+    if record.status.is_open:
+        return "待确认"
+    return _already(record)
+
+
+def _already(record: ApprovalRecord) -> str:
+    words = {
+        ApprovalStatus.APPROVED: "已同意",
+        ApprovalStatus.DENIED: "已拒绝",
+        ApprovalStatus.EXPIRED: "已过期",
+        ApprovalStatus.VOID: "已作废（参数变了）",
+    }
+    return f"这个确认{words.get(record.status, record.status.value)}，无需再点"

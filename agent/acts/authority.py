@@ -1,0 +1,80 @@
+"""An act's authorization snapshot, taken from trusted facts only.
+
+Who authorizes is the run's origin (the event's sender), never a name in the arguments or
+in a tool result; who is touched is read from the final arguments (executors, attendees:
+staff ids); the risk is the tool's declared one. The five factors of the behaviour
+contract come down to one ``impact``:
+
+- ``own``: only the asker, and it can be undone → runs at once;
+- ``others``: someone else is an executor or attendee (their list, their calendar: whose
+  data and who can see it change) → waits for the asker's approval;
+- ``batch``: more than ``BATCH_AT`` people at once → waits;
+- ``irreversible``: cannot be undone → waits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.contracts import Authorization, Origin, ToolSpec, canonical_json, sha256_text
+
+BATCH_AT = 5  # more people than this in one act is a batch
+
+# The argument that names who an act touches, per tool (staff ids); absent = the asker.
+_AUDIENCE_KEYS = ("executors", "attendees", "user_ids")
+# What an act makes or changes, in words, per argument that names it.
+_OBJECT_KEYS = ("subject", "summary", "todo_id", "title", "name")
+
+
+def arguments_hash(arguments: dict[str, Any]) -> str:
+    return sha256_text(canonical_json(arguments))
+
+
+def audience_of(arguments: dict[str, Any], asker: str) -> list[str]:
+    for key in _AUDIENCE_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, list) and value:
+            return sorted({str(v) for v in value})
+    return [asker]
+
+
+def object_of(arguments: dict[str, Any]) -> str:
+    for key in _OBJECT_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return canonical_json(arguments)[:200]
+
+
+def authorize(
+    spec: ToolSpec,
+    arguments: dict[str, Any],
+    origin: Origin,
+    now: float,
+    approval_timeout_s: float,
+) -> Authorization:
+    """The snapshot for ``arguments`` proposed in a run answering ``origin``."""
+    asker = origin.user_id
+    audience = audience_of(arguments, asker)
+    if not spec.reversible:
+        impact = "irreversible"
+    elif len(audience) > BATCH_AT:
+        impact = "batch"
+    elif audience != [asker]:
+        impact = "others"
+    else:
+        impact = "own"
+    return Authorization(
+        authorizer=asker,
+        robot_code=origin.robot_code,
+        conversation_id=origin.conversation_id,
+        tool=spec.name,
+        action=spec.description,
+        object=object_of(arguments),
+        audience=audience,
+        arguments_hash=arguments_hash(arguments),
+        impact=impact,
+        reversible=spec.reversible,
+        taken_at=now,
+        fresh_until=now + approval_timeout_s,
+    )

@@ -1,0 +1,236 @@
+"""What the action gate's checks read: the operator's policy (``ActionPolicy``), the store
+facts (``ActionFacts``), what the run has done so far (``RunTally``), and one request under
+review (``_Case``), with the idempotency keys its slots take.
+
+Pure: nothing here reads the store or the clock. The checks themselves are in
+``gates/action_checks.py`` (messages) and ``gates/act_checks.py`` (acts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.contracts import (
+    ActionKind,
+    ActionRequest,
+    ApprovalRecord,
+    Authorization,
+    Receipt,
+    RefusalReason,
+    Run,
+)
+from gates.reminders import reminder_time
+
+# The write-budget windows: ``ActionFacts`` counts writes over exactly these spans.
+DAY_S = 86_400.0
+MINUTE_S = 60.0
+
+
+@dataclass(frozen=True)
+class ActionPolicy:
+    robot_code: str | None
+    write_budget_per_conversation_per_minute: int
+    write_budget_per_day: int
+    max_reply_chars: int
+    max_reply_chunks: int
+    has_openapi_credentials: bool
+    webhook_expiry_margin_s: float
+    # values that must never be said in a conversation (app secret, model keys)
+    secrets: tuple[str, ...]
+    # Reminders need the heartbeat to deliver them; naive times are read in ``timezone``.
+    reminders: bool
+    max_reminder_days: float
+    timezone: str
+    # A task left waiting is followed up by the heartbeat (follow_up_after_s is set), so a
+    # reply that says "I'll come back to you" with one is not an empty promise.
+    follow_ups: bool
+    # Acts: the tools enabled for this robot (``tools`` in dta.toml), at most this many
+    # acts per run, and their own budgets per conversation and in total, per day.
+    tools: frozenset[str] = frozenset()
+    max_acts_per_run: int = 0
+    act_budget_per_conversation_per_day: int = 0
+    act_budget_per_day: int = 0
+
+
+@dataclass
+class RunTally:
+    """What this execution of a run has already done (kept in memory by the pipeline).
+
+    A re-execution after a crash starts a fresh tally; repeats of what the crashed
+    execution already did are caught by the idempotency key instead.
+    """
+
+    acks: int = 0
+    terminal: ActionKind | None = None
+    acts: int = 0
+
+
+@dataclass(frozen=True)
+class ActionFacts:
+    """Store facts for one run at one moment, loaded by the caller before each decision.
+
+    Writes are counted over the last ``MINUTE_S`` in the run's conversation and the last
+    ``DAY_S`` in total; ``taken_keys`` covers the run's ``slot_keys``.
+    """
+
+    now: float
+    thread_generation: int
+    writes_last_minute: int
+    writes_last_day: int
+    # idempotency key -> the first receipt of the intent holding it (None: taken, no receipt yet)
+    taken_keys: dict[str, Receipt | None] = field(default_factory=dict)
+    # Why the origin's session webhook cannot carry a reply (expired, or its URL off the
+    # allowed webhook origins), as the transport decides; None when it can.
+    webhook_problem: str | None = None
+    # What the run was given as sources (knowledge, memory): a claim quoted from them is
+    # theirs, not the robot's.
+    sources: tuple[str, ...] = ()
+    # What this run has done that backs a claim: verified acts, successful tool reads,
+    # approval prompts delivered (one short line each, e.g. "act dingtalk.todo.create").
+    backing: tuple[str, ...] = ()
+    # An act under review: its authorization snapshot (from trusted facts; None when the
+    # tool is unknown), why the asker may not authorize it (None: they may), acts counted
+    # in this conversation and in total over the last day, and its approval if it has one.
+    authorization: Authorization | None = None
+    authority_problem: str | None = None
+    acts_last_day_conversation: int = 0
+    acts_last_day: int = 0
+    approval: ApprovalRecord | None = None
+
+
+def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1, of: str = "") -> str:
+    """One ack slot and one terminal slot per event; chunks of a long reply get suffixes.
+    An act's slot is its final arguments' hash (``of``): the same act in one event never
+    runs twice; a confirm's is its approval's id."""
+    if kind is ActionKind.ACT:
+        return f"{event_id}:act:{of[:24]}"
+    if kind is ActionKind.CONFIRM:
+        return f"{event_id}:confirm:{of}"
+    slot = "ack" if kind is ActionKind.ACK else "terminal"
+    return f"{event_id}:{slot}" if chunk == 1 else f"{event_id}:{slot}#{chunk}"
+
+
+def slot_keys(event_id: str) -> list[str]:
+    """The keys whose use the idempotency check looks up: the event's ack and terminal slots."""
+    return [idempotency_key(event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
+
+
+def split_text(text: str, size: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ``size`` characters, preferring line breaks."""
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > size:
+        cut = rest.rfind("\n", size // 2, size)
+        cut = cut if cut > 0 else size
+        pieces.append(rest[:cut])
+        rest = rest[cut:].lstrip("\n")
+    pieces.append(rest)
+    return pieces
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One request under review and everything a check may read (what the response gate
+    calls its facts). Derived values are computed once, when a check first needs them."""
+
+    raw: Any
+    run: Run
+    tally: RunTally
+    facts: ActionFacts
+    policy: ActionPolicy
+    # How a reply would be delivered: "text", "markdown" or "card" (one message, whatever
+    # its length, so its budget and its size are those of one message)
+    form: str = "text"
+    # The provider's words (a model, rules, a command), whose claims need backing; the
+    # runtime's own words (an operator's send, a reminder, a follow-up) say what it did.
+    from_provider: bool = True
+
+    @cached_property
+    def parsed(self) -> ActionRequest | ValidationError:
+        raw = self.raw
+        if isinstance(raw, ActionRequest):
+            return raw
+        try:
+            return ActionRequest.model_validate(raw)
+        except ValidationError as exc:
+            return exc
+
+    @property
+    def request(self) -> ActionRequest:
+        """The valid request: every check after ``schema`` relies on it."""
+        parsed = self.parsed
+        if isinstance(parsed, ValidationError):
+            raise parsed
+        return parsed
+
+    @property
+    def kind(self) -> ActionKind | None:
+        """The kind to record on a refusal, also when the request itself was invalid."""
+        parsed = self.parsed
+        return _kind_of(self.raw) if isinstance(parsed, ValidationError) else parsed.kind
+
+    @property
+    def slot(self) -> str:
+        """What tells this request's slot from others of its kind (acts, confirms)."""
+        request = self.request
+        if request.kind is ActionKind.ACT:
+            auth = self.facts.authorization
+            return auth.arguments_hash if auth is not None else ""
+        return request.approval_id or ""
+
+    @property
+    def key(self) -> str:
+        return idempotency_key(self.run.event_id, self.request.kind, of=self.slot)
+
+    @cached_property
+    def body(self) -> str:
+        request = self.request
+        return request.text if request.text is not None else request.markdown or ""
+
+    @property
+    def later(self) -> str:
+        """What the request has the robot say later: a reminder's text, at its time."""
+        reminder = self.request.reminder
+        return reminder.text if reminder is not None else ""
+
+    @cached_property
+    def pieces(self) -> list[str]:
+        """The messages the body takes (write budget and content both count them)."""
+        return split_text(self.body, self.policy.max_reply_chars)
+
+    @property
+    def as_card(self) -> bool:
+        return self.form == "card" and self.request.kind is ActionKind.REPLY
+
+    @cached_property
+    def reminder_due(self) -> float | None:
+        """The reminder's time in epoch seconds (None: no reminder, or an unreadable time)."""
+        reminder = self.request.reminder
+        return None if reminder is None else reminder_time(reminder.at, self.policy.timezone)
+
+    @property
+    def allowed_pieces(self) -> int:
+        if self.request.kind is not ActionKind.REPLY or self.as_card:
+            return 1
+        return self.policy.max_reply_chunks
+
+
+@dataclass(frozen=True)
+class _Refused:
+    reason: RefusalReason
+    detail: str
+    first_receipt: Receipt | None = None
+    say: str | None = None  # how the robot tells the person, where the refusal has words
+
+
+def _kind_of(raw: Any) -> ActionKind | None:
+    """The kind an invalid request claimed, if it named a real one (for the refusal record)."""
+    value = raw.get("kind") if isinstance(raw, dict) else None
+    try:
+        return ActionKind(value) if isinstance(value, str) else None
+    except ValueError:
+        return None

@@ -1,0 +1,198 @@
+"""Approvals of acts and the clicks on their cards (``approvals``, ``approval_clicks``).
+
+store.add_approval(record)                      # pending, before its prompt goes out
+store.decide_approval("apv_1", "approved", by="u1", at=now)   # True for the first decision only
+store.approval_by_track("apv_1")                # the approval a card click names
+store.add_click("frame-9", "apv_1", "u2", "approve", "not_authorizer", now)  # False: seen
+store.due_approvals(now)                        # pending ones past their expiry
+
+A decision is a compare-and-set on ``status``: the first one stands, on any replica.
+"""
+
+from __future__ import annotations
+
+from agent.contracts import ApprovalRecord, ApprovalStatus, Run, RunState
+from storage.base import StoreBase
+
+_COLUMNS = "approval_json"
+
+
+class ApprovalRecords(StoreBase):
+    def add_approval(self, record: ApprovalRecord) -> bool:
+        """Store a new approval; False when one with its id is already stored (a re-executed
+        run proposing the same act again finds its own)."""
+        with self._tx(run=record.run_id) as conn:
+            cursor = conn.execute(
+                "INSERT INTO approvals (approval_id, event_id, conversation_id, authorizer,"
+                " tool, status, code, out_track_id, created_at, expires_at, approval_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO NOTHING",
+                (
+                    record.approval_id,
+                    record.event_id,
+                    record.conversation_id,
+                    record.authorization.authorizer,
+                    record.tool,
+                    record.status.value,
+                    record.code,
+                    record.out_track_id,
+                    record.created_at,
+                    record.expires_at,
+                    record.to_json(),
+                ),
+            )
+            return bool(cursor.rowcount)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approval("approval_id = ?", (approval_id,))
+
+    def approval_by_track(self, out_track_id: str) -> ApprovalRecord | None:
+        return self._approval("out_track_id = ?", (out_track_id,))
+
+    def approval_by_code(self, conversation_id: str, code: str) -> ApprovalRecord | None:
+        """The latest approval in the conversation with this text code (any status)."""
+        return self._approval(
+            "conversation_id = ? AND code = ? ORDER BY created_at DESC", (conversation_id, code)
+        )
+
+    def _approval(self, where: str, params: tuple[object, ...]) -> ApprovalRecord | None:
+        rows = self._dicts(f"SELECT {_COLUMNS} FROM approvals WHERE {where} LIMIT 1", params)
+        return ApprovalRecord.model_validate_json(rows[0][_COLUMNS]) if rows else None
+
+    def approvals(self, event_id: str | None = None, limit: int = 200) -> list[ApprovalRecord]:
+        """In creation order: one message's, or the latest ``limit`` of all."""
+        if event_id is not None:
+            sql = f"SELECT {_COLUMNS} FROM approvals WHERE event_id = ? ORDER BY created_at"
+            rows = self._dicts(sql, (event_id,))
+        else:
+            sql = f"SELECT {_COLUMNS} FROM approvals ORDER BY created_at DESC LIMIT ?"
+            rows = list(reversed(self._dicts(sql, (limit,))))
+        return [ApprovalRecord.model_validate_json(r[_COLUMNS]) for r in rows]
+
+    def pending_approvals(
+        self, conversation_id: str, authorizer: str, tool: str
+    ) -> list[ApprovalRecord]:
+        """What this person still has pending for this tool in this conversation (a new
+        request for the same tool voids them: its parameters changed)."""
+        rows = self._dicts(
+            f"SELECT {_COLUMNS} FROM approvals WHERE conversation_id = ? AND status = ?"
+            " AND authorizer = ? AND tool = ? ORDER BY created_at",
+            (conversation_id, ApprovalStatus.PENDING.value, authorizer, tool),
+        )
+        return [ApprovalRecord.model_validate_json(r[_COLUMNS]) for r in rows]
+
+    def due_approvals(self, now: float, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals whose time ran out by ``now`` (the recovery pass expires them)."""
+        rows = self._dicts(
+            f"SELECT {_COLUMNS} FROM approvals WHERE status = ? AND expires_at <= ?"
+            " ORDER BY expires_at LIMIT ?",
+            (ApprovalStatus.PENDING.value, now, limit),
+        )
+        return [ApprovalRecord.model_validate_json(r[_COLUMNS]) for r in rows]
+
+    def unsettled_approvals(self, limit: int = 100) -> list[ApprovalRecord]:
+        """Decided approvals whose event (``approval:<id>``) was never stored: a crash fell
+        between the decision and the event; the recovery pass stores it."""
+        rows = self._dicts(
+            f"SELECT a.{_COLUMNS} FROM approvals a WHERE a.status IN (?, ?, ?, ?)"
+            " AND NOT EXISTS (SELECT 1 FROM events e"
+            " WHERE e.event_id = 'approval:' || a.approval_id) ORDER BY a.created_at LIMIT ?",
+            (
+                ApprovalStatus.APPROVED.value,
+                ApprovalStatus.DENIED.value,
+                ApprovalStatus.EXPIRED.value,
+                ApprovalStatus.VOID.value,
+                limit,
+            ),
+        )
+        return [ApprovalRecord.model_validate_json(r[_COLUMNS]) for r in rows]
+
+    def decide_approval(self, record: ApprovalRecord) -> bool:
+        """Move a pending approval to ``record``'s status (with who and when); False when
+        it was no longer pending: someone else's decision came first."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE approvals SET status = ?, approval_json = ?"
+                " WHERE approval_id = ? AND status = ?",
+                (
+                    record.status.value,
+                    record.to_json(),
+                    record.approval_id,
+                    ApprovalStatus.PENDING.value,
+                ),
+            )
+            return bool(cursor.rowcount)
+
+    def set_approval_track(self, approval_id: str, out_track_id: str) -> None:
+        """The approval card's handle, stored before the card is created."""
+        record = self.get_approval(approval_id)
+        if record is None:
+            return
+        record = record.model_copy(update={"out_track_id": out_track_id})
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE approvals SET out_track_id = ?, approval_json = ? WHERE approval_id = ?",
+                (out_track_id, record.to_json(), approval_id),
+            )
+
+    def close_waiting_run(self, event_id: str, state: RunState, at: float) -> bool:
+        """End the run that waited for an approval (compare-and-set on ``waiting``, so any
+        replica may, whoever ran it)."""
+        run = self._dicts("SELECT run_json FROM runs WHERE event_id = ?", (event_id,))
+        if not run:
+            return False
+        ended = Run.model_validate_json(run[0]["run_json"]).model_copy(
+            update={"state": state, "updated_at": at}
+        )
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET state = ?, updated_at = ?, run_json = ?"
+                " WHERE event_id = ? AND state = ?",
+                (state.value, at, ended.to_json(), event_id, RunState.WAITING.value),
+            )
+            return bool(cursor.rowcount)
+
+    def add_click(
+        self,
+        frame_id: str,
+        approval_id: str | None,
+        user_id: str,
+        action: str,
+        outcome: str,
+        at: float,
+    ) -> bool:
+        """Record one click by its frame id; False when that frame was already recorded (a
+        redelivered callback: answered as before, decided nothing new)."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT INTO approval_clicks (frame_id, approval_id, user_id, action, outcome,"
+                " at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (frame_id) DO NOTHING",
+                (frame_id, approval_id, user_id, action, outcome, at),
+            )
+            return bool(cursor.rowcount)
+
+    def click(self, frame_id: str) -> dict[str, object] | None:
+        rows = self._dicts("SELECT * FROM approval_clicks WHERE frame_id = ?", (frame_id,))
+        return rows[0] if rows else None
+
+    def clicks(self, approval_id: str) -> list[dict[str, object]]:
+        return self._dicts(
+            "SELECT * FROM approval_clicks WHERE approval_id = ? ORDER BY at", (approval_id,)
+        )
+
+    def acts_since(self, since: float, conversation_id: str | None = None) -> int:
+        """Acts stored since ``since``: in one conversation, or in total (act budgets)."""
+        if conversation_id is None:
+            sql, params = (
+                "SELECT COUNT(*) FROM intents WHERE kind = ? AND created_at >= ?",
+                (
+                    "act",
+                    since,
+                ),
+            )
+        else:
+            sql = (
+                "SELECT COUNT(*) FROM intents WHERE kind = ? AND conversation_id = ?"
+                " AND created_at >= ?"
+            )
+            params = ("act", conversation_id, since)
+        return int(self._scalar(sql, params) or 0)
