@@ -348,6 +348,17 @@ class Runtime:
                 log.exception("closing open cards failed")
             return 0
 
+    async def settle_acts(self) -> int:
+        """Read back the acts left ``uncertain`` (a timeout, a crash after the call)."""
+        if self.acts is None:
+            return 0
+        try:
+            return await self.acts.runner.executor.settle_uncertain()
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("reading back uncertain acts failed")
+            return 0
+
     async def _recover_forever(self) -> None:
         """The daemon's recovery loop: a pass every ``recovery_interval_s``, sooner when a
         tenth of memory is free while events wait in the store, or when an interrupted run's
@@ -358,6 +369,7 @@ class Runtime:
             try:
                 self.tick()
                 await self.sweep_cards()
+                await self.settle_acts()
                 failures = 0
             except Exception as exc:
                 if not is_transient(exc):
@@ -388,6 +400,7 @@ class Runtime:
         in the store. Bounded, so a store that keeps failing cannot hang the caller."""
         for _ in range(rounds):
             await self.drain()
+            await self.settle_acts()
             if self.tick(force=True) == 0 and not self._inflight:
                 return
         await self.drain()

@@ -11,7 +11,14 @@ A decision is a compare-and-set on ``status``: the first one stands, on any repl
 
 from __future__ import annotations
 
-from agent.contracts import ApprovalRecord, ApprovalStatus, Run, RunState
+from agent.contracts import (
+    ActionIntent,
+    ApprovalRecord,
+    ApprovalStatus,
+    Receipt,
+    Run,
+    RunState,
+)
 from storage.base import StoreBase
 
 _COLUMNS = "approval_json"
@@ -178,6 +185,22 @@ class ApprovalRecords(StoreBase):
         return self._dicts(
             "SELECT * FROM approval_clicks WHERE approval_id = ? ORDER BY at", (approval_id,)
         )
+
+    def uncertain_acts(self, limit: int = 50) -> list[ActionIntent]:
+        """Acts whose latest receipt is ``uncertain``: to be read back, never run again."""
+        rows = self._dicts(
+            "SELECT i.intent_json FROM intents i WHERE i.kind = ? AND ("
+            "SELECT r.status FROM receipts r WHERE r.intent_id = i.intent_id"
+            " ORDER BY r.rowid DESC LIMIT 1) = ? ORDER BY i.created_at LIMIT ?",
+            ("act", "uncertain", limit),
+        )
+        return [ActionIntent.model_validate_json(r["intent_json"]) for r in rows]
+
+    def add_readback(self, receipt: Receipt) -> None:
+        """A read-back's receipt for an act: what was read, recorded by any replica (it
+        changes nothing at DingTalk, so it needs no hold on the run)."""
+        with self._tx() as conn:
+            self._insert_receipt(conn, receipt)
 
     def acts_since(self, since: float, conversation_id: str | None = None) -> int:
         """Acts stored since ``since``: in one conversation, or in total (act budgets)."""

@@ -69,7 +69,7 @@ def authorize(
         robot_code=origin.robot_code,
         conversation_id=origin.conversation_id,
         tool=spec.name,
-        action=spec.description,
+        action=spec.label or spec.description,
         object=object_of(arguments),
         audience=audience,
         arguments_hash=arguments_hash(arguments),

@@ -160,8 +160,20 @@ class ActExecutor:
                 update={"detail": f"read back: not there ({evidence.detail}); not run again"}
             )
         receipt = self._receipt(run, intent, status, evidence)
-        self.store.add_receipt(receipt)
+        self.store.add_readback(receipt)
         return receipt
+
+    async def settle_uncertain(self) -> int:
+        """Read back every act left ``uncertain`` (the recovery pass); how many settled."""
+        settled = 0
+        for intent in self.store.uncertain_acts():
+            run = self.store.get_run(intent.event_id)
+            if run is None:
+                continue
+            bound = run.model_copy(update={"run_id": intent.run_id})
+            if await self.read_back(bound, intent) is not None:
+                settled += 1
+        return settled
 
     async def _run(
         self,

@@ -114,7 +114,7 @@ class ApprovalSettlement:
             reply = {"kind": "reply", "text": text}
             await self.acting.act(run, [reply], outcome, answer=False, supersedable=False)
         else:
-            return self.endings.end_silent(run, SilentReason.NOT_DUE, record.detail or "void")
+            return self.endings.end_silent(run, SilentReason.APPROVAL_VOID, record.detail or "void")
         return self.endings.finish(run, outcome, outcome.final_state())
 
 

@@ -40,6 +40,9 @@ class SilentReason(StrEnum):
     TASK_EXPIRED = "task_expired"  # a task nobody answered in time ended ``expired``
     NOT_DUE = "not_due"  # the task moved (answered, cancelled) after the beat found it due
     POSTPONED = "postponed"  # a due reminder the write budget refused waits for the budget
+    # Added by dta for approvals (agent/acts/settle.py): a voided approval's event, carried
+    # out with nothing to say (the request that voided it asks anew).
+    APPROVAL_VOID = "approval_void"
 
 
 class EngageReason(StrEnum):

@@ -25,6 +25,8 @@ class ToolSpec(Contract):
     # may it touch people other than the asker?
     reversible: bool = True
     affects_others: bool = False
+    # What a write does, in the words an approval shows the asker ("创建待办").
+    label: str | None = None
 
 
 class ToolCall(Contract):
@@ -114,6 +116,7 @@ BUILTIN: dict[str, ToolSpec] = {
             ),
             effect="write",
             affects_others=True,
+            label="创建日程",
         ),
         ToolSpec(
             name="dingtalk.todo.create",
@@ -128,12 +131,14 @@ BUILTIN: dict[str, ToolSpec] = {
                 ["subject"],
             ),
             effect="write",
+            label="创建待办",
         ),
         ToolSpec(
             name="dingtalk.todo.complete",
             description="Mark one of the asker's to-dos done.",
             parameters=_object({"todo_id": {"type": "string", "minLength": 1}}, ["todo_id"]),
             effect="write",
+            label="完成待办",
         ),
     )
 }

@@ -134,6 +134,9 @@ class RunTools:
             )
 
         if call.name not in self.enabled:
+            known = BUILTIN.get(call.name)
+            if known is not None and known.effect == "write" and self.act is not None:
+                return await self._write(call)  # the gate refuses it, with a receipt
             return failed("tool_not_allowed", f"{call.name!r} is not enabled for this robot")
         problem = argument_problem(BUILTIN[call.name], call.arguments)
         if problem is not None:
@@ -142,6 +145,12 @@ class RunTools:
         if read is None:  # a write: only ever an act through the action gate
             if self.act is None or self.ledger is None:
                 return failed("tool_not_allowed", f"{call.name!r} writes; no acts here")
+            try:
+                for key in ("start", "end", "due"):
+                    if key in call.arguments:
+                        _when(call.arguments[key])
+            except _NotATime as exc:
+                return failed("schema_invalid", str(exc))
             return await self._write(call)
         try:
             data = await read(call.arguments)
