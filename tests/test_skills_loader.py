@@ -24,6 +24,8 @@ from skills.loader import (
 )
 
 ALL_ACTIONS = [ActionKind.ACK, ActionKind.REPLY, ActionKind.ASK, ActionKind.SILENCE]
+# basic-behavior grants acts too; enabled tools are what make one possible
+CORE_ACTIONS = [*ALL_ACTIONS, ActionKind.ACT]
 
 
 def write_skill(
@@ -60,7 +62,7 @@ def test_core_basic_behavior_is_always_loaded() -> None:
     assert core.version == "1.0.0"
     assert core.priority == 100
     assert core.conditions == ()
-    assert list(core.allowed_actions) == ALL_ACTIONS
+    assert list(core.allowed_actions) == CORE_ACTIONS
     assert core.path == CORE_SKILLS_DIR / "basic-behavior"
     for word in ("silence", "ack", "reply", "ask", "ActionRequest", "statement", "forget"):
         assert word in core.body
@@ -259,7 +261,20 @@ def test_allowed_actions_is_an_intersection(tmp_path: Path) -> None:
     write_skill(tmp_path, "b", {"allowed_actions": ["reply", "silence", "ack"]})
     skills = discover([tmp_path])
     assert allowed_actions(skills) == [ActionKind.REPLY, ActionKind.SILENCE]
-    assert allowed_actions([]) == ALL_ACTIONS
+    assert allowed_actions([]) == CORE_ACTIONS
+
+
+def test_acts_are_granted_by_basic_behavior_and_narrowed_only_by_a_skill_that_lists(
+    tmp_path: Path,
+) -> None:
+    write_skill(tmp_path, "silent-on-acts", {})  # lists nothing: no say over acts
+    write_skill(tmp_path, "talks-only", {"allowed_actions": ["reply", "silence"]})
+    core = next(s for s in discover() if s.name == "basic-behavior")
+    found = {s.name: s for s in discover([tmp_path])}
+    quiet, talker = found["silent-on-acts"], found["talks-only"]
+    assert allowed_actions([core, quiet]) == CORE_ACTIONS
+    assert ActionKind.ACT not in allowed_actions([core, talker])
+    assert ActionKind.ACT not in allowed_actions([quiet])  # nobody granted it
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -320,7 +335,7 @@ def test_library_for_event(tmp_path: Path) -> None:
     assert actions == [ActionKind.REPLY, ActionKind.SILENCE]
     skills, snap, actions = library.for_event("text", "dm", "rules")
     assert names(skills) == ["basic-behavior"]
-    assert actions == ALL_ACTIONS
+    assert actions == CORE_ACTIONS
 
 
 def test_library_hashes_once_and_reuses_snapshots(
