@@ -230,6 +230,10 @@ class Runtime:
                     self._wake.set()
             if run is not None and run.state.is_finished and self.on_run_finished is not None:
                 self.on_run_finished(max(0.0, self.clock.now() - event.received_at))
+            if self.acts is not None and run is not None:
+                # A run that voided an approval left its decision to carry out: at once.
+                for settle in self._store_decisions():
+                    self.submit(settle)
 
         self.dispatcher.submit(event.thread_key, job)
 
@@ -306,11 +310,18 @@ class Runtime:
         if self.acts is None:
             return
         self.acts.desk.expire_due()
+        self._store_decisions()
+
+    def _store_decisions(self) -> list[Event]:
+        """The events of decided approvals not stored yet (stored now), to be run."""
+        events = []
         for record in self.store.unsettled_approvals():
             run = self.store.get_run(record.event_id)
             if run is not None:
                 event = settle_event(record, run, self.clock.now())
-                self.store.add_event(event, event.to_json(), supersedes=False)
+                if self.store.add_event(event, event.to_json(), supersedes=False).new:
+                    events.append(event)
+        return events
 
     def _pick_up_stored(self, now: float) -> int:
         room = self.settings.max_queued_runs - self.queued

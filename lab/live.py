@@ -148,6 +148,9 @@ class LiveCaseRun:
             return 1
         if step.fault is not None:
             self.fake.arm_fault(step.fault)
+        if step.click is not None:
+            self.fake.click(step.click.msg, step.click.by, step.click.choice)
+            return 1
         return 0
 
     async def _settle(self, runtime: Runtime, connector: Connector, frames: int) -> None:
@@ -158,6 +161,7 @@ class LiveCaseRun:
         await self.fake.wait_idle(max(0.0, deadline - time.monotonic()))
         await asyncio.sleep(0)  # let handed-over events reach the dispatcher
         await runtime.drain()
+        self.fake.show_click_acks()
 
 
 async def run_live_case(case: Case) -> CaseResult:

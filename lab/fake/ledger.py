@@ -47,10 +47,12 @@ class FrameRecord:
     swallowed: bool = False  # "sent" to a zombie: the client never saw it
     sent_mono: float | None = field(default=None, repr=False)
     expect: Any = field(default=None, repr=False)
+    # what the client's ack carried in ``data`` (a card click's answer: the card's change)
+    ack_data: Any = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        del data["sent_mono"], data["expect"]
+        del data["sent_mono"], data["expect"], data["ack_data"]
         return data
 
 
@@ -230,6 +232,7 @@ class DeliveryLedger(ABC):
             )
             return False
         record.ack_code, record.acked_at = ack.get("code"), self.clock.now()
+        record.ack_data = json_or_none(ack.get("data"))
         if record.sent_mono is not None:
             record.latency_ms = round((time.monotonic() - record.sent_mono) * 1000, 3)
         if record.kind in ("ping", "disconnect"):
@@ -240,8 +243,12 @@ class DeliveryLedger(ABC):
             if callback.timer is not None:
                 callback.timer.cancel()
                 callback.timer = None
+        self._acked(record)
         self._notify()
         return True
+
+    def _acked(self, record: FrameRecord) -> None:
+        """Told every usable ack, once recorded (the gateway shows a click's answer)."""
 
     def _stray(self, connection_id: str, frame_id: str | None, reason: str) -> None:
         """An ack the platform cannot use is kept as evidence and otherwise ignored."""

@@ -19,7 +19,12 @@ from typing import Any, Self
 
 from agent.clock import Clock
 from lab.fake.calendar import calendar_routes
-from lab.fake.callbacks import build_callback, callback_frame, card_click_data
+from lab.fake.callbacks import (
+    CARD_CALLBACK_TOPIC,
+    build_callback,
+    callback_frame,
+    card_click_data,
+)
 from lab.fake.cards import card_routes, shown_text
 from lab.fake.control import LabControl
 from lab.fake.downloads import download_routes
@@ -184,6 +189,36 @@ class FakeDingTalk(PlatformState):
             if card.data.get("msg_id") == msg_id:
                 return card_click_data(card.out_track_id, by, choice, card.space), card
         raise ValueError(f"click: no card was sent for message {msg_id!r}")
+
+    def click(self, msg_id: str, by: str, choice: str) -> dict[str, Any]:
+        """Deliver a click over the stream as DingTalk does (redelivered until acked); what
+        the ack answers is put on the card by ``show_click_acks``."""
+        data, card = self.click_data(msg_id, by, choice)
+        self._click_seq += 1
+        key = f"click-{self._click_seq}"
+        self._clicks.append((key, card, by))
+
+        def render(frame_id: str, connection_id: str) -> str:
+            return callback_frame(
+                data,
+                frame_id,
+                now=self.clock.now(),
+                connection_id=connection_id,
+                topic=CARD_CALLBACK_TOPIC,
+            )
+
+        return self.stream.deliver(key, render)
+
+    def show_click_acks(self) -> None:
+        """Put what each acked click's answer says on its card (once)."""
+        for key, card, by in list(self._clicks):
+            callback = self.stream.callbacks.get(key)
+            record = self.stream.frames.get(callback.latest) if callback else None
+            if record is None or record.ack_data is None:
+                continue
+            self._clicks.remove((key, card, by))
+            answer = record.ack_data.get("response") if isinstance(record.ack_data, dict) else None
+            self.show_click_answer(card, by, answer)
 
     @staticmethod
     def show_click_answer(card: Any, clicker: str, answer: Any) -> None:

@@ -132,6 +132,9 @@ class PlatformState:
         self.sessions: dict[str, Session] = {}
         self.inbound: dict[str, dict[str, Any]] = {}
         self.received: list[ReceivedMessage] = []
+        # clicks delivered over the stream whose answers are not yet on their cards
+        self._clicks: list[tuple[str, Any, str]] = []
+        self._click_seq = 0
         self.faults: list[Fault] = []
         self.faults_seen: list[dict[str, Any]] = []
         self.webhook_expired = False

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from aiohttp import WSMsgType, web
 
 from lab.fake.http import api_error
-from lab.fake.ledger import DeliveryLedger, Outgoing, json_or_none
+from lab.fake.ledger import DeliveryLedger, FrameRecord, Outgoing, json_or_none
 from lab.fake.state import PlatformState
 
 _DONE = (WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
@@ -115,6 +115,12 @@ class StreamGateway(DeliveryLedger):
         self._ping_task: asyncio.Task[None] | None = None
         self._closing = False  # stopping: a client's instant reconnect must not get in
         self.reset()
+
+    def _acked(self, record: FrameRecord) -> None:
+        # A card click's ack carries what the card shows at once, as DingTalk applies it.
+        show = getattr(self.platform, "show_click_acks", None)
+        if show is not None and record.ack_data is not None:
+            show()
 
     def reset(self) -> None:
         """Forget one case's frames; open connections and unused tickets survive."""
