@@ -97,11 +97,12 @@ class ApprovalRecords(StoreBase):
         return [ApprovalRecord.model_validate_json(r[_COLUMNS]) for r in rows]
 
     def unsettled_approvals(self, limit: int = 100) -> list[ApprovalRecord]:
-        """Decided approvals whose event (``approval:<id>``) was never stored: a crash fell
-        between the decision and the event; the recovery pass stores it."""
+        """Decided approvals no run carries out yet and whose event (``approval:<id>``) was
+        never stored (a crash fell between the decision and the event, or a request voided
+        them): the recovery pass stores it."""
         rows = self._dicts(
             f"SELECT a.{_COLUMNS} FROM approvals a WHERE a.status IN (?, ?, ?, ?)"
-            " AND NOT EXISTS (SELECT 1 FROM events e"
+            " AND a.settled_by IS NULL AND NOT EXISTS (SELECT 1 FROM events e"
             " WHERE e.event_id = 'approval:' || a.approval_id) ORDER BY a.created_at LIMIT ?",
             (
                 ApprovalStatus.APPROVED.value,
@@ -112,6 +113,17 @@ class ApprovalRecords(StoreBase):
             ),
         )
         return [ApprovalRecord.model_validate_json(r[_COLUMNS]) for r in rows]
+
+    def claim_settlement(self, approval_id: str, event_id: str) -> bool:
+        """The run of ``event_id`` carries the decision out; False when another run's event
+        claimed it first (a code reply and a click's event cannot both)."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE approvals SET settled_by = ? WHERE approval_id = ?"
+                " AND (settled_by IS NULL OR settled_by = ?)",
+                (event_id, approval_id, event_id),
+            )
+            return bool(cursor.rowcount)
 
     def decide_approval(self, record: ApprovalRecord) -> bool:
         """Move a pending approval to ``record``'s status (with who and when); False when

@@ -378,6 +378,7 @@ MIGRATIONS: list[Migration] = [
             status TEXT NOT NULL,
             code TEXT NOT NULL,
             out_track_id TEXT,
+            settled_by TEXT,
             created_at {real} NOT NULL,
             expires_at {real} NOT NULL,
             approval_json TEXT NOT NULL

@@ -26,6 +26,7 @@ from agent.contracts import (
     ApprovalStatus,
     Receipt,
     ReceiptStatus,
+    RefusalReason,
     Run,
     RunState,
     SilentReason,
@@ -85,7 +86,11 @@ class ApprovalSettlement:
         return await self.carry_out(record, run)
 
     async def carry_out(self, record: ApprovalRecord, run: Run) -> Run:
-        """Run (or refuse) the act under ``record``, then tell the asker in ``run``."""
+        """Run (or refuse) the act under ``record``, then tell the asker in ``run`` — unless
+        another run carries it out (a code reply's and a click event's cannot both)."""
+        if not self.store.claim_settlement(record.approval_id, run.event_id):
+            detail = f"approval {record.approval_id} is carried out by another run"
+            return self.endings.end_silent(run, SilentReason.APPROVAL_SETTLED, detail)
         proposed = self.store.get_run(record.event_id)
         receipt = None
         if proposed is not None:
@@ -103,8 +108,7 @@ class ApprovalSettlement:
                 supersedable=False,
                 approval=record,
             )
-            acts = [r for r in acted.receipts if r.kind is ActionKind.ACT]
-            receipt = acts[-1] if acts else None
+            receipt = _what_became(self.store, acted.receipts)
             self.store.close_waiting_run(record.event_id, RunState.DONE, self.clock.now())
         if self.cards is not None:
             await self.cards.show(record, _card_status(record, receipt))
@@ -116,6 +120,23 @@ class ApprovalSettlement:
         else:
             return self.endings.end_silent(run, SilentReason.APPROVAL_VOID, record.detail or "void")
         return self.endings.finish(run, outcome, outcome.final_state())
+
+
+def _what_became(store: Store, receipts: list[Receipt]) -> Receipt | None:
+    """The act's receipt; for a repeat (a re-driven run), what the first execution got (its
+    read-back, if it was uncertain and has been read since)."""
+    acts = [r for r in receipts if r.kind is ActionKind.ACT]
+    last = acts[-1] if acts else None
+    if last is None or last.reason != RefusalReason.DUPLICATE_INTENT.value:
+        return last
+    verified = [r for r in acts if r.status is ReceiptStatus.VERIFIED]
+    if verified:
+        return verified[-1]
+    first_id = last.evidence.first_receipt_id
+    first = next((r for r in store.receipts(last.event_id) if r.receipt_id == first_id), None)
+    if first is not None and first.intent_id:
+        return store.intent_receipts(first.intent_id)[-1]
+    return first
 
 
 def _card_status(record: ApprovalRecord, receipt: Receipt | None) -> str:

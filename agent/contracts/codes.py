@@ -43,6 +43,7 @@ class SilentReason(StrEnum):
     # Added by dta for approvals (agent/acts/settle.py): a voided approval's event, carried
     # out with nothing to say (the request that voided it asks anew).
     APPROVAL_VOID = "approval_void"
+    APPROVAL_SETTLED = "approval_settled"  # another run carries the decision out
 
 
 class EngageReason(StrEnum):
@@ -93,6 +94,7 @@ class RefusalReason(StrEnum):
     APPROVAL_DENIED = "approval_denied"
     APPROVAL_EXPIRED = "approval_expired"
     APPROVAL_VOID = "approval_void"
+    APPROVAL_SETTLED = "approval_settled"  # another run carries the decision out
 
 
 class CardReason(StrEnum):

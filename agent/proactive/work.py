@@ -103,6 +103,15 @@ class ProactiveWork:
         if record is None:
             return None  # not a code we gave: an ordinary message
         decision = desk.decide(record, event.actor.user_id, choice)
+        # kept like a click (by the message's id: a redelivery records nothing new)
+        self.store.add_click(
+            event.event_id,
+            record.approval_id,
+            event.actor.user_id,
+            choice,
+            decision.outcome,
+            self.clock.now(),
+        )
         if decision.decided and decision.record is not None:
             return await settlement.carry_out(decision.record, run)
         return await self._say(run, decision.said)

@@ -247,6 +247,7 @@ class DeliveryLedger(ABC):
         self._notify()
         return True
 
+    @abstractmethod
     def _acked(self, record: FrameRecord) -> None:
         """Told every usable ack, once recorded (the gateway shows a click's answer)."""
 
