@@ -55,6 +55,8 @@ FULL = [
     ["memory", "approve", "mem_x", "--revision", "1"],
     ["memory", "reject", "mem_x", "--revision", "1"],
     ["memory", "publish", "mem_x", "--to", "MEMORY.md"],
+    ["approvals", "list"],
+    ["approvals", "show", "apv_x"],
     ["lab", "eval", "cases"],
     ["lab", "replay", "frames.jsonl"],
     ["lab", "security"],

@@ -30,6 +30,8 @@ JSON_COMMANDS = frozenset(
         "skills probe",
         "store stats",
         "memory list",
+        "approvals list",
+        "approvals show",
         "dev say",
         "lab eval",
         "lab security",
@@ -54,6 +56,7 @@ def _name(args: argparse.Namespace) -> str:
         "skills": getattr(args, "skills_command", None),
         "store": getattr(args, "store_command", None),
         "memory": getattr(args, "memory_command", None),
+        "approvals": getattr(args, "approvals_command", None),
         "lab": getattr(args, "lab_command", None),
     }.get(args.command)
     return f"{args.command} {sub}" if sub else args.command
@@ -279,6 +282,31 @@ def memory(args: argparse.Namespace) -> int:
         return memories.publish(st, args.candidate_id, args.to, args.expect_hash, sys.stdout)
 
 
+def approvals(args: argparse.Namespace) -> int:
+    from agent.cli import approvals as shown
+
+    opened = open_store(args, must_exist=False)
+    if isinstance(opened, int):
+        return opened
+    _, st = opened
+    with st:
+        if args.approvals_command == "list":
+            if args.json:
+                records = st.approvals()
+                emit([r.model_dump(mode="json") for r in records if _has(r, args.status)])
+                return 0
+            return shown.list_approvals(st, args.status, sys.stdout)
+        if args.json:
+            record = st.get_approval(args.approval_id)
+            emit(record.model_dump(mode="json") if record else None)
+            return 0 if record else 1
+        return shown.show_approval(st, args.approval_id, sys.stdout)
+
+
+def _has(record: Any, status: str | None) -> bool:
+    return status is None or record.status.value == status
+
+
 # --------------------------------------------------------------------------- dev and lab
 
 
@@ -379,6 +407,7 @@ HANDLERS = {
     "skills": skills,
     "store": store,
     "memory": memory,
+    "approvals": approvals,
     "dev": dev,
     "lab": lab,
 }

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent.cli.trace_acts import act_text, approvals_of
 from agent.contracts import (
     Event,
     ReceiptStatus,
@@ -119,6 +120,7 @@ class Trace:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     quarantined: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -169,7 +171,7 @@ def _intents(store: Store, event_id: str) -> list[dict[str, Any]]:
                 "chunk": f"{intent.chunk}/{intent.chunks}",
                 "target": intent.target.conversation_id,
                 "webhook_host": urlsplit(webhook.url).netloc if webhook else None,
-                "text": intent.content.text if intent.content else "",
+                "text": intent.content.text if intent.content else act_text(intent),
                 "gate_checks": intent.gate_checks,
                 "attempts": [
                     {
@@ -264,6 +266,7 @@ def _receipt(receipt: Any) -> dict[str, Any]:
         "reason": receipt.reason,
         "channels": [c.value for c in receipt.evidence.channels_tried],
         "detail": receipt.evidence.detail or receipt.evidence.error or receipt.evidence.errmsg,
+        "readback": receipt.evidence.readback,
         "at": when(receipt.created_at),
     }
 
@@ -326,6 +329,7 @@ def trace_message(store: Store, msg_id: str) -> Trace:
         refusals=[r for r in receipts if r["status"] == ReceiptStatus.REFUSED.value],
         tasks=tasks,
         memory=memory,
+        approvals=approvals_of(store, msg_id, when),
     )
 
 

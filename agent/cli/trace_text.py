@@ -63,6 +63,15 @@ def render(trace: Trace) -> list[str]:
         detail = f": {refusal['detail']}" if refusal["detail"] else ""
         lines.append(f"  refused {refusal['kind'] or 'request'} ({refusal['reason']}){detail}")
     lines.extend(receipt_line(receipt) for receipt in trace.receipts)
+    for approval in trace.approvals:
+        by = f" by {approval['decided_by']}" if approval["decided_by"] else ""
+        lines.append(
+            f"  approval {approval['approval_id']}: {approval['status']}{by} · {approval['tool']}"
+            f" 「{approval['object']}」 for {', '.join(approval['audience'])}"
+            f" ({approval['impact']})"
+        )
+        for click in approval["clicks"]:
+            lines.append(f"    click by {click['user']}: {click['action']} → {click['outcome']}")
     lines.extend(task_line(task) for task in trace.tasks)
     for memory in trace.memory:
         lines.append(
@@ -79,7 +88,8 @@ def receipt_line(receipt: dict[str, Any], every_channel: bool = True) -> str:
     reason = f" ({receipt['reason']})" if receipt["reason"] else ""
     channels = receipt["channels"] if every_channel else receipt["channels"][-1:]
     via = f" via {' → '.join(channels)}" if channels else ""
-    return f"  receipt {receipt['kind']}: {receipt['status']}{reason}{via}"
+    read = f"; read back: {receipt['readback']}" if receipt.get("readback") else ""
+    return f"  receipt {receipt['kind']}: {receipt['status']}{reason}{via}{read}"
 
 
 def task_line(task: dict[str, Any]) -> str:
