@@ -32,6 +32,8 @@ from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
 from agent.dingtalk.transport import DingTalkTransport
 from agent.dingtalk.workspace import WorkspaceClient
+from agent.mcp.catalog import ToolCatalog
+from agent.mcp.sources import McpSources
 from agent.proactive.heartbeat import Heartbeat
 from agent.proactive.schedule import SchedulePolicy
 from agent.run.broker import Broker
@@ -293,6 +295,7 @@ class PipelineParts:
     # answers when the model is over its budget or down (None: the provider is rules)
     fallback: Provider | None
     acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
+    mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
 
 
 @dataclass(frozen=True)
@@ -305,15 +308,29 @@ class ActParts:
     clicks: ClickDesk
 
 
+def writes_enabled(settings: Settings) -> bool:
+    """A write tool is enabled: a built-in one, or an MCP tool not classed a read."""
+    reads = {f"mcp.{s.name}.{tool}" for s in settings.mcp_servers for tool in s.reads}
+    return any(
+        BUILTIN[name].effect == "write" if name in BUILTIN else name not in reads
+        for name in settings.tools
+    )
+
+
+def build_mcp(settings: Settings) -> McpSources | None:
+    return McpSources(settings.mcp_servers) if settings.mcp_servers else None
+
+
 def build_acts(
     settings: Settings,
     store: Store,
     clock: Clock,
     broker: Broker,
     crash: CrashPoints,
+    mcp: McpSources | None,
 ) -> ActParts | None:
     """The act runner, the approval desk and (with a template) the approval cards."""
-    if all(BUILTIN[name].effect == "read" for name in settings.tools):
+    if not writes_enabled(settings):
         return None
     workspace = WorkspaceClient(broker.transport, oapi_base_url=settings.directory_base_url)
     template = settings.approval_card_template_id
@@ -326,9 +343,10 @@ def build_acts(
         store=store,
         clock=clock,
         desk=desk,
-        executor=ActExecutor(store, workspace, clock, crash),
+        executor=ActExecutor(store, workspace, clock, crash, mcp),
         reads=workspace,
         approval_timeout_s=settings.approval_timeout_s,
+        catalog=ToolCatalog(mcp),
     )
     return ActParts(runner, desk, cards, ClickDesk(store, desk))
 
@@ -373,17 +391,20 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         fallback=parts.fallback,
         meter=ModelMeter(store, clock, model_limits(settings)),
         forgetting=Forgetting(store, knowledge, settings.agent.name),
-        tools=tool_box(settings, transport),
+        tools=tool_box(settings, transport, parts.mcp),
         acts=parts.acts,
     )
 
 
-def tool_box(settings: Settings, transport: DingTalkTransport) -> ToolBox | None:
-    """The enabled workspace tools over the robot app's own workspace calls (None: none)."""
+def tool_box(
+    settings: Settings, transport: DingTalkTransport, mcp: McpSources | None
+) -> ToolBox | None:
+    """The enabled tools: the workspace's over the robot app's own calls, and the MCP
+    servers' (None: none enabled)."""
     if not settings.tools:
         return None
     workspace = WorkspaceClient(transport, oapi_base_url=settings.directory_base_url)
-    return ToolBox(list(settings.tools), workspace)
+    return ToolBox(list(settings.tools), workspace, ToolCatalog(mcp))
 
 
 def build_parts(
@@ -402,6 +423,7 @@ def build_parts(
     transport = DingTalkTransport(transport_config(settings), clock, http_client)
     broker = build_broker(settings, store, transport, clock, crash)
     action_gate = ActionGate(action_policy(settings))
+    mcp = build_mcp(settings)
     return PipelineParts(
         store=store,
         clock=clock,
@@ -414,7 +436,8 @@ def build_parts(
         cards=build_cards(settings, store, clock, broker, action_gate, crash),
         identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
         fallback=None if settings.provider == "rules" else rules_provider(settings),
-        acts=build_acts(settings, store, clock, broker, crash),
+        acts=build_acts(settings, store, clock, broker, crash, mcp),
+        mcp=mcp,
     )
 
 

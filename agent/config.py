@@ -61,6 +61,37 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0)
 
 
+class McpServer(BaseModel):
+    """One MCP server whose tools a model may call (``[[mcp_servers]]`` in dta.toml).
+
+    Started with ``command`` (stdio; ``python_module`` runs a module with dta's own Python)
+    or reached at ``url`` (streamable HTTP). Its tools are named ``mcp.<name>.<tool>`` in
+    ``tools``. Each is a write unless listed in ``reads``; a write is irreversible (it waits
+    for the asker's approval) unless listed in ``reversible``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    command: list[str] = Field(default_factory=list)
+    python_module: str | None = None
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    reads: list[str] = Field(default_factory=list)
+    reversible: list[str] = Field(default_factory=list)
+    start_timeout_s: float = Field(default=10, gt=0)
+    call_timeout_s: float = Field(default=20, gt=0)
+
+    @model_validator(mode="after")
+    def _one_way_to_reach_it(self) -> McpServer:
+        ways = [bool(self.command), self.python_module is not None, self.url is not None]
+        if sum(ways) != 1:
+            raise ValueError(
+                f"mcp server {self.name!r}: give exactly one of command, python_module, url"
+            )
+        return self
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -239,6 +270,8 @@ class Settings(BaseModel):
     # Reads run at once; writes are acts through the action gate (agent/acts/).
     tools: list[str] = Field(default_factory=list)
     max_tool_steps: int = Field(default=4, ge=1, le=20)  # rounds of tool calls per answer
+    # MCP servers as tool sources (agent/mcp/); their tools join ``tools`` by name
+    mcp_servers: list[McpServer] = Field(default_factory=list)
     max_acts_per_run: int = Field(default=3, ge=1, le=20)
     act_budget_per_conversation_per_day: int = Field(default=20, ge=1)
     act_budget_per_day: int = Field(default=200, ge=1)
@@ -333,10 +366,26 @@ class Settings(BaseModel):
     @field_validator("tools")
     @classmethod
     def _tools_are_known(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in BUILTIN]
+        unknown = [name for name in value if name not in BUILTIN and not name.startswith("mcp.")]
         if unknown:
-            raise ValueError(f"unknown tools {unknown}; built-in: {sorted(BUILTIN)}")
+            raise ValueError(
+                f"unknown tools {unknown}; built-in: {sorted(BUILTIN)}, or mcp.<server>.<tool>"
+            )
         return value
+
+    @model_validator(mode="after")
+    def _mcp_tools_name_a_server(self) -> Settings:
+        servers = {server.name for server in self.mcp_servers}
+        if len(servers) != len(self.mcp_servers):
+            raise ValueError("mcp_servers: two servers have the same name")
+        for name in self.tools:
+            if name.startswith("mcp."):
+                _, server, tool = [*name.split(".", 2), "", ""][:3]
+                if server not in servers or not tool:
+                    raise ValueError(
+                        f"tools: {name!r} names no [[mcp_servers]] entry (have {sorted(servers)})"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _provider_is_configured(self) -> Settings:

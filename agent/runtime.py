@@ -105,6 +105,7 @@ class Runtime:
         self.skills, self.cards, self.identities = parts.skills, parts.cards, parts.identities
         # Acts and approvals (agent/acts/): None unless a write tool is enabled.
         self.acts = parts.acts
+        self.mcp = parts.mcp  # MCP servers as tool sources, connected at start
         self.clicks = parts.acts.clicks if parts.acts is not None else None
         self.ingestor = Ingestor(
             self.store, self.response_gate.supersedes, settings.max_frame_bytes, self.clicks
@@ -162,6 +163,8 @@ class Runtime:
             expired = self.store.expire_leases(except_owner=self.owner)
             uncertain = self.broker.reconcile_interrupted()
             dropped = self.store.drop_unsent_intents()
+        if self.mcp is not None:  # before any run: their tools are offered from the start
+            await self.mcp.start()
         await self.sweep_cards(everything=True)
         resumed = self.tick(force=True)
         if uncertain or dropped or expired or resumed:
@@ -431,6 +434,8 @@ class Runtime:
             self.store.renew_leases(self.owner, held, 0.0)
             self.store.renew_threads(self.owner, sorted(self._threads), 0.0)
         await self.transport.aclose()
+        if self.mcp is not None:
+            await self.mcp.aclose()
         close = getattr(self.pipeline.provider, "aclose", None)
         if close is not None:
             await close()

@@ -34,6 +34,7 @@ from agent.contracts import (
     sha256_text,
 )
 from agent.crashpoints import CrashPoints
+from agent.mcp.sources import McpSources
 from gates.action import GATE_VERSION
 from storage import Store
 
@@ -98,8 +99,14 @@ def _when(text: Any) -> datetime | None:
 
 class ActExecutor:
     def __init__(
-        self, store: Store, workspace: WorkspaceWrites, clock: Clock, crash: CrashPoints
+        self,
+        store: Store,
+        workspace: WorkspaceWrites,
+        clock: Clock,
+        crash: CrashPoints,
+        mcp: McpSources | None = None,
     ) -> None:
+        self.mcp = mcp  # MCP servers' write tools: their result is the only evidence
         self.store = store
         self.workspace = workspace
         self.clock = clock
@@ -117,7 +124,7 @@ class ActExecutor:
         }
 
     def executes(self, tool: str) -> bool:
-        return tool in self._writes
+        return tool in self._writes or (self.mcp is not None and tool.startswith("mcp."))
 
     async def execute(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
         """The act once: stored, called, read back; its receipt (``refused`` naming the
@@ -181,6 +188,11 @@ class ActExecutor:
         intent: ActionIntent,
     ) -> tuple[ReceiptStatus, Evidence]:
         call = table.get(intent.tool or "")
+        if call is None and table is self._writes and self.executes(intent.tool or ""):
+            call = self._mcp_write(intent.tool or "")
+        if call is None and table is self._reads and self.executes(intent.tool or ""):
+            # An MCP tool has no read-back: the act stays uncertain, never called again.
+            return ReceiptStatus.UNCERTAIN, Evidence(detail="an MCP act cannot be read back")
         if call is None:
             return ReceiptStatus.FAILED, Evidence(detail=f"no executor for {intent.tool!r}")
         try:
@@ -226,6 +238,22 @@ class ActExecutor:
 
     # ------------------------------------------------------------------ the tools
 
+    def _mcp_write(self, name: str) -> Callable[[str, dict[str, Any], str], Awaitable[Done]]:
+        """An MCP server's write: its result is what there is (``accepted``, not verified:
+        nothing independent reads it back)."""
+        assert self.mcp is not None
+        mcp = self.mcp
+
+        async def write(asker: str, args: dict[str, Any], token: str) -> Done:
+            answer = await mcp.call(name, args)
+            self.crash.hit("after_send")
+            if not answer.ok:
+                raise _McpFailed(answer.error or "mcp_error", answer.detail or "")
+            shown = str(answer.data)[:200]
+            return Done(token, False, f"tool result (no read-back): {shown}")
+
+        return write
+
     async def _create_todo(self, asker: str, args: dict[str, Any], token: str) -> Done:
         todo = await self.workspace.create_todo(
             asker,
@@ -270,6 +298,13 @@ class ActExecutor:
         self.crash.hit("after_send")
         seen = await self.workspace.get_event(asker, made.event_id)
         return Done(made.event_id, seen.event_id == made.event_id, f"event {made.event_id} read")
+
+
+class _McpFailed(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        # a timeout may have been applied; a server down, or its own error, was not
+        self.kind = "timeout_after_send" if kind == "mcp_timeout" else "failed"
 
 
 _OUTCOME = {

@@ -24,7 +24,7 @@ from agent.contracts import (
     Run,
     RunEnding,
 )
-from agent.contracts.tools import BUILTIN
+from agent.mcp.catalog import ToolCatalog
 from gates.action import DAY_S
 from storage import Store
 
@@ -45,7 +45,9 @@ class ActRunner:
         executor: ActExecutor,
         reads: TodoReads,
         approval_timeout_s: float,
+        catalog: ToolCatalog,
     ) -> None:
+        self.catalog = catalog
         self.store = store
         self.clock = clock
         self.desk = desk
@@ -58,7 +60,7 @@ class ActRunner:
     ) -> dict[str, Any]:
         """The act facts for ``ActionFacts`` (as keyword changes)."""
         now = self.clock.now()
-        spec = BUILTIN.get(request.tool or "")
+        spec = self.catalog.spec(request.tool or "")
         arguments = request.arguments or {}
         auth = None
         if spec is not None and spec.effect == "write" and self.executor.executes(spec.name):

@@ -217,6 +217,8 @@ class Acting:
         outcome.receipts.append(receipt)
         if receipt.status is ReceiptStatus.VERIFIED:
             outcome.backing.append(f"act {intent.tool} verified")
+        elif receipt.status is ReceiptStatus.ACCEPTED:  # an MCP tool's own result
+            outcome.backing.append(f"act {intent.tool}: tool result")
 
     async def _repeat_act(self, run: Run, facts: ActionFacts, outcome: RunOutcome) -> None:
         """The same act again (a re-executed run): never run twice. If the first try is

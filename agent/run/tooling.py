@@ -20,12 +20,13 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from agent.contracts import ActionKind, Event, ReceiptStatus, ToolCall, ToolResult, ToolSpec
-from skills.tools.builtin import BUILTIN, argument_problem
+from agent.mcp.catalog import ToolCatalog
+from skills.tools.builtin import argument_problem
 
 log = logging.getLogger("dta.tools")
 
@@ -56,6 +57,14 @@ class _NotATime(ValueError):
     pass
 
 
+class _ToolFailed(Exception):
+    """A source's own failure, with its code (an MCP server that is down, say)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
 def _when(text: str) -> datetime:
     """An ISO 8601 time with its UTC offset (a time without one means nothing certain)."""
     try:
@@ -82,15 +91,17 @@ def plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ToolBox:
-    """The enabled tools and the workspace they read, from which each run gets its own."""
+    """The enabled tools, where they are found and the workspace they read, from which
+    each run gets its own."""
 
     enabled: list[str]
     workspace: Workspace
+    catalog: ToolCatalog = field(default_factory=ToolCatalog)
 
     def for_run(
         self, event: Event, ledger: RunLedger | None = None, act: ActStep | None = None
     ) -> RunTools:
-        return RunTools(self.enabled, self.workspace, event, ledger, act)
+        return RunTools(self.enabled, self.workspace, event, ledger, act, self.catalog)
 
 
 class RunTools:
@@ -104,8 +115,11 @@ class RunTools:
         event: Event,
         ledger: RunLedger | None = None,
         act: ActStep | None = None,
+        catalog: ToolCatalog | None = None,
     ) -> None:
-        self.enabled = [name for name in enabled if name in BUILTIN]
+        self.catalog = catalog or ToolCatalog()
+        # what is enabled and can be had now (a dead MCP server's tools are left out)
+        self.enabled = [name for name in enabled if self.catalog.spec(name) is not None]
         self.workspace = workspace
         self.asker = event.actor.user_id
         self.ledger = ledger
@@ -119,7 +133,7 @@ class RunTools:
         }
 
     def specs(self) -> list[ToolSpec]:
-        return [BUILTIN[name] for name in self.enabled]
+        return [spec for name in self.enabled if (spec := self.catalog.spec(name)) is not None]
 
     async def call(self, call: ToolCall) -> ToolResult:
         started = time.perf_counter()
@@ -133,15 +147,17 @@ class RunTools:
                 call_id=call.call_id, name=call.name, ok=False, error=code, detail=detail
             )
 
-        if call.name not in self.enabled:
-            known = BUILTIN.get(call.name)
-            if known is not None and known.effect == "write" and self.act is not None:
+        spec = self.catalog.spec(call.name)
+        if call.name not in self.enabled or spec is None:
+            if spec is not None and spec.effect == "write" and self.act is not None:
                 return await self._write(call)  # the gate refuses it, with a receipt
             return failed("tool_not_allowed", f"{call.name!r} is not enabled for this robot")
-        problem = argument_problem(BUILTIN[call.name], call.arguments)
+        problem = argument_problem(spec, call.arguments)
         if problem is not None:
             return failed("schema_invalid", problem)
         read = self._reads.get(call.name)
+        if read is None and spec.effect == "read":
+            read = self._mcp_read(call.name)
         if read is None:  # a write: only ever an act through the action gate
             if self.act is None or self.ledger is None:
                 return failed("tool_not_allowed", f"{call.name!r} writes; no acts here")
@@ -159,10 +175,23 @@ class RunTools:
         except Exception as exc:  # a failed read is the model's to know, not a crash
             kind = getattr(exc, "kind", None) or "failed"
             log.warning("tool read failed", extra={"tool": call.name, "error": kind})
-            return failed(str(kind), type(exc).__name__)
+            return failed(str(kind), str(exc)[:300] or type(exc).__name__)
         if self.ledger is not None:
             self.ledger.backing.append(f"read {call.name}")
         return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=plain(data))
+
+    def _mcp_read(self, name: str) -> Callable[[dict[str, Any]], Awaitable[Any]] | None:
+        mcp = self.catalog.mcp
+        if mcp is None:
+            return None
+
+        async def read(arguments: dict[str, Any]) -> Any:
+            answer = await mcp.call(name, arguments)
+            if not answer.ok:
+                raise _ToolFailed(answer.error or "mcp_error", answer.detail or "")
+            return answer.data
+
+        return read
 
     async def _write(self, call: ToolCall) -> ToolResult:
         """The call as an act through the acting step, and what became of it."""
@@ -190,6 +219,9 @@ class RunTools:
         last = acts[-1]
         if last.status is ReceiptStatus.VERIFIED:
             data = {"status": "verified", "id": last.evidence.object_id}
+            return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=data)
+        if last.status is ReceiptStatus.ACCEPTED:  # done, by the tool's word only
+            data = {"status": "done, not read back", "result": last.evidence.readback}
             return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=data)
         error = last.reason or last.status.value
         detail = last.evidence.detail or last.evidence.error
