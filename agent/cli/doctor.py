@@ -237,6 +237,36 @@ def _probe(settings: Settings) -> Check:
     return Check("host loading", True, f"{verdict}: {explanation}")
 
 
+def mcp_checks(settings: Settings) -> list[Check]:
+    """Each MCP server started as the daemon would, its tools listed (a write unless its
+    configuration classes it a read), then stopped again."""
+    from agent.mcp.sources import McpSources
+
+    if not settings.mcp_servers:
+        return []
+
+    async def report() -> list[dict[str, Any]]:
+        sources = McpSources(settings.mcp_servers)
+        try:
+            await sources.start()
+            return sources.report()
+        finally:
+            await sources.aclose()
+
+    checks = []
+    for server in asyncio.run(report()):
+        name = f"mcp server {server['server']}"
+        if server["status"] != "ready":
+            fix = "check its command or url; until then its tools are absent from every run"
+            checks.append(Check(name, False, server["status"], fix, "mcp"))
+            continue
+        tools = ", ".join(f"{tool} ({effect})" for tool, effect in server["tools"].items())
+        enabled = [tool for tool in server["tools"] if tool in settings.tools]
+        detail = f"ready; tools: {tools or 'none'}; enabled: {', '.join(enabled) or 'none'}"
+        checks.append(Check(name, True, detail))
+    return checks
+
+
 def diagnose(settings: Settings, card_to: str | None = None) -> list[Check]:
     """``card_to``: in card mode, a staff id to send one test card to."""
     checks = [_credentials(settings)]
@@ -249,6 +279,7 @@ def diagnose(settings: Settings, card_to: str | None = None) -> list[Check]:
     checks.extend([_store(settings), _skills(settings)])
     if checks[-1].ok:
         checks.append(_probe(settings))
+    checks.extend(mcp_checks(settings))
     return checks
 
 

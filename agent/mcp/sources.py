@@ -74,6 +74,13 @@ def _content(result: Any) -> Any:
     return texts[0] if len(texts) == 1 else texts
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 class McpSource:
     """One MCP server: its connection, its tools and its state."""
 
@@ -128,7 +135,8 @@ class McpSource:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the SDK reports a dead server as an exception group
-            reason = f"{type(exc).__name__}: {exc}"[:300]
+            leaf = _leaf(exc)
+            reason = f"{type(leaf).__name__}: {leaf}"[:300]
             self.status = ("dead: " if self._ready.is_set() else "failed: ") + reason
             log.warning("mcp server down", extra={"server": self.config.name, "error": reason})
             self._ready.set()
@@ -158,10 +166,10 @@ class McpSource:
             )
         except TimeoutError:
             return McpAnswer(False, error="mcp_timeout", detail="no answer in time")
-        except Exception as exc:
-            if self._holder is not None and self._holder.done():
-                self.status = f"dead: {type(exc).__name__}"
-            return McpAnswer(False, error="mcp_error", detail=f"{type(exc).__name__}: {exc}"[:300])
+        except Exception as exc:  # the session broke (the server died): not a tool's error
+            self.status = f"dead: {type(exc).__name__}: {exc}"[:300]
+            log.warning("mcp server died", extra={"server": self.config.name})
+            return McpAnswer(False, error="mcp_unavailable", detail=self.status)
         data = _content(result)
         if getattr(result, "is_error", False):
             return McpAnswer(False, data, error="mcp_error", detail=str(data)[:300])

@@ -1,0 +1,83 @@
+"""MCP servers as tool sources: the lab's fake notebook over stdio, a server that will not
+start, and one that dies; reads answer as data, a dead server's tools are absent."""
+
+import os
+import signal
+
+import pytest
+
+from agent.config import McpServer
+from agent.mcp.catalog import ToolCatalog
+from agent.mcp.sources import McpSources, split_name
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+
+def notes(**kw) -> McpServer:
+    return McpServer(
+        name="notes",
+        python_module="lab.fake_mcp",
+        reads=["read_note"],
+        env={"DTA_FAKE_MCP_SEED": '{"plan": "周一 评审"}'},
+        **kw,
+    )
+
+
+async def test_tools_are_classed_by_configuration_and_reads_answer_as_data():
+    sources = McpSources([notes()])
+    await sources.start()
+    try:
+        (report,) = sources.report()
+        assert report["status"] == "ready"
+        assert report["tools"] == {"mcp.notes.append_note": "write", "mcp.notes.read_note": "read"}
+        write = sources.spec("mcp.notes.append_note")
+        assert write.effect == "write" and write.reversible is False  # unclassed: a write
+        assert "name" in write.parameters["properties"] and "title" not in write.parameters
+        answer = await sources.call("mcp.notes.read_note", {"name": "plan"})
+        assert answer.ok and "周一 评审" in str(answer.data)
+        assert ToolCatalog(sources).spec("dingtalk.todo.list") is not None
+    finally:
+        await sources.aclose()
+
+
+async def test_a_server_that_will_not_start_is_reported_and_offers_nothing():
+    broken = McpServer(name="broken", command=["/bin/false"], start_timeout_s=5)
+    sources = McpSources([broken, notes()])
+    await sources.start()
+    try:
+        status = {r["server"]: r["status"] for r in sources.report()}
+        assert status["broken"].startswith("failed") and status["notes"] == "ready"
+        assert sources.spec("mcp.broken.anything") is None
+        answer = await sources.call("mcp.broken.anything", {})
+        assert not answer.ok and answer.error == "mcp_unavailable"
+    finally:
+        await sources.aclose()
+
+
+async def test_a_server_that_dies_leaves_its_tools_absent():
+    sources = McpSources([notes(call_timeout_s=3)])
+    await sources.start()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        mine = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"lab.fake_mcp" in f.read() and int(pid) != os.getpid():
+                        mine.append(int(pid))
+            except OSError:
+                continue
+        assert mine, "the fake MCP server runs as a subprocess"
+        for pid in mine:
+            os.kill(pid, signal.SIGKILL)
+        answer = await sources.call("mcp.notes.read_note", {"name": "plan"})
+        assert not answer.ok
+        assert sources.spec("mcp.notes.read_note") is None  # absent from the next run
+        assert sources.report()[0]["status"].startswith("dead")
+    finally:
+        await sources.aclose()
+
+
+def test_names_split_into_server_and_tool():
+    assert split_name("mcp.notes.read_note") == ("notes", "read_note")
+    assert split_name("mcp.notes") is None and split_name("dingtalk.todo.list") is None
