@@ -45,6 +45,13 @@ from skills.loader import SkillError, SkillLibrary
 from storage import Store
 
 PROMPT = "> "
+# The fake's directory in dev: who a to-do or a meeting may name (``--from`` any of them).
+DEV_USERS: dict[str, dict[str, Any]] = {
+    "dev-user": {"name": "开发者", "title": "工程师"},
+    "u1": {"name": "张三", "title": "产品经理"},
+    "u2": {"name": "李四", "title": "财务"},
+    "u3": {"name": "王五", "title": "销售"},
+}
 DEMO: list[list[str]] = [
     ["--from", "u1", "你好，介绍一下你自己"],
     ["--from", "u1", "7 + 5 等于多少？"],
@@ -56,6 +63,7 @@ HELP = """type a message, optionally after these options:
   --group CID     in a group (default: a DM)      --at-bot     @ the robot (groups)
   --from USER     the sender's staff id (default dev-user)
 commands: /trace MSGID  the stored chain and its cause   /redeliver MSGID   as DingTalk would
+          /click MSGID approve|deny [USER]   press a button on that message's approval card
           /help   /quit (or Ctrl-D, Ctrl-C)"""
 
 
@@ -118,7 +126,7 @@ class DevSession:
         self.printer = printer
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run_loop, daemon=True)
-        self.fake = FakeDingTalk(_clock())
+        self.fake = FakeDingTalk(_clock(), users=DEV_USERS)
         self.model = DevModel() if args.model == "fake" else None
         self.daemon: DevDaemon | None = None
         self.watcher: Watcher | None = None
@@ -201,6 +209,35 @@ class DevSession:
         with Store(self.daemon.store_path) as store:
             self.printer("\n".join(render(trace_message(store, msg_id))))
 
+    def click(self, words: list[str]) -> None:
+        """``/click MSGID approve|deny [USER]``: a press on the approval card the run of
+        MSGID sent (by its sender, unless USER is named), delivered over the stream."""
+        if len(words) not in (2, 3) or words[1] not in ("approve", "deny"):
+            self.printer("usage: /click MSGID approve|deny [USER]")
+            return
+        msg_id, choice = words[0], words[1]
+        sender = self.fake.inbound.get(msg_id, {}).get("senderStaffId", "dev-user")
+        by = words[2] if len(words) == 3 else str(sender)
+
+        async def press() -> str:
+            before = len(self.fake.received)
+            sent = self.fake.click(msg_id, by, choice)
+            await self.fake.wait_acked([sent["msg"]], 5.0)
+            await asyncio.sleep(1.0)  # the decision's run answers in the chat
+            self.fake.show_click_acks()
+            cards = [card for card in self.fake.cards if card.data.get("msg_id") == msg_id]
+            # what the clicker sees: their own view of the card (a refusal), else everyone's
+            shown = [card.private.get(by, card.data).get("status") for card in cards]
+            return (
+                f"{by} pressed {choice} on the card of {msg_id}: the card says"
+                f" {shown[-1] if shown else '?'}; {len(self.fake.received) - before} new messages"
+            )
+
+        try:
+            self.printer(self.call(press(), timeout=10))
+        except ValueError as exc:
+            self.printer(str(exc))
+
     def redeliver(self, msg_id: str) -> None:
         async def again() -> str:
             assert self.daemon is not None
@@ -281,6 +318,9 @@ def _repl(session: DevSession, history: Path) -> None:
             words = line.split(maxsplit=1)
             if words[0] in ("/trace", "/redeliver") and len(words) == 2:
                 (session.trace if words[0] == "/trace" else session.redeliver)(words[1].strip())
+                continue
+            if words[0] == "/click":
+                session.click(line.split()[1:])
                 continue
             try:
                 argv = shlex.split(line)

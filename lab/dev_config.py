@@ -50,6 +50,12 @@ _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_pr
 # Short enough that Ctrl-C ends `dta dev` within a second; the store keeps anything cut.
 DEV_CONFIG: dict[str, Any] = {**BASE_CONFIG, "shutdown_grace_s": 0.3, "log_level": "INFO"}
 FAKE_MODEL = "dta-dev-fake-model"
+# With the fake model, the workspace tools it knows how to call, unless yours say otherwise,
+# and an approval card (the fake DingTalk takes any template id), so `/click` has a card.
+DEV_TOOLS = ["dingtalk.directory.search", "dingtalk.todo.list", "dingtalk.todo.create"]
+DEV_APPROVAL_TEMPLATE = "dta-dev-approval-card.schema"
+# 「待办：交周报」 for oneself; 「给 u2 建个待办：交周报」 for a colleague (it waits for approval)
+_TODO = re.compile(r"(?:给\s*(?P<who>[\w-]+)\s*)?\S*待办[:：]\s*(?P<subject>.+)")
 
 
 def config_file(config: Path | None) -> Path | None:
@@ -77,6 +83,8 @@ def dev_config(raw: dict[str, Any], fake_url: str, model_url: str | None) -> dic
     config["webhook_origins"] = [fake_url]
     if model_url:
         config.update(provider="openai", openai_base_url=model_url, openai_model=FAKE_MODEL)
+        config.setdefault("tools", list(DEV_TOOLS))
+        config.setdefault("approval_card_template_id", DEV_APPROVAL_TEMPLATE)
     return config
 
 
@@ -107,7 +115,10 @@ class DevModel(FakeModel):
     """The lab's fake model, answering what ``dta dev`` needs: it repeats what it read.
 
     Scripted entries still come first; with none, the answer quotes the message text from
-    the invocation the provider sent, so a builder sees the openai path work end to end.
+    the invocation the provider sent, so a builder sees the openai path work end to end. A
+    message that asks for a to-do (「待办：…」, 「给 u2 建个待办：…」) is answered with a call of
+    ``dingtalk.todo.create``, and then with what its result says: created, or waiting for
+    the asker's approval on the card (``/click MSGID approve`` at the prompt).
     """
 
     def next_entry(self, messages: list[Any]) -> dict[str, Any]:
@@ -123,7 +134,25 @@ class DevModel(FakeModel):
                     text = str(json.loads(found.group(1)).get("text", ""))
                 except (ValueError, AttributeError):
                     continue
+        results = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+        if results:
+            return {"json": {"kind": "reply", "text": _said_of(str(results[-1].get("content")))}}
+        todo = _TODO.search(text)
+        if todo is not None:
+            arguments: dict[str, Any] = {"subject": todo.group("subject").strip()[:100]}
+            if todo.group("who"):
+                arguments["executors"] = [todo.group("who")]
+            return {"tool_calls": [{"name": "dingtalk.todo.create", "arguments": arguments}]}
         return {"json": {"kind": "reply", "text": f"（假模型）我读到了：{text[:200]}"}}
+
+
+def _said_of(result: str) -> str:
+    """The fake model's words for a tool's result (it claims only what the result says)."""
+    if "awaiting_approval" in result:
+        return "（假模型）这个待办涉及别人，需要你在卡片上确认后才会创建。"
+    if '"verified"' in result:
+        return "（假模型）待办已创建，并已回读确认。"
+    return f"（假模型）没有办成：{result[:160]}"
 
 
 class DevDaemon(DaemonProcess):

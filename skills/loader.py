@@ -78,7 +78,6 @@ class Skill:
     compatibility: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
     match: str = "all"  # "all" conditions must hold, or "any" of them
-    declares_actions: bool = True  # its frontmatter lists allowed_actions
     warnings: tuple[str, ...] = ()  # why it never applies (an unknown condition)
 
     def applies_to(
@@ -114,8 +113,8 @@ class _Frontmatter(BaseModel):
     version: str | None = Field(default=None, min_length=1)  # or metadata.version
     priority: StrictInt = 0
     conditions: list[str] = Field(default_factory=list)
-    # Unset: the four talking kinds, and no say over acts (only basic-behavior grants
-    # them, and only enabled tools make one possible); set: exactly these.
+    # Unset: the four talking kinds. Acts are granted by basic-behavior alone, and only
+    # enabled tools make one possible.
     allowed_actions: list[ActionKind] | None = None
     # The seeds' own header format (../shared/seeds/): kept on the skill, shown in listings.
     tags: list[str] = Field(default_factory=list)
@@ -251,7 +250,6 @@ def load_skill(folder: Path) -> Skill:
         priority=meta.priority,
         conditions=tuple(c.strip() for c in meta.conditions),
         allowed_actions=tuple(k for k in ActionKind if k in (meta.allowed_actions or TALKING)),
-        declares_actions=meta.allowed_actions is not None,
         body=body,
         path=folder,
         files=files,
@@ -319,18 +317,17 @@ def allowed_actions(skills: Iterable[Skill]) -> list[ActionKind]:
     """Actions every selected skill allows, in enum order.
 
     Skills can only narrow what a run may do, so the talking kinds are an intersection;
-    with no skills there is nothing to narrow and all remain. ``act`` is allowed when a
-    skill grants it (basic-behavior does) and no skill that lists its actions leaves it
-    out; a skill that lists none has no say over acts. (``confirm`` is the host's own.)
+    with no skills there is nothing to narrow and all remain. ``act`` is granted by
+    basic-behavior and is not the operator skills' to narrow: the enabled ``tools`` (and the
+    action gate's act checks) decide what a run may do to the workspace. (``confirm`` is
+    the host's own.)
     """
     chosen = list(skills)
-    allowed = set(ActionKind) - {ActionKind.CONFIRM}
+    allowed = set(TALKING)
     for skill in chosen:
-        allowed &= set(skill.allowed_actions) | (
-            {ActionKind.ACT} if not skill.declares_actions else set()
-        )
-    if chosen and not any(ActionKind.ACT in s.allowed_actions for s in chosen):
-        allowed.discard(ActionKind.ACT)
+        allowed &= set(skill.allowed_actions)
+    if not chosen or any(ActionKind.ACT in skill.allowed_actions for skill in chosen):
+        allowed.add(ActionKind.ACT)
     return [kind for kind in ActionKind if kind in allowed]
 
 

@@ -260,21 +260,21 @@ def test_allowed_actions_is_an_intersection(tmp_path: Path) -> None:
     write_skill(tmp_path, "a", {"allowed_actions": ["silence", "reply", "ask"]})
     write_skill(tmp_path, "b", {"allowed_actions": ["reply", "silence", "ack"]})
     skills = discover([tmp_path])
-    assert allowed_actions(skills) == [ActionKind.REPLY, ActionKind.SILENCE]
+    # the talking kinds narrow; the act basic-behavior grants is left to the enabled tools
+    assert allowed_actions(skills) == [ActionKind.REPLY, ActionKind.SILENCE, ActionKind.ACT]
     assert allowed_actions([]) == CORE_ACTIONS
 
 
-def test_acts_are_granted_by_basic_behavior_and_narrowed_only_by_a_skill_that_lists(
-    tmp_path: Path,
-) -> None:
-    write_skill(tmp_path, "silent-on-acts", {})  # lists nothing: no say over acts
+def test_acts_are_granted_by_basic_behavior_and_left_to_the_enabled_tools(tmp_path: Path) -> None:
     write_skill(tmp_path, "talks-only", {"allowed_actions": ["reply", "silence"]})
     core = next(s for s in discover() if s.name == "basic-behavior")
-    found = {s.name: s for s in discover([tmp_path])}
-    quiet, talker = found["silent-on-acts"], found["talks-only"]
-    assert allowed_actions([core, quiet]) == CORE_ACTIONS
-    assert ActionKind.ACT not in allowed_actions([core, talker])
-    assert ActionKind.ACT not in allowed_actions([quiet])  # nobody granted it
+    talker = next(s for s in discover([tmp_path]) if s.name == "talks-only")
+    assert allowed_actions([core, talker]) == [
+        ActionKind.REPLY,
+        ActionKind.SILENCE,
+        ActionKind.ACT,
+    ]
+    assert ActionKind.ACT not in allowed_actions([talker])  # nobody granted it
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -332,7 +332,7 @@ def test_library_for_event(tmp_path: Path) -> None:
     skills, snap, actions = library.for_event("text", "group", "rules")
     assert names(skills) == ["basic-behavior", "group-quiet"]
     assert [ref.name for ref in snap.skills] == ["basic-behavior", "group-quiet"]
-    assert actions == [ActionKind.REPLY, ActionKind.SILENCE]
+    assert actions == [ActionKind.REPLY, ActionKind.SILENCE, ActionKind.ACT]
     skills, snap, actions = library.for_event("text", "dm", "rules")
     assert names(skills) == ["basic-behavior"]
     assert actions == CORE_ACTIONS

@@ -283,3 +283,20 @@ def test_one_ctrl_c_stops_dev_within_a_second_every_time_under_load(project):
             burner.wait(timeout=10)
     assert len(took) == 20
     assert max(took) < 1.0, f"seconds to stop, per try: {[round(t, 2) for t in took]}"
+
+
+def test_model_fake_shows_an_approval_card_and_a_click_carries_it_out(project):
+    term = Terminal(project, "--model", "fake", "--no-console")
+    try:
+        term.read_until("/help")
+        term.type("给 u2 建个待办：交周报\r")
+        term.read_until("需要你在卡片上确认")
+        assert "需要你确认" in term.output  # the approval card itself
+        term.type("/click dev-1 approve u9\r")
+        term.read_until("只有发起人可以确认")
+        term.type("/click dev-1 approve\r")
+        term.read_until("已完成：创建待办「交周报」")
+        _, code = term.interrupt()
+        assert code == 0, term.output[-3000:]
+    finally:
+        term.kill()
