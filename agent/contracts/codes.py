@@ -41,9 +41,10 @@ class SilentReason(StrEnum):
     NOT_DUE = "not_due"  # the task moved (answered, cancelled) after the beat found it due
     POSTPONED = "postponed"  # a due reminder the write budget refused waits for the budget
     # Added by dta for approvals (agent/acts/settle.py): a voided approval's event, carried
-    # out with nothing to say (the request that voided it asks anew).
+    # out with nothing to say (the request that voided it asks anew), and a decision's
+    # event when another run (a code reply's) carries it out.
     APPROVAL_VOID = "approval_void"
-    APPROVAL_SETTLED = "approval_settled"  # another run carries the decision out
+    APPROVAL_SETTLED = "approval_settled"
 
 
 class EngageReason(StrEnum):
@@ -94,7 +95,6 @@ class RefusalReason(StrEnum):
     APPROVAL_DENIED = "approval_denied"
     APPROVAL_EXPIRED = "approval_expired"
     APPROVAL_VOID = "approval_void"
-    APPROVAL_SETTLED = "approval_settled"  # another run carries the decision out
 
 
 class CardReason(StrEnum):

@@ -60,9 +60,10 @@ def _environment() -> jinja2.Environment:
 
 
 def permitted_actions(invocation: EnrichedInvocation, skills: Sequence[Skill]) -> list[str]:
-    """Kinds this run may use: the run's own list narrowed by every selected skill."""
+    """Kinds this run may answer with: the run's own list narrowed by every selected skill.
+    Acts are not among them: a model acts only by calling the tools it is offered."""
     by_skills = set(allowed_actions(skills))
-    run = set(invocation.allowed_actions)
+    run = set(invocation.allowed_actions) - {ActionKind.ACT, ActionKind.CONFIRM}
     return [kind.value for kind in ActionKind if kind in run and kind in by_skills]
 
 
