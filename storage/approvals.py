@@ -79,7 +79,7 @@ class ApprovalRecords(StoreBase):
         self, conversation_id: str, authorizer: str, tool: str
     ) -> list[ApprovalRecord]:
         """What this person still has pending for this tool in this conversation (a new
-        request for the same tool voids them: its parameters changed)."""
+        request for the same object voids them: its parameters changed)."""
         rows = self._dicts(
             f"SELECT {_COLUMNS} FROM approvals WHERE conversation_id = ? AND status = ?"
             " AND authorizer = ? AND tool = ? ORDER BY created_at",

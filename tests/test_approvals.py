@@ -128,3 +128,11 @@ def test_code_replies_are_recognised_alone_and_nothing_else():
     assert code_reply("approve 4F2A") == ("approve", "4F2A")
     assert code_reply("我确认 4F2A 没问题吧") is None
     assert code_reply("确认一下") is None
+
+
+def test_another_object_is_another_act_and_both_wait(store, desk):
+    run = run_for(event(user="u1"))
+    first, _ = desk.open(run, intent(run))
+    second, voided = desk.open(run, intent(run, {"subject": "订机票", "executors": ["u2"]}))
+    assert voided == [] and second.approval_id != first.approval_id
+    assert store.get_approval(first.approval_id).status is ApprovalStatus.PENDING

@@ -9,8 +9,10 @@ configured). The record is the truth, not any process's memory:
   (compare-and-set on the row, on any replica); anyone else is refused and recorded.
 - ``expire_due``: a pending approval past ``approval_timeout_s`` is ``expired`` (a denial),
   found at every recovery pass and drain, no heartbeat needed.
-- ``open`` voids what the same person still had pending for the same tool in the same
-  conversation: the parameters changed, so the old yes would bind the wrong thing.
+- ``open`` voids what the same person still had pending for the same tool and the same
+  object (a to-do's subject, an event's summary) in the same conversation, with other
+  arguments: the parameters changed, so the old yes would bind the wrong thing. Another
+  object is another act, and both wait.
 
 Every decision is carried out by a run of the runtime's own event
 (``ApprovalRecord.settle_event_id``, stored once), so a crash after the click loses nothing:
@@ -109,7 +111,7 @@ class ApprovalDesk:
         approval_id = "apv_" + sha256_text(intent.idempotency_key)[:20]
         voided = []
         for old in self.store.pending_approvals(auth.conversation_id, auth.authorizer, intent.tool):
-            if old.approval_id == approval_id:
+            if old.approval_id == approval_id or old.authorization.object != auth.object:
                 continue
             void = old.model_copy(
                 update={

@@ -53,6 +53,7 @@ RELIABILITY = {
     "storefaults": "a full disk, a held lock, a deleted and a corrupted store under load",
     "replicas": "three daemons on one PostgreSQL, a redelivery storm and kill -9 of replicas",
     "backlog": "sends beyond the pool on a slow platform, SIGTERM amid them, a burst's first word",
+    "approvals": "acts awaiting clicks under kill -9, wrong clickers and expiry",
 }
 
 
