@@ -63,15 +63,7 @@ def render(trace: Trace) -> list[str]:
         detail = f": {refusal['detail']}" if refusal["detail"] else ""
         lines.append(f"  refused {refusal['kind'] or 'request'} ({refusal['reason']}){detail}")
     lines.extend(receipt_line(receipt) for receipt in trace.receipts)
-    for approval in trace.approvals:
-        by = f" by {approval['decided_by']}" if approval["decided_by"] else ""
-        lines.append(
-            f"  approval {approval['approval_id']}: {approval['status']}{by} · {approval['tool']}"
-            f" 「{approval['object']}」 for {', '.join(approval['audience'])}"
-            f" ({approval['impact']})"
-        )
-        for click in approval["clicks"]:
-            lines.append(f"    click by {click['user']}: {click['action']} → {click['outcome']}")
+    lines.extend(approval_lines(trace.approvals))
     lines.extend(task_line(task) for task in trace.tasks)
     for memory in trace.memory:
         lines.append(
@@ -80,6 +72,21 @@ def render(trace: Trace) -> list[str]:
         )
     lines.append(f"cause: {trace.cause.value} — {trace.summary}")
     lines.append(f"next: {trace.next_step}")
+    return lines
+
+
+def approval_lines(approvals: list[dict[str, Any]]) -> list[str]:
+    """Each approval the run asked for, and every click on it."""
+    lines = []
+    for approval in approvals:
+        by = f" by {approval['decided_by']}" if approval["decided_by"] else ""
+        lines.append(
+            f"  approval {approval['approval_id']}: {approval['status']}{by} · {approval['tool']}"
+            f" 「{approval['object']}」 for {', '.join(approval['audience'])}"
+            f" ({approval['impact']})"
+        )
+        for click in approval["clicks"]:
+            lines.append(f"    click by {click['user']}: {click['action']} → {click['outcome']}")
     return lines
 
 

@@ -40,9 +40,9 @@ SIZES: dict[str, tuple[int, int, int]] = {"full": (240, 10, 2), "reduced": (40, 
 PG_URL = "postgresql://127.0.0.1:5432/test"
 SEED = 20_261_202
 RATE_PER_S = 8.0
-ASKERS = 24
+ASKERS = max(count for count, _, _ in SIZES.values())
 COLLEAGUE = "u-colleague"
-EXPIRE_S = 6.0  # approval_timeout_s: an approval nobody decides expires within the run
+EXPIRE_S = 8.0  # approval_timeout_s: an approval nobody decides expires within the run
 WRONG_FIRST = 0.2  # share of cards someone else clicks first
 CHOICES = (("approve", 0.55), ("deny", 0.25), (None, 0.20))  # None: never decided
 TWICE = 0.15  # share of decisions clicked a second time
@@ -50,7 +50,7 @@ UP_S = (1.0, 3.0)  # how long a daemon lives between kills
 
 
 def _users() -> dict[str, dict[str, Any]]:
-    users = {f"apv-u{i}": {"name": f"同事{i}"} for i in range(ASKERS)}
+    users = {f"apv-u{i}": {"name": f"同事{i}"} for i in range(ASKERS)}  # one per request
     users[COLLEAGUE] = {"name": "被派的人"}
     users["u-stranger"] = {"name": "旁观者"}
     return users
@@ -123,7 +123,7 @@ async def _load(fake: FakeDingTalk, count: int, sent: list[str]) -> None:
     for i in range(count):
         await asyncio.sleep(max(0.0, started + i / RATE_PER_S - time.monotonic()))
         msg = f"apv-{i}"
-        asker = f"apv-u{i % ASKERS}"
+        asker = f"apv-u{i}"  # one thread each: a person's next message would supersede
         text = f"给 {COLLEAGUE} 建个待办：apv-task-{i}"
         fake.inject({"msg": msg, "from": asker, "text": text})
         sent.append(msg)
@@ -160,12 +160,33 @@ def _judge(store: Any, fake: FakeDingTalk, sent: list[str], clicker: Clicker) ->
         and intended[a.event_id] is None
         and a.status is not ApprovalStatus.EXPIRED
     )
+    late = []  # the asker's click found the approval expired: seconds after it was asked
+    for record in approvals:
+        for row in store.clicks(record.approval_id):
+            if row["outcome"] == "already_expired" and row["user_id"] != "u-stranger":
+                late.append(round(float(row["at"]) - record.created_at, 1))
     recorded = set()
     for key in clicker.keys:
         frames = [f.frame_id for f in fake.stream.frames.values() if f.msg_id == key]
         if any(store.click(frame) is not None for frame in frames):
             recorded.add(key)
     runs = store.runs_per_event()
+    missing = [m for m in sent if not store.approvals(m)]
+    examples = []
+    for msg in missing[:5]:
+        run = store.get_run(msg)
+        said = [
+            f"{r.kind.value if r.kind else '-'}:{r.status.value}:{r.reason}"
+            for r in store.receipts(msg)
+        ]
+        examples.append(
+            {
+                "msg": msg,
+                "run": run.state.value if run else None,
+                "receipts": said,
+                "failure": run.failure if run else None,
+            }
+        )
     return {
         "requests": len(sent),
         "approvals": len(approvals),
@@ -174,6 +195,8 @@ def _judge(store: Any, fake: FakeDingTalk, sent: list[str], clicker: Clicker) ->
         "clicks_delivered": len(clicker.keys),
         "wrong_person_clicks": clicker.wrong,
         "clicks_not_recorded": len(clicker.keys) - len(recorded),
+        "decisions_after_expiry": len(late),
+        "decision_after_expiry_s_min": min(late) if late else None,
         "approved_created_twice": created_twice,
         "approved_not_created": not_created,
         "created_without_approval": created_without_yes
@@ -183,7 +206,8 @@ def _judge(store: Any, fake: FakeDingTalk, sent: list[str], clicker: Clicker) ->
         "undecided_but_not_expired": undecided_but_not_expired,
         "pending_left": by_status.get("pending", 0),
         "uncertain_acts_left": len(store.uncertain_acts()),
-        "requests_without_approval": sum(not store.approvals(m) for m in sent),
+        "requests_without_approval": len(missing),
+        "without_approval_examples": examples,
         "runs_not_once": sum(runs.get(m, 0) != 1 for m in sent),
         "unfinished_runs": unfinished_runs(store, sent),
     }

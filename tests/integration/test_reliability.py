@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.fake import FakeDingTalk
-from lab.reliability import backlog, chaos, crashloop, soak, storm
+from lab.reliability import approvals, backlog, chaos, crashloop, soak, storm
 
 # The scripts run the fake with its default credentials: this is the secret to look for.
 APP_SECRET = inspect.signature(FakeDingTalk).parameters["app_secret"].default
@@ -89,4 +89,17 @@ async def test_backlog_beyond_the_pool_a_stop_amid_it_and_the_first_word_on_time
     # The burst's first word: within ack_after_s of arrival, though runs queue for the model.
     assert burst["first_word_late"] == 0 and burst["answered_once"] == burst["injected"] == 60
     assert burst["acks"] > 0
+    _no_secret(report)
+
+
+async def test_approvals_survive_kills_wrong_clickers_and_expiry(tmp_path: Path) -> None:
+    report = await approvals.run("reduced", tmp_path)
+    assert report["passed"], report
+    assert report["kills"] >= 3 and report["approvals"] == report["requests"] == 40
+    statuses = report["approvals_by_status"]
+    assert statuses.get("approved", 0) > 0 and statuses.get("denied", 0) > 0
+    assert statuses.get("expired", 0) > 0 and "pending" not in statuses
+    assert report["todos_created"] == statuses["approved"]  # each approved act once
+    assert report["wrong_person_clicks"] > 0 and report["decided_by_someone_else"] == 0
+    assert report["clicks_not_recorded"] == 0 and report["uncertain_acts_left"] == 0
     _no_secret(report)
