@@ -1,6 +1,7 @@
 """A fake MCP server (stdio) for the lab: a notebook with one read and one write tool.
 
     python -m lab.fake_mcp            # speaks MCP on stdin/stdout
+    python -m lab.fake_mcp --http 8765   # streamable HTTP on 127.0.0.1:8765/mcp
 
 - ``read_note {name}`` → the note's text (a read);
 - ``append_note {name, text}`` → appends a line, answers the note's new length (a write).
@@ -60,4 +61,9 @@ def append_note(name: str, text: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

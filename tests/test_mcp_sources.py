@@ -81,3 +81,39 @@ async def test_a_server_that_dies_leaves_its_tools_absent():
 def test_names_split_into_server_and_tool():
     assert split_name("mcp.notes.read_note") == ("notes", "read_note")
     assert split_name("mcp.notes") is None and split_name("dingtalk.todo.list") is None
+
+
+async def test_a_server_over_streamable_http():
+    import asyncio
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "DTA_FAKE_MCP_SEED": '{"plan": "周二 上线"}'}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lab.fake_mcp", "--http", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):  # until it listens
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await asyncio.sleep(0.1)
+        config = McpServer(name="notes", url=f"http://127.0.0.1:{port}/mcp", reads=["read_note"])
+        sources = McpSources([config])
+        await sources.start()
+        try:
+            assert sources.report()[0]["status"] == "ready"
+            answer = await sources.call("mcp.notes.read_note", {"name": "plan"})
+            assert answer.ok and "周二 上线" in str(answer.data)
+        finally:
+            await sources.aclose()
+    finally:
+        server.kill()
+        server.wait(10)

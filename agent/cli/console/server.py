@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from agent.cli.console.views import Selection, badge, memory_queue, overview
+from agent.cli.console.views import Selection, approvals_list, badge, memory_queue, overview
 from agent.cli.trace import inspector, trace_message
 from agent.config import Settings
 from agent.run import memory
@@ -135,6 +135,11 @@ async def trace_json(request: web.Request) -> web.Response:
     return web.json_response(trace.to_dict(), dumps=lambda v: json.dumps(v, ensure_ascii=False))
 
 
+async def approvals_page(request: web.Request) -> web.Response:
+    data = await _read(request, approvals_list)
+    return _page(request, "console_approvals.html.j2", **data)
+
+
 async def memory_page(request: web.Request) -> web.Response:
     data = await _read(request, memory_queue)
     return _page(request, "console_memory.html.j2", notice=request.query.get("notice"), **data)
@@ -182,6 +187,7 @@ def build_app(open_store: Callable[[], Store], settings: Settings, token: str) -
             web.get("/api/trace/{msg}", trace_json),
             web.get("/api/mark", mark),
             web.get("/memory", memory_page),
+            web.get("/approvals", approvals_page),
             web.post("/memory/{id}", review),
         ]
     )

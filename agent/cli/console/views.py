@@ -129,3 +129,32 @@ def memory_queue(store: Store) -> dict[str, Any]:
     ]
     candidates.sort(key=lambda c: c["status"] != MemoryStatus.PROPOSED.value)
     return {"candidates": candidates}
+
+
+def approvals_list(store: Store) -> dict[str, Any]:
+    """Every approval of an act, pending first, with its snapshot (read-only here: only the
+    asker decides, on the card or with the code)."""
+    approvals = [
+        {
+            "id": a.approval_id,
+            "status": a.status.value,
+            "tool": a.tool,
+            "msg": a.event_id,
+            "authorizer": a.authorization.authorizer,
+            "action": a.authorization.action,
+            "object": a.authorization.object,
+            "audience": a.authorization.audience,
+            "impact": a.authorization.impact,
+            "reversible": a.authorization.reversible,
+            "arguments": a.arguments,
+            "hash": a.authorization.arguments_hash[:16],
+            "asked": when(a.created_at),
+            "expires": when(a.expires_at),
+            "decided_by": a.decided_by,
+            "decided": when(a.decided_at),
+            "clicks": store.clicks(a.approval_id),
+        }
+        for a in store.approvals()
+    ]
+    approvals.sort(key=lambda a: a["status"] != "pending")
+    return {"approvals": approvals}
