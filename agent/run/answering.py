@@ -155,9 +155,16 @@ class Answering:
         card has shown its answer as it came, so it ends with the honest words instead."""
         if outcome.terminal is not None or outcome.refused_reason not in REPAIRABLE:
             return False
-        if self.cards is not None and self.cards.streams(self.provider):
+        if self._streams(self.provider):
             return False
         return not reply.evidence.get("repaired")
+
+    def _streams(self, provider: Provider) -> bool:
+        """Does the answer stream into a card? Not when the model may call tools: its
+        answer comes after them (a one-frame card), and the tool loop is the plain one."""
+        if self.cards is None or not self.cards.streams(provider):
+            return False
+        return not (self.tools is not None and getattr(provider, "uses_tools", False))
 
     async def repair(
         self,
@@ -226,7 +233,8 @@ class Answering:
         causes one. Real time on purpose: it is the person who waits. In card mode, with a
         provider that streams, the card path does the same while the card fills in.
         """
-        if self.cards is not None and self.cards.streams(provider):
+        if self._streams(provider):
+            assert self.cards is not None
             ack = partial(self._ack, run, outcome)
             acting = self.acting
             host = StreamHost(
