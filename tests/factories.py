@@ -16,7 +16,7 @@ Built = TypeVar("Built")
 
 
 def built(build: Callable[[Settings], Built], /, **fields: Any) -> Built:
-    """What ``agent/components.py`` builds from the default ``Settings`` (the only place a
+    """What ``agent/components/`` builds from the default ``Settings`` (the only place a
     default is written), with ``fields`` changed: ``built(action_policy, reminders=True)``."""
     return dataclasses.replace(build(Settings()), **fields)  # type: ignore[type-var]
 

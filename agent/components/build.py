@@ -1,0 +1,223 @@
+"""The parts a pipeline runs with and the pipeline itself, the store, the broker, the cards
+and the heartbeat."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from agent.cards.api import CardAPI
+from agent.cards.broker import CardBroker
+from agent.cards.pacing import CardPacer
+from agent.cards.stream import CardReplies
+from agent.clock import Clock
+from agent.components.acts import ActParts, build_acts, build_mcp, tool_box
+from agent.components.policies import (
+    action_policy,
+    invocation_limits,
+    media_limits,
+    model_limits,
+    response_policy,
+    schedule_policy,
+    store_schema,
+    transport_config,
+)
+from agent.components.providers import build_provider, rules_provider
+from agent.config import Settings
+from agent.contracts import Event
+from agent.crashpoints import CrashPoints
+from agent.dingtalk.transport import DingTalkTransport
+from agent.mcp.sources import McpSources
+from agent.proactive.heartbeat import Heartbeat
+from agent.run.broker import Broker
+from agent.run.forgetting import Forgetting
+from agent.run.grounding import Grounder, GroundingLimits
+from agent.run.identities import IdentityDirectory
+from agent.run.invocation import InvocationBuilder
+from agent.run.media import MediaFetcher
+from agent.run.metering import ModelMeter
+from agent.run.pipeline import Pipeline, SkillSource
+from agent.run.spacing import SendSpacing
+from agent.run.tasks import TaskKeeper
+from gates.action import ActionGate
+from gates.response import ResponseGate
+from skills.loader import SkillLibrary
+from skills.providers.base import Provider
+from skills.retrieval.folder import KnowledgeBase
+from storage import Store
+
+
+def build_cards(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    broker: Broker,
+    gate: ActionGate,
+    crash: CrashPoints,
+) -> CardReplies | None:
+    """Card mode's parts (None in text and markdown mode); the broker delivers replies
+    approved as cards through them."""
+    if settings.reply_mode != "card":
+        return None
+    assert settings.robot_code and settings.card_template_id  # checked by Settings
+    api = CardAPI(
+        broker.transport, settings.robot_code, settings.card_template_id, settings.card_content_key
+    )
+    pacer = CardPacer(
+        store, clock, settings.card_frame_interval_ms / 1000, settings.card_frames_per_second
+    )
+    cards = CardBroker(
+        store, clock, api, pacer, broker, settings.card_stall_s, settings.card_block_chars
+    )
+    return CardReplies(cards, gate, crash, settings.card_stall_s)
+
+
+def open_store(settings: Settings, owner: str | None = None) -> Store:
+    """The configured store: SQLite at ``store_path``, or PostgreSQL at ``store_url``;
+    ``owner``: the run owner a daemon writes for (its writes of a run are fenced by it)."""
+    return Store(
+        settings.store_target,
+        settings.store_synchronous,
+        busy_timeout_s=settings.store_busy_timeout_s,
+        schema=store_schema(settings),
+        owner=owner,
+    )
+
+
+def build_broker(
+    settings: Settings,
+    store: Store,
+    transport: DingTalkTransport,
+    clock: Clock,
+    crash: CrashPoints,
+) -> Broker:
+    return Broker(
+        store,
+        transport,
+        clock,
+        crash,
+        settings.verify_by_readback,
+        SendSpacing(settings.send_gap_s),
+    )
+
+
+@dataclass(frozen=True)
+class PipelineParts:
+    """The parts a pipeline runs with, built before it (``Runtime`` holds them too)."""
+
+    store: Store
+    clock: Clock
+    response_gate: ResponseGate
+    action_gate: ActionGate
+    skills: SkillSource
+    provider: Provider
+    broker: Broker
+    transport: DingTalkTransport
+    cards: CardReplies | None
+    identities: IdentityDirectory  # the sender's details, looked up as soon as a run queues
+    # answers when the model is over its budget or down (None: the provider is rules)
+    fallback: Provider | None
+    acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
+    mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
+
+
+def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
+    """One event's way from the gate to its receipts, with its invocation builder (the
+    directory and media behind it), its task keeper and every limit from ``settings``."""
+    store, clock, transport = parts.store, parts.clock, parts.transport
+    knowledge = KnowledgeBase(settings.knowledge_dir)  # the grounding's, and forgetting's
+    invocations = InvocationBuilder(
+        store,
+        clock,
+        transport,
+        invocation_limits(settings),
+        MediaFetcher(transport, media_limits(settings)),
+        parts.identities,
+        Grounder(
+            knowledge,
+            store,
+            GroundingLimits(settings.knowledge_items, settings.knowledge_item_chars),
+            settings.agent.name,
+        ),
+    )
+    return Pipeline(
+        store=store,
+        clock=clock,
+        response_gate=parts.response_gate,
+        action_gate=parts.action_gate,
+        skills=parts.skills,
+        provider=parts.provider,
+        broker=parts.broker,
+        invocations=invocations,
+        tasks=TaskKeeper(store, clock),
+        run_dir=settings.run_dir,
+        ack_after_s=settings.ack_after_s,
+        provider_slots=settings.max_concurrent_runs,
+        owner=owner,
+        lease_s=settings.run_lease_s,
+        reply_form=settings.reply_mode,
+        cards=parts.cards,
+        schedule=schedule_policy(settings),
+        fallback=parts.fallback,
+        meter=ModelMeter(store, clock, model_limits(settings)),
+        forgetting=Forgetting(store, knowledge, settings.agent.name),
+        tools=tool_box(settings, transport, parts.mcp),
+        acts=parts.acts,
+    )
+
+
+def build_parts(
+    settings: Settings,
+    *,
+    clock: Clock,
+    crash: CrashPoints,
+    owner: str,
+    store: Store,
+    http_client: httpx.AsyncClient | None,
+    provider: Provider | None,
+    skills: SkillSource | None,
+) -> PipelineParts:
+    """Everything a runtime's pipeline runs with, from ``settings``; ``provider`` and
+    ``skills`` given by the lab or a daemon that built them already."""
+    transport = DingTalkTransport(transport_config(settings), clock, http_client)
+    broker = build_broker(settings, store, transport, clock, crash)
+    action_gate = ActionGate(action_policy(settings))
+    mcp = build_mcp(settings)
+    return PipelineParts(
+        store=store,
+        clock=clock,
+        response_gate=ResponseGate(response_policy(settings)),
+        action_gate=action_gate,
+        skills=skills or SkillLibrary(settings.skill_paths),
+        provider=provider or build_provider(settings),
+        broker=broker,
+        transport=transport,
+        cards=build_cards(settings, store, clock, broker, action_gate, crash),
+        identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
+        fallback=None if settings.provider == "rules" else rules_provider(settings),
+        acts=build_acts(settings, store, clock, broker, crash, mcp),
+        mcp=mcp,
+    )
+
+
+def build_heartbeat(
+    settings: Settings,
+    parts: PipelineParts,
+    pipeline: Pipeline,
+    submit: Callable[[Event, int | None], bool],
+) -> Heartbeat | None:
+    """The runtime's heartbeat (agent/proactive/heartbeat.py), or None when
+    ``heartbeat_interval_s`` is not set."""
+    if settings.heartbeat_interval_s is None:
+        return None
+    return Heartbeat(
+        store=parts.store,
+        clock=parts.clock,
+        policy=schedule_policy(settings),
+        gate=parts.response_gate,
+        proactive=pipeline.proactive,
+        submit=submit,
+        robot_code=settings.robot_code,
+    )
