@@ -125,3 +125,15 @@ def test_an_act_never_carries_words_and_a_provider_cannot_send_a_confirm():
     hosted = gate.decide(confirm, run, RunTally(), facts, from_provider=False)
     assert isinstance(hosted, Approval)
     assert hosted.intents[0].idempotency_key == "m1:confirm:apv_1"
+
+
+def test_every_builtin_write_declares_its_idempotency_and_read_back():
+    from agent.acts.executor import ActExecutor
+
+    writes = [spec for spec in BUILTIN.values() if spec.effect == "write"]
+    executor = ActExecutor(None, None, None, None)  # only its tables are read here
+    for spec in writes:
+        assert spec.idempotency != "none" and spec.readback, spec.name
+        assert spec.label and executor.executes(spec.name)
+    reads = [spec for spec in BUILTIN.values() if spec.effect == "read"]
+    assert all(spec.idempotency == "none" and spec.readback is None for spec in reads)

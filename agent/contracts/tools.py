@@ -27,6 +27,12 @@ class ToolSpec(Contract):
     affects_others: bool = False
     # What a write does, in the words an approval shows the asker ("创建待办").
     label: str | None = None
+    # How a repeat of the same write is recognised by DingTalk (the act's own key is always
+    # dta's): a to-do's ``sourceId``, an event's ``x-client-token``, or nothing (MCP).
+    idempotency: Literal["source_id", "client_token", "repeat_is_harmless", "none"] = "none"
+    # How its effect is read back before the receipt is verified (None: it cannot be, and
+    # the receipt stays ``accepted`` on the tool's own word).
+    readback: str | None = None
 
 
 class ToolCall(Contract):
@@ -117,6 +123,8 @@ BUILTIN: dict[str, ToolSpec] = {
             effect="write",
             affects_others=True,
             label="创建日程",
+            idempotency="client_token",
+            readback="GET the event by its id on the organizer's primary calendar",
         ),
         ToolSpec(
             name="dingtalk.todo.create",
@@ -132,6 +140,8 @@ BUILTIN: dict[str, ToolSpec] = {
             ),
             effect="write",
             label="创建待办",
+            idempotency="source_id",
+            readback="GET the to-do by its sourceId",
         ),
         ToolSpec(
             name="dingtalk.todo.complete",
@@ -139,6 +149,8 @@ BUILTIN: dict[str, ToolSpec] = {
             parameters=_object({"todo_id": {"type": "string", "minLength": 1}}, ["todo_id"]),
             effect="write",
             label="完成待办",
+            idempotency="repeat_is_harmless",
+            readback="GET the to-do and see done",
         ),
     )
 }
