@@ -131,7 +131,11 @@ def test_every_builtin_write_declares_its_idempotency_and_read_back():
     from agent.acts.executor import ActExecutor
 
     writes = [spec for spec in BUILTIN.values() if spec.effect == "write"]
-    executor = ActExecutor(None, None, None, None)  # only its tables are read here
+
+    class Broker:
+        clock = None
+
+    executor = ActExecutor(None, None, Broker(), None)  # only its tables are read here
     for spec in writes:
         assert spec.idempotency != "none" and spec.readback, spec.name
         assert spec.label and executor.executes(spec.name)

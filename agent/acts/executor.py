@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     ActionKind,
@@ -35,7 +34,7 @@ from agent.contracts import (
 )
 from agent.crashpoints import CrashPoints
 from agent.mcp.sources import McpSources
-from gates.action import GATE_VERSION
+from agent.run.broker import Broker
 from storage import Store
 
 log = logging.getLogger("dta.acts")
@@ -102,14 +101,15 @@ class ActExecutor:
         self,
         store: Store,
         workspace: WorkspaceWrites,
-        clock: Clock,
+        broker: Broker,
         crash: CrashPoints,
         mcp: McpSources | None = None,
     ) -> None:
         self.mcp = mcp  # MCP servers' write tools: their result is the only evidence
         self.store = store
         self.workspace = workspace
-        self.clock = clock
+        self.broker = broker  # for its receipts (the broker's own stamp and clock)
+        self.clock = broker.clock
         self.crash = crash
         self._writes: dict[str, Callable[[str, dict[str, Any], str], Awaitable[Done]]] = {
             "dingtalk.todo.create": self._create_todo,
@@ -220,20 +220,13 @@ class ActExecutor:
         evidence: Evidence,
         reason: str | None = None,
     ) -> Receipt:
-        now = self.clock.now()
-        return Receipt(
-            receipt_id=new_id("rcp"),
-            run_id=run.run_id,
-            event_id=run.event_id,
+        return self.broker.receipt(
+            run,
+            ActionKind.ACT,
+            status,
             intent_id=intent.intent_id,
-            kind=ActionKind.ACT,
-            status=status,
             reason=reason,
             evidence=evidence,
-            gate_version=GATE_VERSION,
-            skill_snapshot=run.skill_snapshot.digest,
-            created_at=now,
-            updated_at=now,
         )
 
     # ------------------------------------------------------------------ the tools

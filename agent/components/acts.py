@@ -69,7 +69,7 @@ def build_acts(
         store=store,
         clock=clock,
         desk=desk,
-        executor=ActExecutor(store, workspace, clock, crash, mcp),
+        executor=ActExecutor(store, workspace, broker, crash, mcp),
         reads=workspace,
         approval_timeout_s=settings.approval_timeout_s,
         catalog=ToolCatalog(mcp),
