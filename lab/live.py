@@ -161,6 +161,11 @@ class LiveCaseRun:
         await self.fake.wait_idle(max(0.0, deadline - time.monotonic()))
         await asyncio.sleep(0)  # let handed-over events reach the dispatcher
         await runtime.drain()
+        # one pass of the daemon's recovery loop (it runs every recovery_interval_s there):
+        # acts left uncertain are read back, decided approvals carried out
+        await runtime.settle_acts()
+        runtime.tick()
+        await runtime.drain()
         self.fake.show_click_acks()
 
 
