@@ -28,7 +28,7 @@ from gates.action_case import (
     slot_keys,
     split_text,
 )
-from gates.claims import done_claim, later_promise, unquoted
+from gates.claims import done_claim, later_promise, unquoted, workspace_claim
 from gates.reminders import ReminderLimits, mentions_everyone, reminder_problem
 
 __all__ = [
@@ -220,15 +220,20 @@ def _about_reminding(text: str) -> bool:
 
 def _claims(c: _Case) -> _Refused | None:
     """A reply or question that says something was done needs something in this run
-    behind it (``gates/claims.py``): a verified act, a tool's result, an approval prompt
-    delivered (``ActionFacts.backing``), or a reminder this very request sets."""
+    behind it (``gates/claims.py``): an act carried out (``act …`` in ``ActionFacts.backing``)
+    backs any claim; a look-up or an approval prompt delivered backs a claim of telling or
+    sending, never one of making or changing something in the workspace; a reminder this
+    very request sets backs its own confirmation."""
     if not c.from_provider or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
         return None
     said = f"{c.request.title or ''}\n{c.body}"
     claim = done_claim(unquoted(said, c.facts.sources))
     if claim is None or (c.request.reminder is not None and _about_reminding(said)):
         return None
-    if c.facts.backing:
+    backing = c.facts.backing
+    if any(line.startswith("act ") for line in backing):
+        return None
+    if backing and not workspace_claim(claim):
         return None
     return _Refused(
         RefusalReason.UNBACKED_CLAIM, f"says {claim!r} with nothing done", say=UNBACKED_SAY

@@ -30,11 +30,13 @@ _DONE_VERBS_ZH = (
     "审批|批准|同意了|提交|报名|登记|预约|邀请|拉.{0,6}进.{0,6}群|添加|加上|加好|设置好|"
     "改好|修改了|更新了|删除|删掉|上传|共享给|分享给"
 )
-# 已(经)… in the perfect, or 帮你/给你/替你/为你 … 了: "I have (done it for you)". Not when
+# 已(经)… in the perfect (also 已经帮你给张三创建了: for someone), or 帮你/给你/替你/为你 … 了:
+# "I have (done it for you)". Not when
 # someone else is its subject (「你已经提交过的申请」) or it describes a thing (「已创建的表格」).
 _FOR_YOU = "(?:帮你|给你|替你|为你|帮您|给您|替您|为您)"
 _DONE_ZH = re.compile(
-    rf"(?<![你您他她它])(?:已经?|都已经?)\s*{_FOR_YOU}?\s*(?:把.{{0,12}}?)?(?:{_DONE_VERBS_ZH})(?!过?的)"
+    rf"(?<![你您他她它])(?:已经?|都已经?)\s*{_FOR_YOU}?\s*(?:(?:给|替|为)[^，,。！？\s]{{1,6}}?)?"
+    rf"(?:把.{{0,12}}?)?(?:{_DONE_VERBS_ZH})(?!过?的)"
     rf"|(?:{_FOR_YOU}|我)\s*(?:{_DONE_VERBS_ZH})\S{{0,12}}?了"
     rf"|我(?:已经?)?(?:给|帮|替)\S{{1,8}}?(?:发|转|{_DONE_VERBS_ZH})\S{{0,8}}?了"
 )
@@ -105,6 +107,21 @@ def done_claim(text: str) -> str | None:
         if found is not None:
             return found.group(0).strip()
     return None
+
+
+# Claims of an effect in the workspace: only an act that was carried out (read back, or an
+# MCP tool's own result) backs these — not a look-up, not an approval that was only asked.
+_WORKSPACE_CLAIM = re.compile(
+    r"创建|新建|建好|建了|预订|预定|订好|订了|约好|约了|安排好|安排了|审批|批准|添加|加上|"
+    r"加好|设置好|改好|修改了|更新了|删除|删掉|上传|完成了|标记"
+    r"|\b(?:created|booked|scheduled|reserved|approved|added|deleted|uploaded|set up|completed)\b",
+    re.IGNORECASE,
+)
+
+
+def workspace_claim(claim: str) -> bool:
+    """Does the claim say something was made or changed in the workspace?"""
+    return _WORKSPACE_CLAIM.search(claim) is not None
 
 
 def later_promise(text: str) -> str | None:
