@@ -270,6 +270,11 @@ class Settings(BaseModel):
     # Reads run at once; writes are acts through the action gate (agent/acts/).
     tools: list[str] = Field(default_factory=list)
     max_tool_steps: int = Field(default=4, ge=1, le=20)  # rounds of tool calls per answer
+    # The working signal when an answer takes longer than ack_after_s: a short text (as
+    # ever), DingTalk's emotion reaction on the person's message (recalled when the run
+    # ends), or nothing.
+    ack_style: Literal["text", "reaction", "none"] = "text"
+    ack_reaction: str = Field(default="🤔思考中", min_length=1, max_length=20)
     # MCP servers as tool sources (agent/mcp/); their tools join ``tools`` by name
     mcp_servers: list[McpServer] = Field(default_factory=list)
     max_acts_per_run: int = Field(default=3, ge=1, le=20)

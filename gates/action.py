@@ -165,6 +165,8 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
             msgtype = c.form
         if kind is ActionKind.CONFIRM and c.form == "approval":
             msgtype = "approval"
+        if kind is ActionKind.ACK and c.form == "reaction":
+            msgtype = "reaction"
         contents: list[MessageContent | None] = [
             MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
         ]

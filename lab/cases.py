@@ -290,8 +290,16 @@ class EventExpect(_Check):
     attendees: list[str] | None = None  # exactly these staff ids, in any order
 
 
+class ReactionExpect(_Check):
+    """A reaction put on a person's message (in order): whose message, and whether it was
+    taken off again."""
+
+    msg: str | None = None
+    recalled: bool | None = None
+
+
 class PlatformExpect(_Check):
-    EMPTY_CHECKS = frozenset({"cards"})
+    EMPTY_CHECKS = frozenset({"cards", "reactions"})
 
     count: int | None = Field(default=None, ge=0)
     messages: list[MessageExpect] = Field(default_factory=list)
@@ -308,6 +316,8 @@ class PlatformExpect(_Check):
     events: list[EventExpect] = Field(default_factory=list)
     todos_count: int | None = Field(default=None, ge=0)
     events_count: int | None = Field(default=None, ge=0)
+    # reactions put on people's messages, in order ([] means none)
+    reactions: list[ReactionExpect] | None = None
 
     @model_validator(mode="after")
     def _messages_not_empty(self) -> PlatformExpect:

@@ -196,6 +196,21 @@ def run_findings(expect: Expect, store: Store) -> list[Check]:
     return found
 
 
+def reaction_findings(expect: Expect, held: list[dict[str, Any]]) -> list[Check]:
+    """``platform.reactions``: the reactions the fake holds, in order (``[]``: none)."""
+    wanted = expect.platform.reactions if expect.platform is not None else None
+    if wanted is None:
+        return []
+    found: list[Check] = []
+    if len(held) != len(wanted):
+        found.append(Check("platform.reactions", len(wanted), len(held), str(held)))
+    for i, want in enumerate(wanted):
+        got = held[i] if i < len(held) else None
+        if got is None or not _subset(want.model_dump(exclude_none=True), got):
+            found.append(Check(f"platform.reactions[{i}]", want.model_dump(exclude_none=True), got))
+    return found
+
+
 def approval_findings(expect: Expect, store: Store) -> list[Check]:
     """``expect.approvals`` (in creation order, subset match) and ``approvals_count``."""
     held = [
@@ -222,6 +237,7 @@ def judge(
     calls: dict[str, int] | None = None,
     model_requests: list[dict[str, Any]] | None = None,
     workspace: dict[str, list[dict[str, Any]]] | None = None,
+    reactions: list[dict[str, Any]] | None = None,
 ) -> list[Check]:
     """``downloads``: the message-file download calls the platform answered; ``cards``: the
     platform's record of its AI cards; ``calls``: every request it answered, by kind
@@ -231,6 +247,7 @@ def judge(
     problems.extend(workspace_findings(expect, workspace or {}))
     problems.extend(run_findings(expect, store))
     problems.extend(approval_findings(expect, store))
+    problems.extend(reaction_findings(expect, reactions or []))
 
     if expect.platform is not None and expect.platform.calls is not None:
         counted = calls or {}

@@ -119,6 +119,7 @@ class LiveCaseRun:
                 calls,
                 model.requests if model is not None else None,
                 self.fake.workspace_view(),
+                self.fake.reactions,
             )
             result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
         except Exception as exc:

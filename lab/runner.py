@@ -161,6 +161,7 @@ class CaseRun:
                 calls,
                 model.requests if model is not None else None,
                 self.fake.workspace_view(),
+                self.fake.reactions,
             )
             result.transcript = collect_transcript(store, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown

@@ -28,9 +28,11 @@ from agent.components.providers import build_provider, rules_provider
 from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
+from agent.dingtalk.reactions import ReactionAPI
 from agent.dingtalk.transport import DingTalkTransport
 from agent.mcp.sources import McpSources
 from agent.proactive.heartbeat import Heartbeat
+from agent.run.answering import ACK_TEXT
 from agent.run.broker import Broker
 from agent.run.forgetting import Forgetting
 from agent.run.grounding import Grounder, GroundingLimits
@@ -39,6 +41,7 @@ from agent.run.invocation import InvocationBuilder
 from agent.run.media import MediaFetcher
 from agent.run.metering import ModelMeter
 from agent.run.pipeline import Pipeline, SkillSource
+from agent.run.reactions import ReactionSignal
 from agent.run.spacing import SendSpacing
 from agent.run.tasks import TaskKeeper
 from gates.action import ActionGate
@@ -165,7 +168,24 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         forgetting=Forgetting(store, knowledge, settings.agent.name),
         tools=tool_box(settings, transport, parts.mcp),
         acts=parts.acts,
+        reactions=build_reactions(settings, parts),
+        ack_text=ack_text(settings),
     )
+
+
+def ack_text(settings: Settings) -> str | None:
+    """What the run's ack says: the short text, a reaction's name, or nothing at all."""
+    if settings.ack_style == "none":
+        return None
+    return settings.ack_reaction if settings.ack_style == "reaction" else ACK_TEXT
+
+
+def build_reactions(settings: Settings, parts: PipelineParts) -> ReactionSignal | None:
+    """``ack_style = "reaction"``: the ack as an emotion on the person's message."""
+    if settings.ack_style != "reaction" or not settings.robot_code:
+        return None
+    api = ReactionAPI(parts.transport, settings.robot_code)
+    return ReactionSignal(parts.store, parts.clock, parts.broker, api)
 
 
 def build_parts(

@@ -104,7 +104,8 @@ class MessageContent(Contract):
     # "card": a reply delivered as an AI card (see agent/cards/broker.py); its text is the card's
     # final text, recorded once when the card ends; "approval": an approval card with
     # approve/deny buttons (agent/acts/approval_card.py), its text what the card says
-    msgtype: Literal["text", "markdown", "card", "approval"]
+    # "reaction": the working signal as an emotion on the person's message (its name)
+    msgtype: Literal["text", "markdown", "card", "approval", "reaction"]
     text: str
     title: str | None = None
 

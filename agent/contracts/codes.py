@@ -118,6 +118,12 @@ class CardReason(StrEnum):
     FINAL_LATE = "card_final_late"
 
 
+class SignalReason(StrEnum):
+    """Why a working signal (the run's ack) did not show (on its receipt; same rules)."""
+
+    REACTION_FAILED = "reaction_failed"  # the emotion API said no: the answer goes anyway
+
+
 class QuarantineReason(StrEnum):
     """Why ingest refused a frame (added by dta; same stability rules)."""
 
@@ -172,6 +178,7 @@ class Channel(StrEnum):
     NONE = "none"
     CARD = "card"  # an AI card: created, streamed and finalized through the OpenAPI
     ACT = "act"  # a workspace write (to-do, calendar) through the OpenAPI, read back after
+    REACTION = "reaction"  # the working signal as an emotion reaction on the person's message
 
 
 class AttemptOutcome(StrEnum):

@@ -34,6 +34,7 @@ from agent.run.broker import Broker
 from agent.run.gate_facts import load_facts
 from agent.run.memory import candidates_from
 from agent.run.outcome import RunOutcome
+from agent.run.reactions import ReactionSignal
 from gates.action import ActionFacts, ActionGate, Approval, Refusal, idempotency_key
 from storage import Store
 
@@ -89,6 +90,7 @@ class Acting:
         cards: CardDeliverer | None = None,
         acts: ActRunner | None = None,
         approval_cards: CardDeliverer | None = None,
+        reactions: ReactionSignal | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -102,6 +104,9 @@ class Acting:
         # when no write tool is enabled. Approval prompts go as cards when a template is set.
         self.acts = acts
         self.approval_cards = approval_cards
+        # ``ack_style = "reaction"``: the ack is an emotion on the person's message, recalled
+        # when the run ends (agent/run/reactions.py); None: the ack is a short text.
+        self.reactions = reactions
 
     async def act(
         self,
@@ -197,6 +202,8 @@ class Acting:
         request = _parsed(raw)
         if request is not None and request.kind is ActionKind.CONFIRM:
             return "approval" if self.approval_cards is not None else "text"
+        if request is not None and request.kind is ActionKind.ACK and self.reactions is not None:
+            return "reaction"
         return self.reply_form if answer else "text"
 
     async def _act(self, run: Run, verdict: Approval, outcome: RunOutcome) -> None:
@@ -255,6 +262,9 @@ class Acting:
         approval_card = content is not None and content.msgtype == "approval"
         if self.approval_cards is not None and approval_card:
             return await self.approval_cards.deliver(run, intent, ending)
+        reaction = content is not None and content.msgtype == "reaction"
+        if self.reactions is not None and reaction:
+            return await self.reactions.deliver(run, intent, ending)
         return await self.broker.execute(run, intent, silence_detail, ending)
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:

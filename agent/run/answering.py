@@ -83,8 +83,12 @@ class Answering:
         meter: ModelMeter | None,
         forgetting: Forgetting | None = None,
         tools: ToolBox | None = None,
+        ack_text: str | None = ACK_TEXT,
     ) -> None:
         self.clock = clock
+        # What the ack says (a reaction's name with ``ack_style = "reaction"``); None: the
+        # run never acks (``ack_style = "none"``).
+        self.ack_text = ack_text
         self.provider = provider
         # Answers when the model is over its budget or down (agent/run/metering.py).
         self.fallback = fallback
@@ -279,6 +283,6 @@ class Answering:
         await self.acting.act(run, [request], outcome, settle_last=False)
 
     async def _ack(self, run: Run, outcome: RunOutcome) -> None:
-        if ActionKind.ACK in run.allowed_actions:
-            ack = {"kind": "ack", "text": ACK_TEXT}
+        if self.ack_text is not None and ActionKind.ACK in run.allowed_actions:
+            ack = {"kind": "ack", "text": self.ack_text}
             await self.acting.act(run, [ack], outcome, settle_last=False)

@@ -47,6 +47,7 @@ from agent.run.forgetting import Forgetting
 from agent.run.invocation import InvocationBuilder
 from agent.run.metering import ModelMeter
 from agent.run.outcome import RunOutcome, touches_task
+from agent.run.reactions import ReactionSignal
 from agent.run.recovery import settled_from_records
 from agent.run.tasks import TaskKeeper
 from agent.run.tooling import ToolBox
@@ -100,6 +101,8 @@ class Pipeline:
         forgetting: Forgetting | None = None,
         tools: ToolBox | None = None,
         acts: ActParts | None = None,
+        reactions: ReactionSignal | None = None,
+        ack_text: str | None = ACK_TEXT,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -127,6 +130,7 @@ class Pipeline:
             cards=cards.cards if cards is not None else None,
             acts=acts.runner if acts is not None else None,
             approval_cards=acts.cards if acts is not None else None,
+            reactions=reactions,
         )
         self.endings = Endings(store=store, clock=clock, broker=broker, acting=self.acting)
         # Decisions on approvals carried out (a click's event, a text code, an expiry).
@@ -148,6 +152,7 @@ class Pipeline:
             meter=meter,
             forgetting=forgetting,
             tools=tools,
+            ack_text=ack_text,
         )
         # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
         self.proactive = ProactiveWork(
@@ -172,7 +177,10 @@ class Pipeline:
         (``internal_error``) rather than staying ``working``.
         """
         try:
-            return await self._process(event, generation)
+            run = await self._process(event, generation)
+            if run is not None and run.state.is_finished:
+                await self._recall_reaction(event)
+            return run
         except LeaseLost as lost:
             # Another replica took the run over while this one was away (paused, cut off
             # from the store): the write was refused and nothing more is sent from here.
@@ -186,6 +194,17 @@ class Pipeline:
                 raise
             log.exception("run failed unexpectedly", extra={"event_id": event.event_id})
             return await self.endings.abandon(event, exc)
+
+    async def _recall_reaction(self, event: Event) -> None:
+        """The run has ended: its working-signal reaction comes off the message (a failure
+        is logged; the answer has gone already)."""
+        reactions = self.acting.reactions
+        if reactions is None:
+            return
+        try:
+            await reactions.recall(event.event_id)
+        except Exception:
+            log.exception("recalling the reaction failed", extra={"event_id": event.event_id})
 
     async def _process(self, event: Event, generation: int | None) -> Run | None:
         """The run's one exit: settled early (already finished, settled from the records,

@@ -29,6 +29,7 @@ FaultTarget = Literal[
     "calendar_create",
     "calendar_get",
     "calendar_schedule",
+    "reaction",
 ]
 
 # The workspace calls (lab/fake/workspace.py). Those that change something may also be
@@ -52,6 +53,8 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
     # the robot message-file download: an expired code, a refusal (status), a slow or an
     # oversized file behind the download URL
     "download": frozenset({"status", "times", "timeout", "expired", "oversized"}),
+    # the emotion reaction API, put and recall alike (lab/fake/reactions.py)
+    "reaction": frozenset({"status", "times", "timeout"}),
     # the AI card calls (lab/fake/cards.py): createAndDeliver, a streaming frame, the card
     # data update; ``error`` answers as DingTalk does for a card set-up problem
     **dict.fromkeys(

@@ -134,6 +134,8 @@ class PlatformState:
         self.received: list[ReceivedMessage] = []
         # clicks delivered over the stream whose answers are not yet on their cards
         self._clicks: list[tuple[str, Any, str]] = []
+        # reactions put on people's messages: {msg, emotion, recalled}
+        self.reactions: list[dict[str, Any]] = []
         self._click_seq = 0
         self.faults: list[Fault] = []
         self.faults_seen: list[dict[str, Any]] = []
