@@ -192,6 +192,7 @@ def test_init_then_dev_is_your_bot_and_trace_explains_it(project):
         seconds, code = first.interrupt()
         assert code == 0 and "Traceback" not in first.output
         assert seconds < 1.5, f"Ctrl-C took {seconds:.2f} s"
+        second.interrupt()  # dev stops its own daemon (a SIGKILL would orphan it)
     finally:
         first.kill()
         second.kill()
