@@ -106,7 +106,7 @@ class Runtime:
         # Acts and approvals (agent/acts/): None unless a write tool is enabled.
         self.acts = parts.acts
         self.mcp = parts.mcp  # MCP servers as tool sources, connected at start
-        self.clicks = parts.acts.clicks if parts.acts is not None else None
+        self.clicks = parts.clicks  # card clicks (approvals, a streaming card's stop)
         self.ingestor = Ingestor(
             self.store, self.response_gate.supersedes, settings.max_frame_bytes, self.clicks
         )

@@ -28,7 +28,13 @@ from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import judge
-from lab.runner import CaseResult, case_provider, lab_settings, uses_model
+from lab.runner import (
+    CaseResult,
+    case_provider,
+    lab_settings,
+    reply_card_once_streaming,
+    uses_model,
+)
 from lab.transcript import collect_transcript
 
 SETTLE_TIMEOUT_S = 10.0
@@ -104,8 +110,14 @@ class LiveCaseRun:
             if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):
                 raise RuntimeError("the connector did not connect to the fake gateway")
             frames = 0
-            for step in self.case.steps:
-                frames += self._step(step)
+            steps = self.case.steps
+            for at, step in enumerate(steps):
+                if _stops(step):  # a stop lands mid-stream, on the card being written
+                    frames += await self._stop(runtime, step)
+                else:
+                    frames += self._step(step)
+                if at + 1 < len(steps) and _stops(steps[at + 1]):
+                    continue  # the run is still streaming when the stop comes
                 await self._settle(runtime, connector, frames)
             received = [message.to_dict() for message in self.fake.received]
             cards = [card.to_dict() for card in self.fake.cards]
@@ -154,6 +166,16 @@ class LiveCaseRun:
             return 1
         return 0
 
+    async def _stop(self, runtime: Runtime, step: Step) -> int:
+        """A press of the stop button once the reply card holds ``after_frames`` frames."""
+        click = step.click
+        assert click is not None
+        track = await reply_card_once_streaming(
+            runtime.store, self.fake, click.msg, click.after_frames or 1
+        )
+        self.fake.click(click.msg, click.by, click.choice, track)
+        return 1
+
     async def _settle(self, runtime: Runtime, connector: Connector, frames: int) -> None:
         """Wait until every frame sent so far was handled and the runs it caused finished."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
@@ -168,6 +190,10 @@ class LiveCaseRun:
         runtime.tick()
         await runtime.drain()
         self.fake.show_click_acks()
+
+
+def _stops(step: Step) -> bool:
+    return step.click is not None and step.click.choice == "stop"
 
 
 async def run_live_case(case: Case) -> CaseResult:

@@ -9,6 +9,7 @@ builds a new one on the same store.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import time
@@ -291,10 +292,14 @@ class CaseRun:
         """A press on the card the run of ``click.msg`` sent, delivered as DingTalk does: a
         card callback frame; what its ack answers is what the card shows."""
         assert self.runtime is not None
-        if click.choice == "stop":
-            raise ValueError("click: the stop button of a streaming card is not supported yet")
-        await self._drain()  # the card exists once the run that sends it has worked
-        data, card = self.fake.click_data(click.msg, click.by, click.choice)
+        track = None
+        if click.choice == "stop":  # mid-stream: the run is still writing its card
+            track = await reply_card_once_streaming(
+                self.runtime.store, self.fake, click.msg, click.after_frames or 1
+            )
+        else:
+            await self._drain()  # the card exists once the run that sends it has worked
+        data, card = self.fake.click_data(click.msg, click.by, click.choice, track)
         frame = callback_frame(
             data, self._frame_id(), now=self.clock.now(), topic=CARD_CALLBACK_TOPIC
         )
@@ -310,6 +315,21 @@ class CaseRun:
             if data is not None:
                 self.unacked.append((self.clock.now() + REDELIVERY_DELAY_S, data))
             await self._restart()
+
+
+async def reply_card_once_streaming(
+    store: Any, fake: FakeDingTalk, msg: str, frames: int, timeout_s: float = 10.0
+) -> str:
+    """The outTrackId of the reply card the run of ``msg`` streams, once the fake holds
+    ``frames`` frames of it (real time: the run streams meanwhile); ``ValueError`` if none."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        tracks = {card.out_track_id for card in store.cards() if card.event_id == msg}
+        held = [card for card in fake.cards if card.out_track_id in tracks]
+        if held and len(held[-1].frames) >= frames:
+            return held[-1].out_track_id
+        await asyncio.sleep(0.01)
+    raise ValueError(f"click: no reply card of {msg!r} reached {frames} frames")
 
 
 async def run_case(case: Case) -> CaseResult:

@@ -141,6 +141,24 @@ class CardRecords(ActionRecords):
         ).fetchone()
         return row is not None
 
+    def card_by_track(self, out_track_id: str) -> Card | None:
+        rows = self._dicts("SELECT card_json FROM cards WHERE out_track_id = ?", (out_track_id,))
+        return Card.model_validate_json(rows[0]["card_json"]) if rows else None
+
+    def request_card_stop(self, out_track_id: str, by: str, at: float) -> bool:
+        """The asker pressed stop on a streaming card; False when it was pressed before."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT INTO card_stops (out_track_id, stopped_by, at) VALUES (?, ?, ?)"
+                " ON CONFLICT (out_track_id) DO NOTHING",
+                (out_track_id, by, at),
+            )
+            return bool(cursor.rowcount)
+
+    def card_stop_requested(self, out_track_id: str) -> bool:
+        sql = "SELECT 1 FROM card_stops WHERE out_track_id = ?"
+        return self._scalar(sql, (out_track_id,)) is not None
+
     def take_card_slot(self, second: int, limit: int) -> bool:
         """Take one card call in ``second`` if fewer than ``limit`` were taken in it, by any
         process on this store (the app-wide budget replicas share)."""

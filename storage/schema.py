@@ -400,6 +400,18 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX approval_clicks_approval ON approval_clicks (approval_id);
         """,
     ),
+    Migration(
+        # The asker's stop on a streaming reply card, written by whichever replica took the
+        # click and read by the one streaming (between frames).
+        "13: stop requests on streaming reply cards",
+        """
+        CREATE TABLE card_stops (
+            out_track_id TEXT PRIMARY KEY,
+            stopped_by TEXT NOT NULL,
+            at {real} NOT NULL
+        );
+        """,
+    ),
 ]
 
 

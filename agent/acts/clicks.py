@@ -28,6 +28,7 @@ from agent.acts.approvals import (
     status_words,
 )
 from agent.contracts import CardClick, Event
+from agent.dingtalk.card_callback import STOP
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
@@ -38,7 +39,7 @@ class ClickAnswer:
     """The callback's response (the card's immediate change) and the event to run, if the
     click decided an approval."""
 
-    response: dict[str, Any]
+    response: Any  # a card change (dict), or "OK" for none
     event: Event | None = None
 
 
@@ -50,15 +51,44 @@ def _shown(status: str, private_to: str | None = None) -> dict[str, Any]:
 
 
 class ClickDesk:
-    def __init__(self, store: Store, desk: ApprovalDesk) -> None:
+    """Every card click: approvals (with an approval desk), and the stop button of a
+    streaming reply card."""
+
+    def __init__(self, store: Store, desk: ApprovalDesk | None) -> None:
         self.store = store
         self.desk = desk
 
     def on(self, store: Store) -> ClickDesk:
         """The same desk over another connection to the store (the connector's thread)."""
-        return ClickDesk(store, self.desk.on(store))
+        return ClickDesk(store, self.desk.on(store) if self.desk is not None else None)
 
     def receive(self, click: CardClick) -> ClickAnswer:
+        if click.action == STOP:
+            return self._stop(click)
+        if self.desk is None:
+            return ClickAnswer("OK")
+        return self._decide(click, self.desk)
+
+    def _stop(self, click: CardClick) -> ClickAnswer:
+        """The stop button of a streaming reply card: only the person who asked stops it
+        (the streaming run reads the request between frames); anyone else's does nothing."""
+        card = self.store.card_by_track(click.out_track_id)
+        run = self.store.get_run(card.event_id) if card is not None else None
+        if run is None:
+            outcome = "unknown"
+        elif click.user_id != run.origin.user_id:
+            outcome = "not_the_asker"
+        elif self.store.request_card_stop(click.out_track_id, click.user_id, click.received_at):
+            outcome = "stop_requested"
+        else:
+            outcome = "already_stopped"
+        self.store.add_click(
+            click.frame_id, None, click.user_id, click.action, outcome, click.received_at
+        )
+        log.info("card stop click", extra={"card": click.out_track_id, "outcome": outcome})
+        return ClickAnswer("OK")
+
+    def _decide(self, click: CardClick, desk: ApprovalDesk) -> ClickAnswer:
         seen = self.store.click(click.frame_id)
         if seen is not None:  # a redelivered callback: the same answer, nothing new decided
             if seen.get("outcome") == "not_authorizer":
@@ -70,7 +100,7 @@ class ClickDesk:
             decision_said, outcome = "未知的操作", "unknown_action"
             event = None
         else:
-            decision = self.desk.decide(record, click.user_id, click.action)
+            decision = desk.decide(record, click.user_id, click.action)
             decision_said, outcome = decision.said, decision.outcome
             event = None
             if decision.decided and decision.record is not None:

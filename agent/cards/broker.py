@@ -110,7 +110,9 @@ def part_intent(intent: ActionIntent, n: int) -> ActionIntent:
     )
 
 
-def _reason(cut_off: str | None, late: bool) -> str | None:
+def _reason(cut_off: str | None, late: bool, stopped: bool = False) -> str | None:
+    if stopped:
+        return CardReason.STOPPED.value
     if cut_off is not None:
         return CardReason.CUT_OFF.value
     return CardReason.FINAL_LATE.value if late else None
@@ -272,9 +274,11 @@ class CardBroker:
         text: str,
         ending: RunEnding | None,
         cut_off: str | None = None,
+        stopped: bool = False,
     ) -> Receipt:
         """End the card with ``text``: the final frame, then the finished state. ``cut_off``
-        says why the answer stopped short (the receipt is then ``failed``, partial)."""
+        says why the answer stopped short (the receipt is then ``failed``, partial);
+        ``stopped``: the asker stopped it (``card_stopped``)."""
         await self.stop(handle)
         if handle.card.fallback is not None and cut_off is None:
             return await self._fall_back(run, handle, text, ending)
@@ -307,7 +311,7 @@ class CardBroker:
             ActionKind.REPLY,
             status,
             intent_id=handle.intent.intent_id,
-            reason=_reason(cut_off, late),
+            reason=_reason(cut_off, late, stopped),
             evidence=evidence,
         )
         intent = handle.intent.model_copy(

@@ -61,6 +61,8 @@ from skills.providers.base import ProviderFailed, ProviderReply
 from skills.providers.streaming import ReplyText, RequestDone, StreamEvent, StreamingProvider
 
 Act = Callable[..., Awaitable[RunOutcome]]
+STOP_POLL_S = 0.2  # how often a streaming card looks for its asker's stop
+STOPPED_NOTE = "已停止"
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class _Live:
     start: int = 0
     part: int = 1
     broken: str | None = None  # why the next part's card could not open: the stream stops
+    stopped: bool = False  # the asker pressed the card's stop button
+    stop_checked: float = 0.0  # when the store was last asked about a stop (loop time)
 
 
 def _kind(raw: Any) -> Any:
@@ -183,7 +187,7 @@ class CardReplies:
                 await self._on_event(host, live, getter.result())
             else:
                 getter.cancel()
-            if live.refusal is not None:
+            if live.refusal is not None or self._stop_asked(live, loop.time()):
                 return
             if live.card is not None and live.card.card.frames:
                 self.crash.hit("mid_stream")
@@ -196,13 +200,22 @@ class CardReplies:
             if live.card is None:  # the answer takes a while: say so, once
                 live.acked = True
                 await host.ack()
-            else:
+            elif loop.time() - live.last >= self.stall_s:
                 live.stalled = True
                 return
 
+    def _stop_asked(self, live: _Live, now: float) -> bool:
+        """Has the asker pressed stop (asked of the store at most every ``STOP_POLL_S``:
+        the click may have reached another replica)?"""
+        if live.card is None or now - live.stop_checked < STOP_POLL_S:
+            return False
+        live.stop_checked = now
+        live.stopped = self.cards.store.card_stop_requested(live.card.card.out_track_id)
+        return live.stopped
+
     def _timeout(self, host: StreamHost, live: _Live, started: float, now: float) -> float | None:
-        if live.card is not None:
-            return max(0.0, live.last + self.stall_s - now)
+        if live.card is not None:  # a stall, or the next look for a stop
+            return max(0.0, min(live.last + self.stall_s - now, STOP_POLL_S))
         if not live.acked:
             return max(0.0, started + host.ack_after_s - now)
         return None
@@ -301,6 +314,8 @@ class CardReplies:
                 await answer
         if live.refusal is not None:
             return await self._refused(host, live, live.refusal, None)
+        if live.stopped:
+            return await self._stopped(host, live)
         if live.broken is not None:
             return self._ended_early(live)
         if live.stalled:
@@ -485,6 +500,20 @@ class CardReplies:
         receipt = await self.cards.finish(run, live.card, text, ending, cut_off=why)
         self._record(outcome, ActionRequest(kind=ActionKind.REPLY, text=text), receipt, run, ending)
         return ProviderReply([], reply.usage if reply else {}, evidence)
+
+    async def _stopped(self, host: StreamHost, live: _Live) -> ProviderReply:
+        """The asker pressed stop: the model's stream is closed, the card ends with what it
+        showed and 「已停止」, and the run is done (``card_stopped``: what they chose)."""
+        assert live.card is not None
+        await self.cards.stop(live.card)
+        outcome = live.outcome
+        ending = host.ending(outcome, ActionKind.REPLY)
+        streamed = live.card.card.streamed.rstrip()
+        text = f"{streamed}\n\n{STOPPED_NOTE}" if streamed else STOPPED_NOTE
+        receipt = await self.cards.finish(live.run, live.card, text, ending, stopped=True)
+        request = ActionRequest(kind=ActionKind.REPLY, text=text)
+        self._record(outcome, request, receipt, live.run, ending)
+        return ProviderReply([], {}, {"stopped": "the asker pressed stop"})
 
     @staticmethod
     def _record(

@@ -15,6 +15,7 @@
 from agent.components.acts import (
     ActParts,
     build_acts,
+    build_clicks,
     build_mcp,
     tool_box,
     writes_enabled,
@@ -51,6 +52,7 @@ __all__ = [
     "build_acts",
     "build_broker",
     "build_cards",
+    "build_clicks",
     "build_heartbeat",
     "build_mcp",
     "build_parts",

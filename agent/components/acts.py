@@ -31,7 +31,14 @@ class ActParts:
     runner: ActRunner
     desk: ApprovalDesk
     cards: ApprovalCards | None  # None: approvals by text code
-    clicks: ClickDesk
+
+
+def build_clicks(settings: Settings, store: Store, acts: ActParts | None) -> ClickDesk | None:
+    """What decides card clicks: approvals, and the stop button of streaming reply cards
+    (None: no card has buttons here)."""
+    if acts is None and settings.reply_mode != "card":
+        return None
+    return ClickDesk(store, acts.desk if acts is not None else None)
 
 
 def writes_enabled(settings: Settings) -> bool:
@@ -74,7 +81,7 @@ def build_acts(
         approval_timeout_s=settings.approval_timeout_s,
         catalog=ToolCatalog(mcp),
     )
-    return ActParts(runner, desk, cards, ClickDesk(store, desk))
+    return ActParts(runner, desk, cards)
 
 
 def tool_box(

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import httpx
 
+from agent.acts.clicks import ClickDesk
 from agent.cards.api import CardAPI
 from agent.cards.broker import CardBroker
 from agent.cards.pacing import CardPacer
 from agent.cards.stream import CardReplies
 from agent.clock import Clock
-from agent.components.acts import ActParts, build_acts, build_mcp, tool_box
+from agent.components.acts import ActParts, build_acts, build_clicks, build_mcp, tool_box
 from agent.components.policies import (
     action_policy,
     invocation_limits,
@@ -123,6 +124,7 @@ class PipelineParts:
     # answers when the model is over its budget or down (None: the provider is rules)
     fallback: Provider | None
     acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
+    clicks: ClickDesk | None = None  # card clicks: approvals, a streaming card's stop
     mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
 
 
@@ -205,6 +207,7 @@ def build_parts(
     broker = build_broker(settings, store, transport, clock, crash)
     action_gate = ActionGate(action_policy(settings))
     mcp = build_mcp(settings)
+    acts = build_acts(settings, store, clock, broker, crash, mcp)
     return PipelineParts(
         store=store,
         clock=clock,
@@ -217,7 +220,8 @@ def build_parts(
         cards=build_cards(settings, store, clock, broker, action_gate, crash),
         identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
         fallback=None if settings.provider == "rules" else rules_provider(settings),
-        acts=build_acts(settings, store, clock, broker, crash, mcp),
+        acts=acts,
+        clicks=build_clicks(settings, store, acts),
         mcp=mcp,
     )
 

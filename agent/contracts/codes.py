@@ -116,6 +116,9 @@ class CardReason(StrEnum):
     # (receipt ``failed``) until the recovery loop put the whole answer on it (a second
     # receipt, ``accepted``, with this reason: what the person finally saw).
     FINAL_LATE = "card_final_late"
+    # The person who asked pressed the card's stop button: the answer stopped there, the
+    # card ends with what it showed and 「已停止」 (receipt ``accepted``: what they chose).
+    STOPPED = "card_stopped"
 
 
 class SignalReason(StrEnum):

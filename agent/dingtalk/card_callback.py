@@ -15,7 +15,7 @@ from typing import Any
 
 from agent.contracts import CardClick
 
-APPROVE, DENY = "approve", "deny"
+APPROVE, DENY, STOP = "approve", "deny", "stop"
 
 
 def parse_click(data: dict[str, Any], frame_id: str, received_at: float) -> CardClick:
@@ -40,6 +40,8 @@ def parse_click(data: dict[str, Any], frame_id: str, received_at: float) -> Card
         action = APPROVE
     elif action in ("reject", "refuse", "no"):
         action = DENY
+    elif action in ("btn_stop", "stop_stream", "cancel"):
+        action = STOP
     return CardClick(
         frame_id=frame_id, out_track_id=track, user_id=user, action=action, received_at=received_at
     )
