@@ -24,32 +24,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from agent.cards import recovery as card_recovery
 from agent.cards.api import CardAPI
 from agent.cards.broker import (
-    REFUSAL_TEXT,
     CardBroker,
-    OpenCard,
     card_parts,
-    cut_off_text,
     part_end,
     part_intent,
 )
-from agent.cards.repair import RepairedAnswer, repaired_answer
+from agent.cards.endings import CardEndings
+from agent.cards.live import STOP_POLL_S, LiveAnswer, StreamHost
 from agent.contracts import (
     ActionKind,
     ActionRequest,
     EnrichedInvocation,
-    Evidence,
     Receipt,
-    ReceiptStatus,
     Run,
     RunEnding,
-    RunState,
 )
 from agent.crashpoints import CrashPoints
 from agent.run.gate_facts import load_facts
@@ -60,58 +54,12 @@ from gates.reminders import EVERYONE_WORDS
 from skills.providers.base import ProviderFailed, ProviderReply
 from skills.providers.streaming import ReplyText, RequestDone, StreamEvent, StreamingProvider
 
-Act = Callable[..., Awaitable[RunOutcome]]
-STOP_POLL_S = 0.2  # how often a streaming card looks for its asker's stop
-STOPPED_NOTE = "已停止"
-
-
-@dataclass(frozen=True)
-class StreamHost:
-    """What the pipeline lends a streamed answer: its provider, its way of acting on
-    requests (``Acting.act``), its ack, its rule for how a run ends, its ack delay."""
-
-    provider: StreamingProvider
-    act: Act
-    ack: Callable[[], Awaitable[None]]
-    ending: Callable[[RunOutcome, ActionKind], RunEnding]
-    ack_after_s: float  # from now: what is left of the ack's delay since the message came
-    # The provider's places (``max_concurrent_runs``): the answer waits for one.
-    slots: asyncio.Semaphore
-    # The acting step's handling of an approved answer (``Acting.accept``): its memory
-    # candidates and its reminder, exactly as for a text reply.
-    accept: Callable[[Run, ActionRequest, float | None], None]
-
-
-@dataclass
-class _Live:
-    run: Run
-    outcome: RunOutcome
-    last: float
-    complete: dict[int, dict[str, Any]] = field(default_factory=dict)
-    acted: set[int] = field(default_factory=set)
-    declined: set[int] = field(default_factory=set)
-    card: OpenCard | None = None
-    index: int | None = None
-    # what the answer was asked with: a refused frame's repair round asks again with it
-    invocation: EnrichedInvocation | None = None
-    skills: Sequence[Any] = ()
-    refusal: Refusal | None = None  # a frame the gate refused: the stream stops
-    stalled: bool = False
-    acked: bool = False
-    # A long answer goes on as the next card: where the current card's part begins in the
-    # whole text, and which card it is (1, 2, …).
-    start: int = 0
-    part: int = 1
-    broken: str | None = None  # why the next part's card could not open: the stream stops
-    stopped: bool = False  # the asker pressed the card's stop button
-    stop_checked: float = 0.0  # when the store was last asked about a stop (loop time)
-
 
 def _kind(raw: Any) -> Any:
     return raw.get("kind") if isinstance(raw, dict) else getattr(raw, "kind", None)
 
 
-class CardReplies:
+class CardReplies(CardEndings):
     def __init__(
         self, cards: CardBroker, gate: ActionGate, crash: CrashPoints, stall_s: float
     ) -> None:
@@ -153,7 +101,7 @@ class CardReplies:
                 return await host.provider.respond_streaming(invocation, skills, events.put_nowait)
 
         answer = asyncio.ensure_future(respond())
-        live = _Live(run, outcome, asyncio.get_running_loop().time())
+        live = LiveAnswer(run, outcome, asyncio.get_running_loop().time())
         live.invocation, live.skills = invocation, skills
         try:
             await self._consume(host, live, events, answer)
@@ -169,7 +117,7 @@ class CardReplies:
     async def _consume(
         self,
         host: StreamHost,
-        live: _Live,
+        live: LiveAnswer,
         events: asyncio.Queue[StreamEvent],
         answer: asyncio.Future[ProviderReply],
     ) -> None:
@@ -204,7 +152,7 @@ class CardReplies:
                 live.stalled = True
                 return
 
-    def _stop_asked(self, live: _Live, now: float) -> bool:
+    def _stop_asked(self, live: LiveAnswer, now: float) -> bool:
         """Has the asker pressed stop (asked of the store at most every ``STOP_POLL_S``:
         the click may have reached another replica)?"""
         if live.card is None or now - live.stop_checked < STOP_POLL_S:
@@ -213,14 +161,16 @@ class CardReplies:
         live.stopped = self.cards.store.card_stop_requested(live.card.card.out_track_id)
         return live.stopped
 
-    def _timeout(self, host: StreamHost, live: _Live, started: float, now: float) -> float | None:
+    def _timeout(
+        self, host: StreamHost, live: LiveAnswer, started: float, now: float
+    ) -> float | None:
         if live.card is not None:  # a stall, or the next look for a stop
             return max(0.0, min(live.last + self.stall_s - now, STOP_POLL_S))
         if not live.acked:
             return max(0.0, started + host.ack_after_s - now)
         return None
 
-    async def _on_event(self, host: StreamHost, live: _Live, event: StreamEvent) -> None:
+    async def _on_event(self, host: StreamHost, live: LiveAnswer, event: StreamEvent) -> None:
         if isinstance(event, RequestDone):
             live.complete[event.index] = event.raw
             if live.card is None and _kind(event.raw) == "ack" and event.index not in live.acted:
@@ -235,7 +185,7 @@ class CardReplies:
         if event.index not in live.declined and event.text.strip():
             await self._open(host, live, event)
 
-    async def _open(self, host: StreamHost, live: _Live, event: ReplyText) -> None:
+    async def _open(self, host: StreamHost, live: LiveAnswer, event: ReplyText) -> None:
         """Approve the reply on its first text (and whatever else of the request is
         complete by then) and open its card; what the model wrote before it goes first."""
         index, text = event.index, event.text
@@ -261,7 +211,7 @@ class CardReplies:
         live.card, live.index = handle, index
         await self._offer(live, text)
 
-    async def _offer(self, live: _Live, text: str) -> None:
+    async def _offer(self, live: LiveAnswer, text: str) -> None:
         """Check the full text so far like a text reply; a tail that could begin a secret
         waits for the next text. Past what one card shows, the card ends with its part and
         the answer goes on in the next one."""
@@ -280,7 +230,7 @@ class CardReplies:
         if live.broken is None:
             self.cards.offer(live.card, shown[live.start :].lstrip())
 
-    async def _next_card(self, live: _Live, part: str) -> None:
+    async def _next_card(self, live: LiveAnswer, part: str) -> None:
         """End the current card with ``part`` and open the next one of the answer."""
         assert live.card is not None
         receipt = await self.cards.finish(live.run, live.card, part, None)
@@ -300,7 +250,7 @@ class CardReplies:
     async def _settle(
         self,
         host: StreamHost,
-        live: _Live,
+        live: LiveAnswer,
         invocation: EnrichedInvocation,
         answer: asyncio.Future[ProviderReply],
     ) -> ProviderReply:
@@ -329,7 +279,11 @@ class CardReplies:
         return await self._finish(host, live, invocation, reply)
 
     async def _finish(
-        self, host: StreamHost, live: _Live, invocation: EnrichedInvocation, reply: ProviderReply
+        self,
+        host: StreamHost,
+        live: LiveAnswer,
+        invocation: EnrichedInvocation,
+        reply: ProviderReply,
     ) -> ProviderReply:
         requests, outcome = reply.requests, live.outcome
         index = live.index
@@ -368,7 +322,7 @@ class CardReplies:
             await host.act(run, after, outcome, settle_last=not task_work)
         return ProviderReply([], reply.usage, reply.evidence)
 
-    async def _finish_parts(self, live: _Live, body: str, ending: RunEnding | None) -> Receipt:
+    async def _finish_parts(self, live: LiveAnswer, body: str, ending: RunEnding | None) -> Receipt:
         """The finished answer on its cards: what earlier cards showed stays, the rest ends
         the current card (and, longer than it shows, the cards after it, in order)."""
         rest = body[live.start :].lstrip() if live.start else body
@@ -379,158 +333,3 @@ class CardReplies:
                 return live.outcome.receipts[-1]  # the last card that ended says how
         assert live.card is not None
         return await self.cards.finish(live.run, live.card, parts[-1], ending)
-
-    def _ended_early(self, live: _Live) -> ProviderReply:
-        """A long answer whose next card could not follow: the cards that ended stand, the
-        last one's receipt is the run's last word (no card is finished twice)."""
-        receipt = live.outcome.receipts[-1]
-        assert live.card is not None
-        text = live.card.card.final or live.card.card.streamed
-        live.outcome.ends_as = RunState.FAILED
-        self._record(
-            live.outcome, ActionRequest(kind=ActionKind.REPLY, text=text), receipt, live.run, None
-        )
-        return ProviderReply([], {}, {"card_parts": live.part, "stopped": live.broken})
-
-    async def _refused(
-        self, host: StreamHost, live: _Live, refusal: Refusal, reply: ProviderReply | None
-    ) -> ProviderReply:
-        """The gate refused what the card would show: the refusal is recorded like any
-        other, and the card ends with a short refusal instead (the run fails, as it does
-        when a text answer is refused)."""
-        run, outcome = live.run, live.outcome
-        cards = self.cards
-        refused = cards.broker.receipt(
-            run,
-            ActionKind.REPLY,
-            ReceiptStatus.REFUSED,
-            reason=refusal.reason.value,
-            evidence=Evidence(detail=refusal.detail[:500], out_track_id=self._track(live)),
-        )
-        cards.store.add_receipt(refused)
-        outcome.receipts.append(refused)
-        repaired = await self._repair(host, live, refusal)
-        if isinstance(repaired, RepairedAnswer):
-            return await self._finish_repaired(host, live, repaired, reply)
-        outcome.refused_answer = f"{refusal.reason.value}: {refusal.detail}"[:500]
-        outcome.refused_say = refusal.say
-        outcome.ends_as = RunState.FAILED
-        run = run.model_copy(update={"failure": f"refused_by_gate: {outcome.refused_answer}"[:500]})
-        ending = host.ending(outcome, ActionKind.REPLY)
-        assert live.card is not None
-        said = refusal.say or REFUSAL_TEXT  # plain words where the refusal has them
-        receipt = await cards.finish(run, live.card, said, ending)
-        request = ActionRequest(kind=ActionKind.REPLY, text=said)
-        self._record(outcome, request, receipt, run, ending)
-        return ProviderReply([], reply.usage if reply else {}, reply.evidence if reply else {})
-
-    async def _repair(
-        self, host: StreamHost, live: _Live, refusal: Refusal
-    ) -> RepairedAnswer | None:
-        """The repair round's answer (``agent/cards/repair.py``); a second refusal is
-        recorded like the first."""
-        if live.invocation is None:
-            return None
-        now = self.cards.clock.now()
-        repaired = await repaired_answer(
-            host.provider,
-            self.gate,
-            live.invocation,
-            live.skills,
-            live.run,
-            refusal,
-            live.outcome,
-            now,
-        )
-        if isinstance(repaired, Refusal):
-            again = self.cards.broker.receipt(
-                live.run,
-                ActionKind.REPLY,
-                ReceiptStatus.REFUSED,
-                reason=repaired.reason.value,
-                evidence=Evidence(detail=repaired.detail[:500], out_track_id=self._track(live)),
-            )
-            self.cards.store.add_receipt(again)
-            live.outcome.receipts.append(again)
-            return None
-        return repaired
-
-    async def _finish_repaired(
-        self,
-        host: StreamHost,
-        live: _Live,
-        repaired: RepairedAnswer,
-        first: ProviderReply | None,
-    ) -> ProviderReply:
-        """The card ends with the repaired answer, which is acted on like any reply."""
-        outcome, second = live.outcome, repaired.reply
-        usage = first.usage if first else {}
-        total = {k: usage.get(k, 0) + second.usage.get(k, 0) for k in {*usage, *second.usage}}
-        evidence = {**second.evidence, "repaired": True}
-        run = live.run.model_copy(update={"usage": total, "evidence": evidence})
-        live.run = run
-        host.accept(run, repaired.request, repaired.reminder_due)
-        ending = host.ending(outcome, ActionKind.REPLY)
-        request = repaired.request
-        body = request.text if request.text is not None else request.markdown or ""
-        assert live.card is not None
-        receipt = await self.cards.finish(run, live.card, body, ending)
-        self._record(outcome, request, receipt, run, ending)
-        return ProviderReply([], total, evidence)
-
-    async def _cut(
-        self,
-        host: StreamHost,
-        live: _Live,
-        why: str,
-        evidence: dict[str, Any],
-        reply: ProviderReply | None = None,
-    ) -> ProviderReply:
-        """The answer stopped short after its card opened: the card ends with what was
-        streamed and the cut-off note, ``failed`` (partial)."""
-        assert live.card is not None
-        await self.cards.stop(live.card)
-        outcome = live.outcome
-        outcome.ends_as = RunState.FAILED
-        run = live.run.model_copy(
-            update={"failure": f"card_cut_off: {why}"[:500], "evidence": evidence}
-        )
-        ending = host.ending(outcome, ActionKind.REPLY)
-        text = cut_off_text(live.card.card.streamed)
-        receipt = await self.cards.finish(run, live.card, text, ending, cut_off=why)
-        self._record(outcome, ActionRequest(kind=ActionKind.REPLY, text=text), receipt, run, ending)
-        return ProviderReply([], reply.usage if reply else {}, evidence)
-
-    async def _stopped(self, host: StreamHost, live: _Live) -> ProviderReply:
-        """The asker pressed stop: the model's stream is closed, the card ends with what it
-        showed and 「已停止」, and the run is done (``card_stopped``: what they chose)."""
-        assert live.card is not None
-        await self.cards.stop(live.card)
-        outcome = live.outcome
-        ending = host.ending(outcome, ActionKind.REPLY)
-        streamed = live.card.card.streamed.rstrip()
-        text = f"{streamed}\n\n{STOPPED_NOTE}" if streamed else STOPPED_NOTE
-        receipt = await self.cards.finish(live.run, live.card, text, ending, stopped=True)
-        request = ActionRequest(kind=ActionKind.REPLY, text=text)
-        self._record(outcome, request, receipt, live.run, ending)
-        return ProviderReply([], {}, {"stopped": "the asker pressed stop"})
-
-    @staticmethod
-    def _record(
-        outcome: RunOutcome,
-        request: ActionRequest,
-        receipt: Receipt,
-        run: Run,
-        ending: RunEnding | None,
-    ) -> None:
-        """What ``Acting.act`` notes after a terminal action, for the card."""
-        outcome.receipts.append(receipt)
-        outcome.tally.terminal = ActionKind.REPLY
-        outcome.terminal, outcome.terminal_kind = receipt.status, ActionKind.REPLY
-        outcome.terminal_request, outcome.terminal_receipt = request, receipt
-        if ending is not None:
-            outcome.settled = ending.apply(run, receipt)
-
-    @staticmethod
-    def _track(live: _Live) -> str | None:
-        return live.card.card.out_track_id if live.card is not None else None
