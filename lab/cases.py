@@ -233,6 +233,10 @@ class MessageExpect(_Check):
     at_users: list[str] | None = None
     # dta extension: the channel the platform took the message on
     channel: PlatformChannel | None = None
+    # what kind of message the person sees (lab-cases.md, "Several robots, media out")
+    msgtype: Literal["text", "markdown", "image", "file", "link", "actionCard", "card"] | None = (
+        None
+    )
 
 
 class RunExpect(_Check):

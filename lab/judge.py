@@ -60,6 +60,8 @@ def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[
             problems.append(Check(f"{where}.at_users", want.at_users, actual))
     if want.channel is not None and got.get("channel") != want.channel:
         problems.append(Check(f"{where}.channel", want.channel, got.get("channel")))
+    if want.msgtype is not None and got.get("msgtype") != want.msgtype:
+        problems.append(Check(f"{where}.msgtype", want.msgtype, got.get("msgtype")))
     return problems
 
 
