@@ -55,8 +55,19 @@ class ApprovalRecords(StoreBase):
     def approval_by_track(self, out_track_id: str) -> ApprovalRecord | None:
         return self._approval("out_track_id = ?", (out_track_id,))
 
-    def approval_by_code(self, conversation_id: str, code: str) -> ApprovalRecord | None:
-        """The latest approval in the conversation with this text code (any status)."""
+    def approval_by_code(
+        self, conversation_id: str, code: str, authorizer: str | None = None
+    ) -> ApprovalRecord | None:
+        """The approval in the conversation with this text code: the person's own first (a
+        pending one before a decided one), else anyone's latest (16 bits can collide)."""
+        if authorizer is not None:
+            own = self._approval(
+                "conversation_id = ? AND code = ? AND authorizer = ?"
+                " ORDER BY (CASE WHEN status = 'pending' THEN 0 ELSE 1 END), created_at DESC",
+                (conversation_id, code, authorizer),
+            )
+            if own is not None:
+                return own
         return self._approval(
             "conversation_id = ? AND code = ? ORDER BY created_at DESC", (conversation_id, code)
         )
@@ -199,9 +210,11 @@ class ApprovalRecords(StoreBase):
         )
 
     def uncertain_acts(self, limit: int = 50) -> list[ActionIntent]:
-        """Acts whose latest receipt is ``uncertain``: to be read back, never run again."""
+        """Acts whose latest receipt is ``uncertain``: to be read back, never run again (an
+        MCP tool's act cannot be read back: it stays uncertain, and is not asked again)."""
         rows = self._dicts(
-            "SELECT i.intent_json FROM intents i WHERE i.kind = ? AND ("
+            "SELECT i.intent_json FROM intents i WHERE i.kind = ?"
+            ' AND i.intent_json NOT LIKE \'%"tool":"mcp.%\' AND ('
             "SELECT r.status FROM receipts r WHERE r.intent_id = i.intent_id"
             " ORDER BY r.rowid DESC LIMIT 1) = ? ORDER BY i.created_at LIMIT ?",
             ("act", "uncertain", limit),

@@ -141,3 +141,17 @@ def test_every_builtin_write_declares_its_idempotency_and_read_back():
         assert spec.label and executor.executes(spec.name)
     reads = [spec for spec in BUILTIN.values() if spec.effect == "read"]
     assert all(spec.idempotency == "none" and spec.readback is None for spec in reads)
+
+
+def test_an_act_cannot_hide_attendees_behind_executors():
+    run = run_for(event(user="u1"))
+    arguments = {
+        "summary": "周会",
+        "start": "2026-01-02T10:00:00+08:00",
+        "end": "2026-01-02T11:00:00+08:00",
+        "executors": ["u1"],
+        "attendees": ["u2", "u3"],
+    }
+    spec = BUILTIN["dingtalk.calendar.create_event"]
+    auth = authorize(spec, arguments, run.origin, T0, 600)
+    assert auth.audience == ["u1", "u2", "u3"] and auth.needs_approval

@@ -160,6 +160,13 @@ class ApprovalDesk:
         said = "已同意，正在执行" if status is ApprovalStatus.APPROVED else "已拒绝，不会执行"
         return Decision(status.value, decided, said)
 
+    def void(self, record: ApprovalRecord, why: str) -> bool:
+        """Void a pending approval nobody could decide (its prompt never arrived)."""
+        void = record.model_copy(
+            update={"status": ApprovalStatus.VOID, "decided_at": self.clock.now(), "detail": why}
+        )
+        return self.store.decide_approval(void)
+
     def expire(self, record: ApprovalRecord) -> ApprovalRecord | None:
         """Expire one pending approval (None when it was decided first)."""
         expired = record.model_copy(

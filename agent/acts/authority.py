@@ -31,11 +31,14 @@ def arguments_hash(arguments: dict[str, Any]) -> str:
 
 
 def audience_of(arguments: dict[str, Any], asker: str) -> list[str]:
+    """Everyone any audience argument names (all of them: an act cannot hide attendees
+    behind executors), or the asker when none does."""
+    named: set[str] = set()
     for key in _AUDIENCE_KEYS:
         value = arguments.get(key)
-        if isinstance(value, list) and value:
-            return sorted({str(v) for v in value})
-    return [asker]
+        if isinstance(value, list):
+            named.update(str(v) for v in value)
+    return sorted(named) if named else [asker]
 
 
 def object_of(arguments: dict[str, Any]) -> str:

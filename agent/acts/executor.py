@@ -297,7 +297,8 @@ class _McpFailed(Exception):
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(f"{kind}: {detail}")
         # a timeout may have been applied; a server down, or its own error, was not
-        self.kind = "timeout_after_send" if kind == "mcp_timeout" else "failed"
+        maybe_applied = kind in ("mcp_timeout", "mcp_broken")
+        self.kind = "timeout_after_send" if maybe_applied else "failed"
 
 
 _OUTCOME = {

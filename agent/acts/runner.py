@@ -26,6 +26,7 @@ from agent.contracts import (
 )
 from agent.mcp.catalog import ToolCatalog
 from gates.action import DAY_S
+from skills.tools.builtin import argument_problem
 from storage import Store
 
 log = logging.getLogger("dta.acts")
@@ -63,7 +64,12 @@ class ActRunner:
         spec = self.catalog.spec(request.tool or "")
         arguments = request.arguments or {}
         auth = None
-        if spec is not None and spec.effect == "write" and self.executor.executes(spec.name):
+        problem = argument_problem(spec, arguments) if spec is not None else None
+        # arguments its schema refuses (an act from a final answer, not a tool call) get no
+        # authorization: the gate refuses them as not allowed, and nothing runs
+        writes = spec is not None and spec.effect == "write" and self.executor.executes(spec.name)
+        if writes and problem is None:
+            assert spec is not None
             auth = authorize(spec, arguments, run.origin, now, self.approval_timeout_s)
         return {
             "authorization": auth,

@@ -93,6 +93,8 @@ class ApprovalSettlement:
             return self.endings.end_silent(run, SilentReason.APPROVAL_SETTLED, detail)
         proposed = self.store.get_run(record.event_id)
         receipt = None
+        # an act this settlement started before a crash: uncertain, then read back below
+        self.acting.broker.reconcile_interrupted(record.event_id)
         if proposed is not None:
             bound = proposed.model_copy(update={"run_id": run.run_id})
             request = ActionRequest(

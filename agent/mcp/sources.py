@@ -45,7 +45,9 @@ def split_name(name: str) -> tuple[str, str] | None:
 class McpAnswer:
     ok: bool
     data: Any = None
-    error: str | None = None  # mcp_unavailable | mcp_error | mcp_timeout
+    # mcp_unavailable (not sent) | mcp_error (answered an error) | mcp_timeout | mcp_broken
+    # (the session broke after the call went: it may have been applied)
+    error: str | None = None
     detail: str | None = None
 
 
@@ -157,6 +159,9 @@ class McpSource:
         )
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> McpAnswer:
+        from mcp import MCPError  # the SDK is loaded once a server is configured, not before
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         client = self._client
         if client is None or not self.alive:
             return McpAnswer(False, error="mcp_unavailable", detail=self.status)
@@ -166,14 +171,25 @@ class McpSource:
             )
         except TimeoutError:
             return McpAnswer(False, error="mcp_timeout", detail="no answer in time")
+        except MCPError as exc:
+            code = getattr(getattr(exc, "error", None), "code", None)
+            if code != CONNECTION_CLOSED:  # the server answered with an error: it is alive
+                kind = "mcp_timeout" if code == REQUEST_TIMEOUT else "mcp_error"
+                return McpAnswer(False, error=kind, detail=str(exc)[:300])
+            return self._broke(exc)
         except Exception as exc:  # the session broke (the server died): not a tool's error
-            self.status = f"dead: {type(exc).__name__}: {exc}"[:300]
-            log.warning("mcp server died", extra={"server": self.config.name})
-            return McpAnswer(False, error="mcp_unavailable", detail=self.status)
+            return self._broke(exc)
         data = _content(result)
         if getattr(result, "is_error", False):
             return McpAnswer(False, data, error="mcp_error", detail=str(data)[:300])
         return McpAnswer(True, data)
+
+    def _broke(self, exc: BaseException) -> McpAnswer:
+        """The session broke after the call went (the server died): a write may have been
+        applied; its tools leave the next run."""
+        self.status = f"dead: {type(exc).__name__}: {exc}"[:300]
+        log.warning("mcp server died", extra={"server": self.config.name})
+        return McpAnswer(False, error="mcp_broken", detail=self.status)
 
     async def aclose(self) -> None:
         self._closing.set()

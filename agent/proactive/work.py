@@ -99,7 +99,7 @@ class ProactiveWork:
         if reply is None:
             return None
         choice, code = reply
-        record = self.store.approval_by_code(event.conversation.id, code)
+        record = self.store.approval_by_code(event.conversation.id, code, event.actor.user_id)
         if record is None:
             return None  # not a code we gave: an ordinary message
         decision = desk.decide(record, event.actor.user_id, choice)
@@ -114,6 +114,10 @@ class ProactiveWork:
         )
         if decision.decided and decision.record is not None:
             return await settlement.carry_out(decision.record, run)
+        again = decision.record
+        if again is not None and again.decided_by == event.actor.user_id:
+            # this very reply decided it before a crash: carry it out (once: the claim)
+            return await settlement.carry_out(again, run)
         return await self._say(run, decision.said)
 
     async def _say(self, run: Run, text: str) -> Run:

@@ -217,8 +217,19 @@ class Acting:
             record, _voided = self.acts.open_approval(run, intent)
             prompt = self.acts.desk.prompt(record, run.origin.conversation_type.value == "group")
             confirm = {"kind": "confirm", "text": prompt, "approval_id": record.approval_id}
+            seen = len(outcome.receipts)
             await self.act(run, [confirm], outcome, settle_last=False, answer=False)
-            outcome.awaiting.append(record.approval_id)
+            asked = [r for r in outcome.receipts[seen:] if r.kind is ActionKind.CONFIRM]
+            first = self.store.receipt_for_idempotency_key(
+                idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)
+            )
+            delivered = any(r.status.delivered for r in asked) or bool(
+                first and first.status.delivered
+            )
+            if delivered and record.status.is_open:
+                outcome.awaiting.append(record.approval_id)
+            elif record.status.is_open:  # nobody was asked: nothing may wait on it
+                self.acts.desk.void(record, "the approval prompt did not reach the asker")
             return
         receipt = await self.acts.execute(run, intent, None)
         outcome.receipts.append(receipt)
