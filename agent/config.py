@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from agent.contracts import AgentDefinition
+from agent.contracts.filetypes import MAX_UPLOAD_BYTES
 from agent.contracts.quiet_hours import parse_quiet_hours
 from agent.contracts.tools import BUILTIN
 
@@ -108,6 +109,10 @@ class Settings(BaseModel):
     write_budget_per_day: int = Field(default=10000, ge=0)
     max_reply_chars: int = Field(default=3800, ge=100, le=6000)
     max_reply_chunks: int = Field(default=4, ge=1)
+    # pictures and files a reply may carry (each its own message after the text), and the
+    # largest one: DingTalk's media upload takes up to 20 MB
+    max_attachments_per_reply: int = Field(default=4, ge=0, le=20)
+    max_attachment_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1024, le=MAX_UPLOAD_BYTES)
     agent: AgentDefinition = Field(default_factory=AgentDefinition)
 
     # the enriched invocation (agent/run/invocation.py)

@@ -41,6 +41,7 @@ from gates.action_case import (
     split_text,
 )
 from gates.action_checks import CHECKS, MAX_TITLE_CHARS
+from gates.attachments import CheckedAttachment
 
 # The gate's whole API, also what ``gates/action_checks.py`` holds (imported from here).
 __all__ = [
@@ -73,6 +74,15 @@ class Approval:
     # An act that passed every check but reaches beyond the asker's own reversible things:
     # it runs only once its authorizer approves (agent/acts/approvals.py).
     waits_for_approval: bool = False
+    # a reply's attachments with their bytes (each has an intent of its own after the text)
+    attachments: tuple[CheckedAttachment, ...] = ()
+
+    def payload(self, intent: ActionIntent) -> bytes | None:
+        """The bytes of the attachment an intent carries (None for any other intent)."""
+        ref = intent.content.attachment if intent.content is not None else None
+        if ref is None:
+            return None
+        return next((a.data for a in self.attachments if a.ref.sha256 == ref.sha256), None)
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,11 @@ class ActionGate:
             and auth is not None
             and auth.needs_approval
         )
-        return Approval(case.request, _intents(case, checked), checked, due, waits)
+        attachments = case.attachments if case.request.attachments else []
+        assert isinstance(attachments, list)  # a problem was refused by its check
+        return Approval(
+            case.request, _intents(case, checked), checked, due, waits, tuple(attachments)
+        )
 
 
 def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
@@ -170,6 +184,13 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
         contents: list[MessageContent | None] = [
             MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
         ]
+        if request.attachments:  # after the text, each its own message in the same slot
+            attachments = c.attachments
+            assert isinstance(attachments, list)
+            contents += [
+                MessageContent(msgtype=item.ref.kind, text=item.ref.name, attachment=item.ref)
+                for item in attachments
+            ]
     else:
         contents = [None]
     return [

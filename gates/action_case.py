@@ -23,6 +23,12 @@ from agent.contracts import (
     RefusalReason,
     Run,
 )
+from gates.attachments import (
+    AttachmentLimits,
+    AttachmentProblem,
+    CheckedAttachment,
+    check_attachments,
+)
 from gates.reminders import reminder_time
 
 # The write-budget windows: ``ActionFacts`` counts writes over exactly these spans.
@@ -48,6 +54,8 @@ class ActionPolicy:
     # A task left waiting is followed up by the heartbeat (follow_up_after_s is set), so a
     # reply that says "I'll come back to you" with one is not an empty promise.
     follow_ups: bool
+    # Pictures and files a reply may carry (how many, how large each)
+    attachments: AttachmentLimits
     # Acts: the tools enabled for this robot (``tools`` in dta.toml), at most this many
     # acts per run, and their own budgets per conversation and in total, per day.
     tools: frozenset[str] = frozenset()
@@ -211,6 +219,13 @@ class _Case:
         """The reminder's time in epoch seconds (None: no reminder, or an unreadable time)."""
         reminder = self.request.reminder
         return None if reminder is None else reminder_time(reminder.at, self.policy.timezone)
+
+    @cached_property
+    def attachments(self) -> list[CheckedAttachment] | AttachmentProblem:
+        """The request's attachments decoded and typed by their bytes, or what is wrong."""
+        return check_attachments(
+            self.request.attachments, self.policy.attachments, self.policy.secrets
+        )
 
     @property
     def allowed_pieces(self) -> int:

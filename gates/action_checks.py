@@ -28,6 +28,7 @@ from gates.action_case import (
     slot_keys,
     split_text,
 )
+from gates.attachments import AttachmentProblem
 from gates.claims import done_claim, later_promise, unquoted, workspace_claim
 from gates.reminders import ReminderLimits, mentions_everyone, reminder_problem
 
@@ -126,7 +127,7 @@ def _identity(c: _Case) -> _Refused | None:
 def _write_budget(c: _Case) -> _Refused | None:
     """Per conversation per minute and per day, counting every message a chunked reply takes
     (a reply too long to send at all costs its limit; ``content`` refuses it later)."""
-    cost = min(len(c.pieces), c.allowed_pieces)
+    cost = min(len(c.pieces), c.allowed_pieces) + len(c.request.attachments)
     facts, policy = c.facts, c.policy
     per_minute = policy.write_budget_per_conversation_per_minute
     if facts.writes_last_minute + cost > per_minute:
@@ -177,6 +178,15 @@ def _content(c: _Case) -> _Refused | None:
             RefusalReason.SECRET_IN_CONTENT,
             "the text contains a configured secret or a session webhook URL",
         )
+    return None
+
+
+def _attachments(c: _Case) -> _Refused | None:
+    """A reply's pictures and files: DingTalk takes them (by their bytes, not their names),
+    none too large, no more than a reply may carry, no secret inside (``gates/attachments.py``)."""
+    checked = c.attachments
+    if isinstance(checked, AttachmentProblem):
+        return _Refused(checked.reason, checked.detail)
     return None
 
 
@@ -290,6 +300,7 @@ CHECKS: tuple[_Check, ...] = (
     _Check("write_budget", _write_budget, "messages"),
     _Check("target", _target, "messages"),
     _Check("content", _content, "messages"),
+    _Check("attachments", _attachments, "messages"),
     _Check("reminder", _reminder, "messages"),
     _Check("at_all", _at_all, "messages"),
     _Check("claims", _claims, "messages"),

@@ -107,6 +107,7 @@ def fake_transport_config(fake: Any, **fields: Any) -> Any:
         client_secret=fake.app_secret,
         robot_code=fake.robot_code,
         directory_base_url=None,
+        oapi_base_url=fake.base_url,
         **fields,
     )
 

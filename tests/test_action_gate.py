@@ -38,6 +38,7 @@ ORDER = [
     "write_budget",
     "target",
     "content",
+    "attachments",
     "reminder",
     "at_all",
     "claims",
@@ -106,6 +107,11 @@ REFUSING = [
     ("target", RefusalReason.TARGET_UNAVAILABLE, {"run": run_for(event(), webhook=EXPIRED)}),
     ("content", RefusalReason.CONTENT_TOO_LARGE, {"raw": {"kind": "ack", "text": "x" * 4000}}),
     ("content", RefusalReason.SECRET_IN_CONTENT, {"raw": REPLY, "secrets": ("12",)}),
+    (
+        "attachments",
+        RefusalReason.ATTACHMENT_UNSUPPORTED,
+        {"raw": {**REPLY, "attachments": [{"name": "a.png", "data_base64": "aGVsbG8="}]}},
+    ),
     (
         "reminder",
         RefusalReason.REMINDER_NOT_ALLOWED,

@@ -222,6 +222,7 @@ async def test_expired_or_unknown_session_is_gone(fake, http, clock) -> None:
     [
         ({"text": {"content": "x"}}, 40035),
         ({"msgtype": "video", "video": {}}, 40008),
+        ({"msgtype": "file", "file": {"media_id": "@lA1"}}, 401102),
         ({"msgtype": "text"}, 40035),
         ({"msgtype": "text", "text": {"content": "  "}}, 40035),
         ({"msgtype": "markdown", "markdown": {"text": "no title"}}, 40035),

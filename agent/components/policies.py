@@ -14,6 +14,7 @@ from agent.run.invocation import InvocationLimits
 from agent.run.media import MediaLimits
 from agent.run.metering import ModelLimits
 from gates.action import ActionPolicy
+from gates.attachments import AttachmentLimits
 from gates.response import ResponsePolicy
 from storage.backends.postgres import schema_for
 
@@ -45,6 +46,9 @@ def action_policy(settings: Settings) -> ActionPolicy:
         timezone=settings.timezone,
         follow_ups=settings.heartbeat_interval_s is not None
         and settings.follow_up_after_s is not None,
+        attachments=AttachmentLimits(
+            settings.max_attachments_per_reply, settings.max_attachment_bytes
+        ),
         tools=frozenset(settings.tools),
         max_acts_per_run=settings.max_acts_per_run,
         act_budget_per_conversation_per_day=settings.act_budget_per_conversation_per_day,
@@ -82,6 +86,7 @@ def transport_config(settings: Settings) -> TransportConfig:
         proxy=settings.http_proxy,
         directory_base_url=settings.directory_base_url if settings.identity_lookup else None,
         directory_timeout_s=settings.identity_timeout_s,
+        oapi_base_url=settings.directory_base_url,
     )
 
 

@@ -52,6 +52,15 @@ class ReminderProposal(Contract):
     conversation_id: str | None = None
 
 
+class OutboundAttachment(Contract):
+    """A picture or a file a reply carries out (a chart, an export a skill or tool made):
+    its name and its bytes in base64. Not the inbound ``Event.attachments``: what it is
+    comes from its bytes, checked by the action gate, never from its name."""
+
+    name: str = Field(min_length=1, max_length=120, pattern=r"^[^/\\\x00-\x1f]+$")
+    data_base64: str = Field(min_length=4)
+
+
 class ActionRequest(Contract):
     """What a provider may ask for. It has no target, robot or user: the origin is implied.
 
@@ -75,9 +84,13 @@ class ActionRequest(Contract):
     tool: str | None = None  # an act's tool, e.g. "dingtalk.todo.create"
     arguments: dict[str, Any] | None = None  # an act's final arguments
     approval_id: str | None = None  # a confirm's approval (the host's own requests only)
+    # pictures and files a reply carries: each its own message after the text
+    attachments: list[OutboundAttachment] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _content_matches_kind(self) -> ActionRequest:
+        if self.attachments and self.kind is not ActionKind.REPLY:
+            raise ValueError("only a reply carries attachments")
         has_text = bool(self.text and self.text.strip())
         has_markdown = bool(self.markdown and self.markdown.strip())
         if (self.kind is ActionKind.ACT) != (self.tool is not None):
@@ -100,14 +113,28 @@ class ActionRequest(Contract):
         return self
 
 
+class AttachmentRef(Contract):
+    """An attachment as an intent records it: what the gate found in its bytes, never the
+    bytes themselves (they go to DingTalk's media upload once, with the attempt)."""
+
+    name: str
+    kind: Literal["image", "file"]
+    file_type: str  # as uploaded: png, jpg, pdf, xlsx, …
+    size: int
+    sha256: str
+
+
 class MessageContent(Contract):
     # "card": a reply delivered as an AI card (see agent/cards/broker.py); its text is the card's
     # final text, recorded once when the card ends; "approval": an approval card with
     # approve/deny buttons (agent/acts/approval_card.py), its text what the card says
     # "reaction": the working signal as an emotion on the person's message (its name)
-    msgtype: Literal["text", "markdown", "card", "approval", "reaction"]
+    # "image", "file": an attachment of a reply, sent by the OpenAPI after the text; its
+    # text is the attachment's name
+    msgtype: Literal["text", "markdown", "card", "approval", "reaction", "image", "file"]
     text: str
     title: str | None = None
+    attachment: AttachmentRef | None = None
 
 
 class ActionIntent(Contract):
@@ -149,6 +176,7 @@ class Evidence(Contract):
     out_track_id: str | None = None  # the AI card's handle, when the reply was a card
     frames: int | None = None  # frames of the card DingTalk took (the final one included)
     object_id: str | None = None  # what an act made or changed (a to-do's id, an event's)
+    media_id: str | None = None  # an attachment's upload (DingTalk's media_id)
 
 
 class Attempt(Contract):

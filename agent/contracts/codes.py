@@ -75,6 +75,10 @@ class RefusalReason(StrEnum):
     CONTENT_TOO_LARGE = "content_too_large"
     # Added by dta: the text would publish a configured secret or a session webhook URL.
     SECRET_IN_CONTENT = "secret_in_content"
+    # A reply's attachment DingTalk's media upload does not take (by its bytes: text, audio,
+    # video, an unknown format) or whose base64 does not decode; too large is
+    # content_too_large.
+    ATTACHMENT_UNSUPPORTED = "attachment_unsupported"
     # Added by dta: a reminder for someone other than the requester or their conversation,
     # in the past or beyond ``max_reminder_days``, or with no heartbeat to deliver it.
     REMINDER_NOT_ALLOWED = "reminder_not_allowed"
@@ -95,6 +99,13 @@ class RefusalReason(StrEnum):
     APPROVAL_DENIED = "approval_denied"
     APPROVAL_EXPIRED = "approval_expired"
     APPROVAL_VOID = "approval_void"
+
+
+class AttachmentReason(StrEnum):
+    """Why a reply's attachment was not delivered while its text was (on a failed receipt)."""
+
+    UPLOAD_FAILED = "upload_failed"  # DingTalk's media upload said no: its words in evidence
+    NO_OPENAPI = "attachment_needs_openapi"  # a session webhook cannot carry a file (401102)
 
 
 class CardReason(StrEnum):

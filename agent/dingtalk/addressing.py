@@ -29,6 +29,7 @@ from agent.contracts import (
     sha256_text,
 )
 from agent.dingtalk.http_pool import Place
+from agent.dingtalk.media_upload import Upload, message_param, placeholder
 from agent.dingtalk.openapi import TransportConfig
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -97,10 +98,23 @@ class OutboundRequest:
     may_have_arrived: bool = field(default=False, init=False)
     # The pool place the send holds (agent/dingtalk/http_pool.py): its bytes leave without waiting.
     place: Place | None = field(default=None, init=False)
+    # An attachment: uploaded first (once), then its media id goes into the body.
+    upload: Upload | None = None
 
     def __post_init__(self) -> None:
         # The digest covers what we said, never where the secret-bearing URL points.
         self.digest = sha256_text(canonical_json(self.body))[:32]
+
+    def uploaded(self, media_id: str) -> None:
+        """The attachment's media id, now that DingTalk issued it, into the body."""
+        assert self.upload is not None
+        self.upload.media_id = media_id
+        msg_key, param = message_param(self.upload.ref, media_id)
+        self.body = {
+            **self.body,
+            "msgKey": msg_key,
+            "msgParam": json.dumps(param, ensure_ascii=False),
+        }
 
 
 class Addressing:
@@ -110,6 +124,14 @@ class Addressing:
     config: TransportConfig
     clock: Clock
     webhook_origins: frozenset[str]
+
+    def channel_for_intent(self, intent: ActionIntent) -> Channel:
+        """The channel for this message: an attachment goes by the OpenAPI only (a session
+        webhook cannot carry a file: 401102), anything else as ``channel_for`` says."""
+        content = intent.content
+        if content is not None and content.attachment is not None:
+            return self.openapi_channel(intent.target)
+        return self.channel_for(intent.target)
 
     def channel_for(self, target: Origin) -> Channel:
         """The session webhook while it is valid and on an allowed origin, else the OpenAPI
@@ -155,7 +177,10 @@ class Addressing:
             return Channel.OPENAPI_GROUP
         return Channel.OPENAPI_OTO
 
-    def build_request(self, intent: ActionIntent, channel: Channel) -> OutboundRequest:
+    def build_request(
+        self, intent: ActionIntent, channel: Channel, payload: bytes | None = None
+    ) -> OutboundRequest:
+        """The request for ``intent`` on ``channel``; ``payload``: an attachment's bytes."""
         content = intent.content
         if content is None:
             raise ValueError("only message intents go on the wire")
@@ -180,7 +205,13 @@ class Addressing:
         if channel is Channel.OPENAPI_GROUP and not target.has_staff_id:
             unmentioned = "sent without @: the sender has no staff id to @ through the OpenAPI"
             note = f"{note}; {unmentioned}" if note else unmentioned
-        if content.msgtype == "markdown":
+        upload = None
+        param: dict[str, Any]
+        if content.attachment is not None:
+            note = None  # by the OpenAPI because it is a file, whatever the webhook
+            upload = Upload(content.attachment, payload)
+            msg_key, param = message_param(content.attachment, placeholder(content.attachment))
+        elif content.msgtype == "markdown":
             msg_key = "sampleMarkdown"
             param = {"title": content.title or content.text[:20], "text": content.text}
         else:
@@ -193,9 +224,9 @@ class Addressing:
         if channel is Channel.OPENAPI_GROUP:
             body["openConversationId"] = target.conversation_id
             url = f"{base}/v1.0/robot/groupMessages/send"
-            return OutboundRequest(channel, url, body, needs_token=True, note=note)
-        if channel is Channel.OPENAPI_OTO:
+        elif channel is Channel.OPENAPI_OTO:
             body["userIds"] = [target.user_id]
             url = f"{base}/v1.0/robot/oToMessages/batchSend"
-            return OutboundRequest(channel, url, body, needs_token=True, note=note)
-        raise ValueError(f"no request for channel {channel}")
+        else:
+            raise ValueError(f"no request for channel {channel}")
+        return OutboundRequest(channel, url, body, needs_token=True, note=note, upload=upload)

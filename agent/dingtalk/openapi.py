@@ -45,6 +45,7 @@ class TransportConfig:
     proxy: str | None
     directory_base_url: str | None  # the oapi host for user details
     directory_timeout_s: float
+    oapi_base_url: str  # the old-style host (oapi.dingtalk.com): media upload, user details
 
     @property
     def has_openapi_credentials(self) -> bool:

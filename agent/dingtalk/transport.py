@@ -25,6 +25,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from agent.clock import Clock
 from agent.contracts import AttemptOutcome, Channel, Evidence
 from agent.dingtalk.addressing import Addressing, OutboundRequest, allowed_origins, webhook_origin
+from agent.dingtalk.media_upload import UploadFailed, upload_media
 from agent.dingtalk.openapi import DingTalkAPI, TokenError, TransportConfig, json_object
 
 # Errors that prove the request never reached DingTalk: retried (connecting) or failed.
@@ -60,6 +61,7 @@ class Delivery:
     outcome: AttemptOutcome
     evidence: Evidence
     session_gone: bool = False  # a definite "this webhook no longer exists"
+    upload_failed: bool = False  # an attachment DingTalk's media upload did not take
 
 
 class _Retryable(Exception):
@@ -140,8 +142,25 @@ class DingTalkTransport(Addressing, DingTalkAPI):
 
     async def deliver(self, request: OutboundRequest) -> Delivery:
         """Send on the request's channel; why that channel was chosen, when it was not the
-        obvious one (``request.note``), leads the evidence's detail."""
+        obvious one (``request.note``), leads the evidence's detail. An attachment is
+        uploaded first, once: a send retried after it reuses the media id."""
+        upload = request.upload
+        if upload is not None and upload.media_id is None:
+            try:
+                media_id = await upload_media(self, self.config.oapi_base_url, upload)
+            except UploadFailed as exc:
+                evidence = Evidence(
+                    channels_tried=[request.channel],
+                    http_status=exc.http_status,
+                    errcode=exc.errcode,
+                    errmsg=exc.errmsg,
+                    detail=f"media upload failed: {exc.detail}"[:500],
+                )
+                return Delivery(AttemptOutcome.FAILED, evidence, upload_failed=True)
+            request.uploaded(media_id)
         delivery = await self._deliver(request)
+        if upload is not None:
+            delivery.evidence.media_id = upload.media_id
         if request.note:
             detail = delivery.evidence.detail
             delivery.evidence.detail = f"{request.note}; {detail}" if detail else request.note

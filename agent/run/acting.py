@@ -51,6 +51,7 @@ REPAIRABLE = frozenset(
         RefusalReason.UNBACKED_CLAIM,
         RefusalReason.DEFERRED_PROMISE,
         RefusalReason.CONTENT_TOO_LARGE,
+        RefusalReason.ATTACHMENT_UNSUPPORTED,
     }
 )
 ANSWER_REFUSALS = frozenset(
@@ -63,6 +64,7 @@ ANSWER_REFUSALS = frozenset(
         RefusalReason.AT_ALL,
         RefusalReason.UNBACKED_CLAIM,
         RefusalReason.DEFERRED_PROMISE,
+        RefusalReason.ATTACHMENT_UNSUPPORTED,
     }
 )
 
@@ -146,20 +148,9 @@ class Acting:
                 await self._act(run, verdict, outcome)
                 continue
             self.accept(run, verdict.request, verdict.reminder_due)
-            status: ReceiptStatus | None = None
-            receipt = None
-            for chunk, intent in enumerate(verdict.intents, start=1):
-                last = settle_last and index == len(requests) - 1 and chunk == len(verdict.intents)
-                ending = self.ending(outcome, kind) if last else None
-                receipt = await self.deliver(
-                    run, intent, silence_detail=verdict.request.reason or "", ending=ending
-                )
-                if ending is not None and receipt.status is not ReceiptStatus.REFUSED:
-                    outcome.settled = ending.apply(run, receipt)  # the broker saved it so
-                outcome.receipts.append(receipt)
-                status = receipt.status
-                if not status.delivered and status is not ReceiptStatus.SILENT:
-                    break  # do not send the rest of a long reply after a failed piece
+            last = settle_last and index == len(requests) - 1
+            receipt = await self._send(run, verdict, outcome, last)
+            status = receipt.status if receipt is not None else None
             if kind is ActionKind.ACK:
                 tally.acks += 1
                 outcome.acked = outcome.acked or bool(status and status.delivered)
@@ -171,6 +162,39 @@ class Acting:
                 outcome.terminal, outcome.terminal_kind = status, kind
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
+
+    async def _send(
+        self, run: Run, verdict: Approval, outcome: RunOutcome, last: bool
+    ) -> Receipt | None:
+        """An approved message's intents, in order: its text (in chunks), then each
+        attachment. The last one carries the run's ending when ``last``. Returns the last
+        receipt of the words: what decides the run (a failed piece stops the words; a
+        failed attachment stops nothing)."""
+        kind, intents = verdict.request.kind, verdict.intents
+        said: Receipt | None = None
+        for chunk, intent in enumerate(intents, start=1):
+            ending = self.ending(outcome, kind) if last and chunk == len(intents) else None
+            attachment = intent.content is not None and intent.content.attachment is not None
+            if ending is not None and attachment:
+                # The words went before it: the run has spoken, whatever becomes of a
+                # picture or file (its own receipt says).
+                ending = RunEnding(ending.delivered, ending.delivered)
+            receipt = await self.deliver(
+                run,
+                intent,
+                silence_detail=verdict.request.reason or "",
+                ending=ending,
+                payload=verdict.payload(intent),
+            )
+            if ending is not None and receipt.status is not ReceiptStatus.REFUSED:
+                outcome.settled = ending.apply(run, receipt)  # the broker saved it so
+            outcome.receipts.append(receipt)
+            if attachment:
+                continue
+            said = receipt
+            if not receipt.status.delivered and receipt.status is not ReceiptStatus.SILENT:
+                break  # do not send the rest of a long reply after a failed piece
+        return said
 
     async def _facts(
         self,
@@ -264,9 +288,11 @@ class Acting:
         intent: ActionIntent,
         silence_detail: str = "",
         ending: RunEnding | None = None,
+        payload: bytes | None = None,
     ) -> Receipt:
         """An approved intent to its carrier: an AI card for a card reply, an approval card
-        for a confirm (when a template is set), else the broker."""
+        for a confirm (when a template is set), else the broker (``payload``: the bytes of
+        an attachment)."""
         content = intent.content
         if self.cards is not None and content is not None and content.msgtype == "card":
             return await self.cards.deliver(run, intent, ending)
@@ -276,7 +302,7 @@ class Acting:
         reaction = content is not None and content.msgtype == "reaction"
         if self.reactions is not None and reaction:
             return await self.reactions.deliver(run, intent, ending)
-        return await self.broker.execute(run, intent, silence_detail, ending)
+        return await self.broker.execute(run, intent, silence_detail, ending, payload)
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
         """What an approved request carries besides its message, before that goes out: its

@@ -17,6 +17,7 @@ from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     ActionKind,
+    AttachmentReason,
     Attempt,
     AttemptOutcome,
     Channel,
@@ -130,8 +131,11 @@ class Broker:
         intent: ActionIntent,
         silence_detail: str = "",
         ending: RunEnding | None = None,
+        payload: bytes | None = None,
     ) -> Receipt:
-        channel = self.transport.channel_for(intent.target) if intent.kind.is_message else None
+        """Deliver an approved intent: one receipt. ``payload``: the bytes of the attachment
+        it carries (uploaded with its attempt, never stored)."""
+        channel = self.transport.channel_for_intent(intent) if intent.kind.is_message else None
         if channel is None or channel is Channel.NONE:
             if not self.store.add_intent(intent):
                 return self.refuse_duplicate(run, intent)
@@ -142,11 +146,12 @@ class Broker:
         # that may have been sent.
         turn = self.spacing.turn(intent.target.conversation_id)
         async with turn, await self.transport.reserve_place() as place:
-            attempt, request = self._attempt(intent, channel, place)
+            attempt, request = self._attempt(intent, channel, place, payload)
             if not self.store.add_intent(intent, attempt):
                 return self.refuse_duplicate(run, intent)
             sent = await self._send(run, intent, attempt, request)
-        return await self._settle(run, intent, sent, ending)
+        reason = AttachmentReason.UPLOAD_FAILED.value if sent.delivery.upload_failed else None
+        return await self._settle(run, intent, sent, ending, reason)
 
     def _without_channel(
         self, run: Run, intent: ActionIntent, silence_detail: str, ending: RunEnding | None
@@ -161,6 +166,19 @@ class Broker:
                 intent_id=intent.intent_id,
                 reason=SilentReason.PROVIDER_SILENCE.value,
                 evidence=Evidence(detail=silence_detail[:500] or None),
+            )
+        elif intent.content is not None and intent.content.attachment is not None:
+            receipt = self.receipt(
+                run,
+                intent.kind,
+                ReceiptStatus.FAILED,
+                intent_id=intent.intent_id,
+                reason=AttachmentReason.NO_OPENAPI.value,
+                evidence=Evidence(
+                    channels_tried=[Channel.NONE],
+                    detail="a file goes by the OpenAPI only (a session webhook cannot carry"
+                    " one) and no OpenAPI credentials are configured",
+                ),
             )
         else:
             receipt = self.receipt(
@@ -209,9 +227,13 @@ class Broker:
         return await self._settle(run, intent, sent, ending, reason)
 
     def _attempt(
-        self, intent: ActionIntent, channel: Channel, place: Place | None = None
+        self,
+        intent: ActionIntent,
+        channel: Channel,
+        place: Place | None = None,
+        payload: bytes | None = None,
     ) -> tuple[Attempt, OutboundRequest]:
-        request = self.transport.build_request(intent, channel)
+        request = self.transport.build_request(intent, channel, payload)
         request.place = place
         attempt = Attempt(
             attempt_id=new_id("att"),

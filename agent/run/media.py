@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import Event, MediaItem, MediaStatus
+from agent.contracts.filetypes import is_text, sniff
 from agent.dingtalk.openapi import DingTalkAPI, DownloadError
 
 log = logging.getLogger("dta.media")
@@ -32,48 +33,7 @@ log = logging.getLogger("dta.media")
 MEDIA_INDEX = "media.json"
 # the provider-facing folder of a run directory that holds the files
 RUN_MEDIA = "media"
-# (prefix, offset, mime): the first bytes of the formats DingTalk users send
-_MAGIC: tuple[tuple[bytes, int, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
-    (b"\xff\xd8\xff", 0, "image/jpeg"),
-    (b"GIF87a", 0, "image/gif"),
-    (b"GIF89a", 0, "image/gif"),
-    (b"BM", 0, "image/bmp"),
-    (b"%PDF-", 0, "application/pdf"),
-    (b"PK\x03\x04", 0, "application/zip"),
-    (b"#!AMR", 0, "audio/amr"),
-    (b"OggS", 0, "audio/ogg"),
-    (b"ID3", 0, "audio/mpeg"),
-    (b"ftyp", 4, "video/mp4"),
-    (b"\x1aE\xdf\xa3", 0, "video/webm"),
-)
-_TEXT_SUFFIXES = {".txt": "text/plain", ".md": "text/markdown", ".csv": "text/csv"}
-_TEXT_SUFFIXES[".json"] = "application/json"
 _UNSAFE = re.compile(r"[^\w.\-]+")
-
-
-def sniff(data: bytes, file_name: str | None = None) -> str:
-    """The type the bytes show; text is recognised as UTF-8 without NUL bytes."""
-    for prefix, offset, mime in _MAGIC:
-        if data[offset : offset + len(prefix)] == prefix:
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    head = data[:4096]
-    if b"\x00" not in head:
-        try:
-            head.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if exc.start < len(head) - 3:  # not just a character cut at the window's end
-                return "application/octet-stream"
-        suffix = Path(file_name or "").suffix.lower()
-        return _TEXT_SUFFIXES.get(suffix, "text/plain")
-    return "application/octet-stream"
-
-
-def is_text(mime: str | None) -> bool:
-    """Readable as text: the txt, md, csv and json files a colleague pastes around."""
-    return bool(mime) and (mime.startswith("text/") or mime == "application/json")
 
 
 _EXTENSIONS = {

@@ -44,6 +44,7 @@ _KINDS: tuple[tuple[str, str], ...] = (
     ("/v1.0/robot/messageFiles/download", "download"),
     ("/v1.0/card/", "card"),
     ("/v1.0/robot/emotion/", "reaction"),  # put and recall alike
+    ("/media/upload", "media_upload"),
 )
 # Not platform traffic: the gateway's handshake and socket, and the lab's own controls.
 _NOT_COUNTED = ("/v1.0/gateway/connections/open", "/connect", "/_lab/")

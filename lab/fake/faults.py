@@ -30,6 +30,7 @@ FaultTarget = Literal[
     "calendar_get",
     "calendar_schedule",
     "reaction",
+    "media_upload",
 ]
 
 # The workspace calls (lab/fake/workspace.py). Those that change something may also be
@@ -55,6 +56,9 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
     "download": frozenset({"status", "times", "timeout", "expired", "oversized"}),
     # the emotion reaction API, put and recall alike (lab/fake/reactions.py)
     "reaction": frozenset({"status", "times", "timeout"}),
+    # the media upload of a reply's picture or file (lab/fake/media.py): refused with an
+    # errcode (``status``) or slow past the client's timeout
+    "media_upload": frozenset({"status", "times", "timeout"}),
     # the AI card calls (lab/fake/cards.py): createAndDeliver, a streaming frame, the card
     # data update; ``error`` answers as DingTalk does for a card set-up problem
     **dict.fromkeys(

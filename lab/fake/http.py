@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM: web.AppKey[PlatformState] = web.AppKey("dta_fake_platform")
 MAX_BODY_BYTES = 20000
+MAX_BODY_UPLOAD = 21 * 1024 * 1024  # a request body, a media upload included
 MAX_OTO_USERS = 20
 SESSION_GONE = (300001, "session 不存在")
 DINGTALK_ID_MARK = "$:LWCP_v1:$"  # how a dingtalkId (senderId) begins, unlike a staff id
@@ -43,7 +44,12 @@ _MSG_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sampleMarkdown": ("markdown", ("text", "title")),
     "sampleLink": ("link", ("text", "title", "messageUrl")),
     "sampleActionCard": ("actionCard", ("text", "title")),
+    # a picture or a file uploaded before (lab/fake/media.py); the text shown is its name
+    "sampleImageMsg": ("image", ("photoURL",)),
+    "sampleFile": ("file", ("mediaId", "fileName", "fileType")),
 }
+# A file body on a session webhook: DingTalk wants a media id it never reads there (401102).
+_WEBHOOK_MEDIA = ("file",)
 
 
 class Reject(Exception):
@@ -144,6 +150,8 @@ def _webhook_message(body: Any) -> dict[str, Any]:
     msgtype = body.get("msgtype")
     if not _nonempty_str(msgtype):
         _reject_errcode(40035, "缺少参数 msgtype")
+    if msgtype in _WEBHOOK_MEDIA:
+        _reject_errcode(401102, f"miss param : {msgtype}->mediaId")
     if msgtype not in _WEBHOOK_TYPES:
         _reject_errcode(40008, f"不合法的消息类型 {msgtype}")
     part = body.get(msgtype)
@@ -224,7 +232,18 @@ def _require(platform: PlatformState, body: Any, names: tuple[str, ...]) -> dict
     return body
 
 
-def _message_param(body: dict[str, Any]) -> dict[str, Any]:
+def _media_shown(platform: PlatformState, msgtype: str, param: dict[str, Any]) -> dict[str, Any]:
+    """An image or file message: the media it names must be one this robot uploaded; what
+    a user sees is the file (its name as the message's text)."""
+    media_id = param["photoURL"] if msgtype == "image" else param["mediaId"]
+    media = platform.media.get(media_id)
+    if media is None or media.robot_code != platform.robot_code:
+        _reject_api(400, "invalidParameter.mediaId", f"mediaId 不存在: {str(media_id)[:40]}")
+    name = media.name if msgtype == "image" else str(param["fileName"])
+    return {"msgtype": msgtype, "text": name, "title": None, "media_id": media_id}
+
+
+def _message_param(platform: PlatformState, body: dict[str, Any]) -> dict[str, Any]:
     """Parse ``msgKey`` + ``msgParam`` (a JSON *string*) into what a user would see."""
     key = body["msgKey"]
     if key not in _MSG_KEYS:
@@ -242,6 +261,8 @@ def _message_param(body: dict[str, Any]) -> dict[str, Any]:
     for name in needed:
         if not _nonempty_str(param.get(name)):
             _reject_api(400, "invalidParameter.msgParam", f"msgParam.{name} is required for {key}")
+    if msgtype in ("image", "file"):
+        return _media_shown(platform, msgtype, param)
     return {"msgtype": msgtype, "text": param[needed[0]], "title": param.get("title")}
 
 
@@ -263,7 +284,7 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
         )
     if not oto and not _nonempty_str(conversation):
         _reject_api(400, "invalidParameter.openConversationId", "openConversationId 不合法")
-    fields = _message_param(body)
+    fields = _message_param(platform, body)
     key = secrets.token_urlsafe(24)
     # batchSend answers per recipient: flow-controlled or invalid ones get nothing.
     flow = [u for u in users if u in platform.flow_controlled] if oto else []
@@ -379,7 +400,8 @@ def build_app(
 ) -> web.Application:
     """DingTalk's HTTP routes on ``platform``, plus ``extra_routes`` (the Stream Mode
     gateway's and the ``/_lab`` controls, which the caller owns)."""
-    app = web.Application(middlewares=[_guard])
+    # room for a 20 MB media upload (aiohttp takes 1 MB by default)
+    app = web.Application(middlewares=[_guard], client_max_size=MAX_BODY_UPLOAD)
     app[PLATFORM] = platform
     app.router.add_post("/v1.0/oauth2/accessToken", access_token)
     app.router.add_post("/robot/sendBySession", send_by_session)

@@ -30,6 +30,7 @@ from lab.fake.control import LabControl
 from lab.fake.downloads import download_routes
 from lab.fake.faults import Fault, ParsedFaults
 from lab.fake.http import serve
+from lab.fake.media import media_routes
 from lab.fake.reactions import reaction_routes
 from lab.fake.state import (
     SESSION_TTL_S,
@@ -114,6 +115,7 @@ class FakeDingTalk(PlatformState):
             *download_routes(),
             *card_routes(),
             *reaction_routes(),
+            *media_routes(),
             *workspace_routes(),
             *calendar_routes(),
         ]

@@ -33,6 +33,7 @@ __all__ = [
     "PlatformState",
     "ReceivedMessage",
     "Session",
+    "UploadedMedia",
 ]
 
 TOKEN_TTL_S = 7200.0
@@ -60,6 +61,7 @@ class ReceivedMessage:
     process_query_key: str | None
     robot_code: str | None
     at_dingtalk_ids: list[str] = field(default_factory=list)  # @ by dingtalkId (atDingtalkIds)
+    media_id: str | None = None  # an image or file message: the upload it shows
     # Real (monotonic) arrival time: the lab's virtual clock stands still during a drain,
     # and the spacing of messages on one screen is measured in real seconds.
     mono: float = field(default_factory=time.monotonic)
@@ -73,6 +75,18 @@ class ReceivedMessage:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class UploadedMedia:
+    """One upload to the media API: what a later image or file message may show."""
+
+    media_id: str
+    kind: str  # the upload's ``type``: image, file, voice, video
+    name: str  # the multipart part's file name
+    size: int
+    sha256: str
+    robot_code: str | None
 
 
 @dataclass
@@ -148,6 +162,8 @@ class PlatformState:
         self.download_urls: dict[str, tuple[FakeFile, Fault | None, float]] = {}
         self.downloads = 0  # messageFiles/download calls the platform answered
         self.cards: list[FakeCard] = []  # AI cards, in the order they were created
+        # media the robot uploaded (lab/fake/media.py): media_id -> what was uploaded
+        self.media: dict[str, UploadedMedia] = {}
         self.workspace = Workspace()  # to-dos and calendar events (lab.fake.workspace)
 
     # ------------------------------------------------------------------ faults
@@ -234,6 +250,7 @@ class PlatformState:
         process_query_key: str | None = None,
         robot_code: str | None = None,
         at_dingtalk_ids: list[str] | None = None,
+        media_id: str | None = None,
     ) -> ReceivedMessage:
         """Keep a message as delivered: from here on a user can see it."""
         message = ReceivedMessage(
@@ -251,6 +268,7 @@ class PlatformState:
             process_query_key=process_query_key,
             robot_code=robot_code,
             at_dingtalk_ids=list(at_dingtalk_ids or []),
+            media_id=media_id,
         )
         self.received.append(message)
         return message

@@ -128,6 +128,11 @@ _REFUSAL_ASKS = {
         "It is too long to send as a chat message. Give the same answer much shorter: the "
         "essentials only, a few lines."
     ),
+    "attachment_unsupported": (
+        "An attachment is not a picture or file DingTalk takes (images png, jpg, gif, bmp; "
+        "files pdf, zip, docx, xlsx, pptx, rar, doc, xls, ppt), or its base64 is broken. "
+        "Answer again without it, with what matters said in the text."
+    ),
     "deferred_promise": (
         "It promises to come back later, and nothing will: no follow-up is opened. Answer "
         "now with what you know, say plainly what you do not, or set a reminder the person "
