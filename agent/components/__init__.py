@@ -1,5 +1,5 @@
 """Every component built from ``Settings`` in one place: each default is written once, in
-``agent/config.py``, and this package turns settings into the parts' own small configs.
+``agent/config/settings.py``, and this package turns settings into the parts' own small configs.
 
     runtime = Runtime(settings)                # uses the builders below
     provider = build_provider(settings)

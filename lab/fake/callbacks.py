@@ -40,9 +40,10 @@ _SEND_KEYS = frozenset(
         "age",
         "raw",
         "attach",
+        "robot",
     }
 )
-_STR_KEYS = ("nick", "group", "text", "msgtype")
+_STR_KEYS = ("nick", "group", "text", "msgtype", "robot")
 
 
 def dingtalk_id(user_id: str) -> str:
@@ -166,9 +167,11 @@ def _robot_message(platform: PlatformState, number: Any) -> tuple[dict[str, Any]
             f"send.quote.platform_message must be 1..{len(platform.received)}, got {number!r}"
         )
     sent = platform.received[number - 1]
+    app = platform.app_for_robot(sent.robot_code) or platform.app_for_robot(None)
+    assert app is not None
     replied = {
         "msgId": f"robot-msg-{sent.seq}",
-        "senderId": platform.chatbot_user_id,
+        "senderId": app.chatbot_user_id,
         "msgType": sent.msgtype,
         "createdAt": _ms(sent.time),
     }
@@ -214,6 +217,9 @@ def build_callback(platform: PlatformState, send: dict[str, Any], now: float) ->
     Raises ``ValueError`` naming the problem when the step is malformed.
     """
     _check_send(send)
+    app = platform.app_for_robot(send.get("robot"))
+    if app is None:
+        raise ValueError(f"send.robot: the platform serves no robot {send['robot']!r}")
     user: str = send["from"]
     msg_id: str = send["msg"]
     group: str | None = send.get("group")
@@ -223,11 +229,11 @@ def build_callback(platform: PlatformState, send: dict[str, Any], now: float) ->
     # An armed "expired" fault means the webhook a callback carries is already dead.
     expires_at = now - 1.0 if platform.webhook_expired else now + SESSION_TTL_S
     webhook = platform.register_session(
-        conversation, "group" if group else "dm", None if group else user, expires_at
+        conversation, "group" if group else "dm", None if group else user, expires_at, app.robot_code
     )
     at_users: list[dict[str, str]] = []
     if send.get("at_bot", False):
-        at_users.append({"dingtalkId": platform.chatbot_user_id})
+        at_users.append({"dingtalkId": app.chatbot_user_id})
     at_users += [{"dingtalkId": dingtalk_id(u), "staffId": u} for u in send.get("at", [])]
     data: dict[str, Any] = {
         "msgId": msg_id,
@@ -240,9 +246,9 @@ def build_callback(platform: PlatformState, send: dict[str, Any], now: float) ->
         "senderNick": send.get("nick", user),
         "senderCorpId": platform.corp_id,
         "isAdmin": False,
-        "chatbotUserId": platform.chatbot_user_id,
+        "chatbotUserId": app.chatbot_user_id,
         "chatbotCorpId": platform.corp_id,
-        "robotCode": platform.robot_code,
+        "robotCode": app.robot_code,
         "isInAtList": bool(send.get("at_bot", False)),
         "atUsers": at_users,
         "sessionWebhook": webhook,

@@ -18,6 +18,7 @@ class Shown(Protocol):
     """The chat entry a card is (a ``ReceivedMessage``): its text is what a person sees."""
 
     text: str
+    robot_code: str | None  # the robot that sent it
 
 
 BLANK_ABOVE = 3000  # a card block longer than this renders blank on DingTalk's clients

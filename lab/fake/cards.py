@@ -33,7 +33,7 @@ from aiohttp import web
 
 from lab.fake.card_state import FakeCard
 from lab.fake.faults import QPS_LIMIT_CODE, Fault
-from lab.fake.http import Reject, _authenticate, _json_body, api_error
+from lab.fake.http import Reject, _authenticate, _json_body, api_error, caller
 from lab.fake.state import PlatformState
 
 GROUP_SPACE = "dtv1.card//IM_GROUP."
@@ -110,7 +110,8 @@ async def create_and_deliver(request: web.Request) -> web.Response:
     space = str(body["openSpaceId"])
     group = body.get("imGroupOpenDeliverModel") or {}
     robot = body.get("imRobotOpenDeliverModel") or {}
-    if space.startswith(GROUP_SPACE) and group.get("robotCode") == platform.robot_code:
+    robot_code = caller(request).robot_code  # a robot delivers only as itself
+    if space.startswith(GROUP_SPACE) and group.get("robotCode") == robot_code:
         kind, conversation, users = "group", space.removeprefix(GROUP_SPACE), []
         at = list((group.get("atUserIds") or {}).keys())
     elif space.startswith(ROBOT_SPACE) and robot.get("spaceType") == "IM_ROBOT":
@@ -126,7 +127,7 @@ async def create_and_deliver(request: web.Request) -> web.Response:
         msgtype="card",
         text=shown_text(params),
         at_user_ids=at,
-        robot_code=platform.robot_code,
+        robot_code=robot_code,
     )
     card = FakeCard(
         seq=len(platform.cards) + 1,

@@ -15,24 +15,16 @@ import secrets
 from aiohttp import web
 
 from lab.fake.faults import Fault
-from lab.fake.http import PLATFORM, Reject, _json_body, _require, api_error
-from lab.fake.state import PlatformState
+from lab.fake.http import PLATFORM, _authenticate, _json_body, _require, api_error
 
 URL_TTL_S = 300.0  # real download URLs are short-lived; the fake's live five minutes
 OVERSIZED_BYTES = 64 * 1024 * 1024  # what an ``oversized`` fault declares and streams
 _CHUNK = b"\0" * 65536
 
 
-def _authenticated(request: web.Request) -> PlatformState:
-    platform = request.app[PLATFORM]
-    if not platform.token_valid(request.headers.get("x-acs-dingtalk-access-token")):
-        raise Reject(api_error(401, "InvalidAuthentication", "不合法的access_token"))
-    return platform
-
-
 async def message_file_download(request: web.Request) -> web.Response:
-    platform = _authenticated(request)
-    body = _require(platform, await _json_body(request), ("downloadCode", "robotCode"))
+    platform = _authenticate(request)
+    body = _require(request, await _json_body(request), ("downloadCode", "robotCode"))
     platform.downloads += 1
     code = body["downloadCode"]
     fault = platform.take_fault("download")

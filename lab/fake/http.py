@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from aiohttp import web
 
 from lab.fake.faults import QPS_LIMIT_CODE, Fault
-from lab.fake.state import PlatformState
+from lab.fake.state import FakeApp, PlatformState
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +130,14 @@ async def access_token(request: web.Request) -> web.Response:
     body = await _json_body(request)
     if not isinstance(body, dict):
         _reject_api(400, "MissingappKey", "appKey is mandatory for this action.")
-    if not platform.credentials_match(body.get("appKey"), body.get("appSecret")):
+    app = platform.app_for_credentials(body.get("appKey"), body.get("appSecret"))
+    if app is None:
         # Never echo what was sent: it may be the secret.
         _reject_api(400, "invalidClientIdOrSecret", "无效的clientId或者clientSecret")
     fault = platform.take_fault("token")
     if fault is not None:
         return await _faulted(platform, fault, None, _api_fault_body)
-    token = platform.issue_token()
+    token = platform.issue_token(app.app_key)
     return web.json_response({"accessToken": token, "expireIn": 7200})
 
 
@@ -198,6 +199,7 @@ async def send_by_session(request: web.Request) -> web.Response:
         user_ids=users,
         conversation_id=session.conversation_id,
         conversation_type=session.conversation_type,
+        robot_code=session.robot_code,
         **fields,
     )
 
@@ -213,38 +215,54 @@ async def send_by_session(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------- openapi
 
 
+APP: web.RequestKey[FakeApp] = web.RequestKey("dta_fake_app", FakeApp)  # the token's app
+
+
 def _authenticate(request: web.Request) -> PlatformState:
+    """The platform, once the request's token is valid; the token's app is kept on the
+    request (``caller``): a robot may speak only for itself."""
     platform = request.app[PLATFORM]
-    if not platform.token_valid(request.headers.get("x-acs-dingtalk-access-token")):
+    app = platform.token_app(request.headers.get("x-acs-dingtalk-access-token"))
+    if app is None:
         _reject_api(401, "InvalidAuthentication", "不合法的access_token")
+    request[APP] = app
     return platform
 
 
-def _require(platform: PlatformState, body: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """DingTalk's own wording for a missing parameter, then the robotCode check."""
+def caller(request: web.Request) -> FakeApp:
+    """The app an authenticated request's token speaks for."""
+    return request[APP]
+
+
+def _require(request: web.Request, body: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """DingTalk's own wording for a missing parameter, then the robotCode check: the robot
+    must be the one of the app whose token came with the request."""
     if not isinstance(body, dict):
         _reject_api(400, "InvalidParameter", "the request body must be a JSON object")
     for name in names:
         if body.get(name) in (None, "", []):
             _reject_api(400, f"Missing{name}", f"{name} is mandatory for this action.")
-    if body["robotCode"] != platform.robot_code:
+    if body["robotCode"] != caller(request).robot_code:
         _reject_api(400, "invalidParameter.robotCode", "robotCode 不存在或不属于该应用")
     return body
 
 
-def _media_shown(platform: PlatformState, msgtype: str, param: dict[str, Any]) -> dict[str, Any]:
+def _media_shown(
+    platform: PlatformState, robot_code: str, msgtype: str, param: dict[str, Any]
+) -> dict[str, Any]:
     """An image or file message: the media it names must be one this robot uploaded; what
     a user sees is the file (its name as the message's text)."""
     media_id = param["photoURL"] if msgtype == "image" else param["mediaId"]
     media = platform.media.get(media_id)
-    if media is None or media.robot_code != platform.robot_code:
+    if media is None or media.robot_code != robot_code:
         _reject_api(400, "invalidParameter.mediaId", f"mediaId 不存在: {str(media_id)[:40]}")
     name = media.name if msgtype == "image" else str(param["fileName"])
     return {"msgtype": msgtype, "text": name, "title": None, "media_id": media_id}
 
 
 def _message_param(platform: PlatformState, body: dict[str, Any]) -> dict[str, Any]:
-    """Parse ``msgKey`` + ``msgParam`` (a JSON *string*) into what a user would see."""
+    """Parse ``msgKey`` + ``msgParam`` (a JSON *string*) into what a user would see (the
+    body's robotCode was checked: it is the sender's)."""
     key = body["msgKey"]
     if key not in _MSG_KEYS:
         _reject_api(400, "invalidParameter.msgKey", f"msgKey {key!r} 不支持")
@@ -262,7 +280,7 @@ def _message_param(platform: PlatformState, body: dict[str, Any]) -> dict[str, A
         if not _nonempty_str(param.get(name)):
             _reject_api(400, "invalidParameter.msgParam", f"msgParam.{name} is required for {key}")
     if msgtype in ("image", "file"):
-        return _media_shown(platform, msgtype, param)
+        return _media_shown(platform, body["robotCode"], msgtype, param)
     return {"msgtype": msgtype, "text": param[needed[0]], "title": param.get("title")}
 
 
@@ -270,9 +288,7 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
     """batchSend and groupMessages/send: the same checks, a different kind of target."""
     platform = _authenticate(request)
     target = "userIds" if oto else "openConversationId"
-    body = _require(
-        platform, await _json_body(request), ("robotCode", target, "msgKey", "msgParam")
-    )
+    body = _require(request, await _json_body(request), ("robotCode", target, "msgKey", "msgParam"))
     users, conversation = body.get("userIds"), body.get("openConversationId")
     if oto and (
         not isinstance(users, list)
@@ -298,7 +314,7 @@ async def _openapi_send(request: web.Request, oto: bool) -> web.Response:
         conversation_type="dm" if oto else "group",
         user_ids=reached,
         process_query_key=key,
-        robot_code=platform.robot_code,
+        robot_code=body["robotCode"],
         **fields,
     )
 
@@ -323,7 +339,7 @@ async def group_send(request: web.Request) -> web.Response:
 
 async def oto_read_status(request: web.Request) -> web.Response:
     platform = _authenticate(request)
-    _require(platform, dict(request.query), ("robotCode", "processQueryKey"))
+    _require(request, dict(request.query), ("robotCode", "processQueryKey"))
     message = platform.by_query_key(request.query["processQueryKey"], "openapi_oto")
     if message is None:
         _reject_api(400, "invalidParameter.processQueryKey", "processQueryKey 不存在")
@@ -338,7 +354,7 @@ async def oto_read_status(request: web.Request) -> web.Response:
 async def group_query(request: web.Request) -> web.Response:
     platform = _authenticate(request)
     body = _require(
-        platform, await _json_body(request), ("robotCode", "openConversationId", "processQueryKey")
+        request, await _json_body(request), ("robotCode", "openConversationId", "processQueryKey")
     )
     message = platform.by_query_key(body["processQueryKey"], "openapi_group")
     if message is None or message.conversation_id != body["openConversationId"]:

@@ -62,6 +62,7 @@ class Outgoing:
 
     record: FrameRecord
     text: Callable[[str], str]  # connectionId -> frame text, rendered when it is written
+    app_key: str | None = None  # whose connections may carry it (None: the default app's)
 
 
 @dataclass(eq=False)
@@ -70,6 +71,7 @@ class _Callback:
 
     msg_id: str
     render: Render
+    app_key: str | None = None  # the robot's app whose connections it goes to
     latest: str = ""  # frame id of the newest delivery: the one whose ack settles it
     deliveries: int = 0
     redeliveries: int = 0  # automatic ones only, bounded by max_redeliveries
@@ -144,11 +146,12 @@ class DeliveryLedger(ABC):
 
     # ------------------------------------------------------------------ new frames
 
-    def deliver(self, msg_id: str, render: Render) -> dict[str, Any]:
-        """Send a callback (first time or again) under a fresh frame messageId."""
+    def deliver(self, msg_id: str, render: Render, app_key: str | None = None) -> dict[str, Any]:
+        """Send a callback (first time or again) under a fresh frame messageId, to a
+        connection of ``app_key`` (the default app's when None)."""
         callback = self.callbacks.get(msg_id)
         if callback is None:
-            callback = self.callbacks[msg_id] = _Callback(msg_id, render)
+            callback = self.callbacks[msg_id] = _Callback(msg_id, render, app_key)
         return {"msg": msg_id, "frame_message_id": self._deliver(callback)}
 
     def _deliver(self, callback: _Callback) -> str:
@@ -159,7 +162,7 @@ class DeliveryLedger(ABC):
         callback.latest, callback.acked, callback.gave_up = frame_id, False, False
         callback.deliveries += 1
         record = FrameRecord(frame_id, "callback", callback.msg_id, callback.deliveries)
-        self._emit(record, lambda conn_id: callback.render(frame_id, conn_id))
+        self._emit(record, lambda conn_id: callback.render(frame_id, conn_id), callback.app_key)
         return frame_id
 
     def send_raw(self, frame: str) -> dict[str, Any]:
@@ -191,9 +194,11 @@ class DeliveryLedger(ABC):
         self.frames[frame_id] = FrameRecord(frame_id, topic, expect=data)
         return Outgoing(self.frames[frame_id], lambda _conn_id: text)
 
-    def _emit(self, record: FrameRecord, text: Callable[[str], str]) -> None:
+    def _emit(
+        self, record: FrameRecord, text: Callable[[str], str], app_key: str | None = None
+    ) -> None:
         self.frames[record.frame_id] = record
-        self._dispatch(Outgoing(record, text))
+        self._dispatch(Outgoing(record, text, app_key))
         self._notify()
 
     # ------------------------------------------------------------------ what the socket saw

@@ -41,8 +41,8 @@ async def _media_part(request: web.Request) -> tuple[str, bytes] | None:
 
 async def upload(request: web.Request) -> web.Response:
     platform = request.app[PLATFORM]
-    token = request.query.get("access_token")
-    if not platform.token_valid(token):
+    app = platform.token_app(request.query.get("access_token"))
+    if app is None:
         return errcode(40014, "不合法的access_token")
     kind = request.query.get("type", "")
     if kind not in UPLOAD_TYPES:
@@ -71,7 +71,7 @@ async def upload(request: web.Request) -> web.Response:
         name=name,
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
-        robot_code=platform.robot_code,
+        robot_code=app.robot_code,  # only this robot may send it
     )
     return web.json_response(
         {"errcode": 0, "errmsg": "ok", "type": kind, "media_id": media_id, "created_at": 0}

@@ -184,7 +184,13 @@ class FakeDingTalk(PlatformState):
         def render(frame_id: str, connection_id: str) -> str:
             return callback_frame(data, frame_id, now=self.clock.now(), connection_id=connection_id)
 
-        return self.stream.deliver(str(data["msgId"]), render)
+        return self.stream.deliver(str(data["msgId"]), render, self._app_key_of(data))
+
+    def _app_key_of(self, data: dict[str, Any]) -> str:
+        """The app whose connections a callback goes to: the robot it was sent to."""
+        app = self.app_for_robot(data.get("robotCode")) or self.app_for_robot(None)
+        assert app is not None
+        return app.app_key
 
     def click_data(
         self, msg_id: str, by: str, choice: str, out_track_id: str | None = None
@@ -203,6 +209,8 @@ class FakeDingTalk(PlatformState):
         """Deliver a click over the stream as DingTalk does (redelivered until acked); what
         the ack answers is put on the card by ``show_click_acks``."""
         data, card = self.click_data(msg_id, by, choice, out_track_id)
+        app = self.app_for_robot(card.message.robot_code) or self.app_for_robot(None)
+        assert app is not None
         self._click_seq += 1
         key = f"click-{self._click_seq}"
         self._clicks.append((key, card, by))
@@ -216,7 +224,7 @@ class FakeDingTalk(PlatformState):
                 topic=CARD_CALLBACK_TOPIC,
             )
 
-        return self.stream.deliver(key, render)
+        return self.stream.deliver(key, render, app.app_key)
 
     def show_click_acks(self) -> None:
         """Put what each acked click's answer says on its card (once)."""
@@ -262,8 +270,12 @@ class FakeDingTalk(PlatformState):
     def connected(self) -> bool:
         return self.stream.connected
 
-    async def wait_connected(self, timeout: float) -> bool:
-        return await self.stream.wait_until(lambda: self.stream.connected, timeout)
+    async def wait_connected(self, timeout: float, robots: Iterable[str] = ()) -> bool:
+        """True once the default robot's client (or each of ``robots``') is connected."""
+        keys = [app.app_key for code in robots if (app := self.app_for_robot(code))] or [None]
+        return await self.stream.wait_until(
+            lambda: all(self.stream.connected_of(key) for key in keys), timeout
+        )
 
     async def wait_acked(self, msg_ids: Iterable[str], timeout: float) -> bool:
         """True once every delivery of each msgId that a client could ack has been acked."""

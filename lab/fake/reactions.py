@@ -10,7 +10,7 @@ import asyncio
 
 from aiohttp import web
 
-from lab.fake.http import Reject, _authenticate, _json_body, api_error
+from lab.fake.http import Reject, _authenticate, _json_body, api_error, caller
 
 
 async def _reaction(request: web.Request, recall: bool) -> web.Response:
@@ -24,7 +24,9 @@ async def _reaction(request: web.Request, recall: bool) -> web.Response:
             await asyncio.sleep(platform.timeout_fault_s)
         return web.json_response({"code": "ServiceUnavailable"}, status=fault.answer_status)
     msg_id = body.get("openMsgId")
-    if body.get("robotCode") != platform.robot_code or msg_id not in platform.inbound:
+    robot_code = caller(request).robot_code
+    inbound = platform.inbound.get(msg_id) if isinstance(msg_id, str) else None
+    if body.get("robotCode") != robot_code or inbound is None or inbound.get("robotCode") != robot_code:
         raise Reject(api_error(400, "invalidParameter.openMsgId", "消息不存在"))
     if recall:
         held = [r for r in platform.reactions if r["msg"] == msg_id and not r["recalled"]]

@@ -30,6 +30,7 @@ __all__ = [
     "TOKEN_TTL_S",
     "Channel",
     "ConversationKind",
+    "FakeApp",
     "PlatformState",
     "ReceivedMessage",
     "Session",
@@ -97,6 +98,18 @@ class Session:
     conversation_type: ConversationKind
     user_id: str | None
     expires_at: float
+    robot_code: str | None = None  # the robot whose callback carried it: who speaks through it
+
+
+@dataclass(frozen=True)
+class FakeApp:
+    """One robot's app on the platform: its credentials, its robot code and its identity in
+    chats. A fake serves one by default and more when a case lists several robots."""
+
+    app_key: str
+    app_secret: str
+    robot_code: str
+    chatbot_user_id: str
 
 
 class PlatformState:
@@ -117,10 +130,15 @@ class PlatformState:
         send_latency_s: float = 0.0,
     ) -> None:
         self.clock = clock
+        # The default robot's app (what a harness uses when it names no robot); others join
+        # with ``add_robot``. Each app's tokens speak for its robot only.
         self.app_key = app_key
         self.app_secret = app_secret
         self.robot_code = robot_code
         self.chatbot_user_id = chatbot_user_id
+        self.apps: dict[str, FakeApp] = {
+            app_key: FakeApp(app_key, app_secret, robot_code, chatbot_user_id)
+        }
         self.corp_id = corp_id
         self.timeout_fault_s = timeout_fault_s
         # How long DingTalk takes to answer a send (real seconds). Loopback answers in well
@@ -131,7 +149,7 @@ class PlatformState:
         # against the runner's 1 s timeout faults), so the caller never hears the answer
         self.workspace_stall_s = timeout_fault_s * 3
         self.users: dict[str, dict[str, Any]] = dict(users or {})
-        self.tokens: dict[str, float] = {}  # token -> expires_at
+        self.tokens: dict[str, tuple[float, str]] = {}  # token -> (expires_at, app_key)
         self._base_url: str | None = None  # set by whoever serves this state
         self._forget()
 
@@ -194,20 +212,51 @@ class PlatformState:
                 return fault
         return None
 
-    # ------------------------------------------------------------------ tokens
+    # ------------------------------------------------------------------ apps and tokens
+
+    def add_robot(self, robot_code: str) -> FakeApp:
+        """Serve one more robot, with an app of its own (the same one again if it has one)."""
+        known = self.app_for_robot(robot_code)
+        if known is not None:
+            return known
+        app = FakeApp(
+            f"dta-lab-app-{robot_code}",
+            f"dta-lab-secret-{robot_code}",
+            robot_code,
+            f"$:LWCP_v1:$dta-lab-bot-{robot_code}",
+        )
+        self.apps[app.app_key] = app
+        return app
+
+    def app_for_robot(self, robot_code: str | None) -> FakeApp | None:
+        """The app of ``robot_code`` (the default robot's for None)."""
+        if robot_code is None:
+            return self.apps[self.app_key]
+        return next((app for app in self.apps.values() if app.robot_code == robot_code), None)
+
+    def app_for_credentials(self, app_key: Any, app_secret: Any) -> FakeApp | None:
+        app = self.apps.get(app_key) if isinstance(app_key, str) else None
+        return app if app is not None and app_secret == app.app_secret else None
 
     def credentials_match(self, app_key: Any, app_secret: Any) -> bool:
-        return app_key == self.app_key and app_secret == self.app_secret
+        return self.app_for_credentials(app_key, app_secret) is not None
 
-    def issue_token(self) -> str:
-        """A new access token, valid for two hours of the platform's clock."""
+    def issue_token(self, app_key: str | None = None) -> str:
+        """A new access token for an app (the default one), valid for two hours of the
+        platform's clock."""
         token = secrets.token_hex(16)
-        self.tokens[token] = self.clock.now() + TOKEN_TTL_S
+        self.tokens[token] = (self.clock.now() + TOKEN_TTL_S, app_key or self.app_key)
         return token
 
+    def token_app(self, token: str | None) -> FakeApp | None:
+        """The app a token speaks for, while it is valid."""
+        held = self.tokens.get(token or "")
+        if held is None or self.clock.now() >= held[0]:
+            return None
+        return self.apps.get(held[1])
+
     def token_valid(self, token: str | None) -> bool:
-        expires_at = self.tokens.get(token or "")
-        return expires_at is not None and self.clock.now() < expires_at
+        return self.token_app(token) is not None
 
     # ------------------------------------------------------------------ sessions, inbound
 
@@ -217,10 +266,13 @@ class PlatformState:
         conversation_type: ConversationKind,
         user_id: str | None,
         expires_at: float,
+        robot_code: str | None = None,
     ) -> str:
         """Register a session webhook and return its URL, as a callback would carry it."""
         session_id = secrets.token_hex(16)
-        self.sessions[session_id] = Session(conversation_id, conversation_type, user_id, expires_at)
+        self.sessions[session_id] = Session(
+            conversation_id, conversation_type, user_id, expires_at, robot_code or self.robot_code
+        )
         return f"{self.base_url}/robot/sendBySession?session={session_id}"
 
     def live_session(self, session_id: str | None) -> Session | None:

@@ -42,6 +42,7 @@ class Connection:
     ws: web.WebSocketResponse
     transport: asyncio.BaseTransport | None
     subscriptions: list[dict[str, str]]
+    app_key: str  # the app whose credentials opened it: it carries that robot's frames
     open: bool = True
     zombie: bool = False
     draining: bool = False  # told to disconnect: it gets no new frames
@@ -56,7 +57,7 @@ class Connection:
     closed_mono: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        keys = ("id", "open", "zombie", "draining", "sent", "acked", "subscriptions")
+        keys = ("id", "app_key", "open", "zombie", "draining", "sent", "acked", "subscriptions")
         return {key: getattr(self, key) for key in keys}
 
 
@@ -64,6 +65,7 @@ class Connection:
 class _Ticket:
     expires_at: float
     subscriptions: list[dict[str, str]]
+    app_key: str
 
 
 def _subscriptions_ok(value: Any) -> bool:
@@ -189,14 +191,15 @@ class StreamGateway(DeliveryLedger):
             return api_error(
                 400, "InvalidParameter.subscriptions", "subscriptions must list {type, topic}"
             )
-        if not self.platform.credentials_match(body.get("clientId"), body.get("clientSecret")):
+        app = self.platform.app_for_credentials(body.get("clientId"), body.get("clientSecret"))
+        if app is None:
             # Never echo what was sent: it may be the secret.
             return api_error(401, "InvalidAuthentication", "clientId or clientSecret is invalid")
         if self.refusing:  # a fault strikes only a request that would otherwise succeed
             return _unavailable()
         ticket = secrets.token_urlsafe(24)
         self.tickets[ticket] = _Ticket(
-            self.clock.now() + self.ticket_ttl_s, list(body["subscriptions"])
+            self.clock.now() + self.ticket_ttl_s, list(body["subscriptions"]), app.app_key
         )
         endpoint = "ws" + self.platform.base_url.removeprefix("http") + "/connect"
         return web.json_response({"endpoint": endpoint, "ticket": ticket})
@@ -220,7 +223,7 @@ class StreamGateway(DeliveryLedger):
             return ws
         self._serial += 1
         conn_id = f"conn-{self._serial}-{secrets.token_hex(6)}"
-        conn = Connection(conn_id, ws, request.transport, ticket.subscriptions)
+        conn = Connection(conn_id, ws, request.transport, ticket.subscriptions, ticket.app_key)
         conn.handler = asyncio.current_task()
         self.connections.append(conn)
         writer = asyncio.create_task(self._write(conn))
@@ -316,32 +319,41 @@ class StreamGateway(DeliveryLedger):
         self._route()
 
     def _route(self) -> None:
-        """Hand waiting frames to the current connection (a zombie swallows them), or with
-        ``spread`` each frame to a random open one."""
+        """Hand waiting frames to their app's current connection (a zombie swallows them),
+        or with ``spread`` each frame to a random open one of its app; frames of an app with
+        no connection keep waiting, in order."""
         if not self.queue:
             return
-        if self.spread:
-            targets = [c for c in self.connections if c.open and not c.draining]
+        waiting: deque[Outgoing] = deque()
+        woken: set[int] = set()
+        while self.queue:
+            item = self.queue.popleft()
+            targets = self._targets(item.app_key)
             if not targets:
-                return
-            while self.queue:
-                conn = self._rng.choice(targets)
-                conn.outbox.append(self.queue.popleft())
+                waiting.append(item)
+                continue
+            conn = self._rng.choice(targets) if self.spread else targets[-1]
+            conn.outbox.append(item)
+            woken.add(id(conn))
+        self.queue = waiting
+        for conn in self.connections:
+            if id(conn) in woken:
                 conn.wake.set()
-            return
-        conn = self.current
-        if conn is not None:
-            conn.outbox.extend(self.queue)
-            self.queue.clear()
-            conn.wake.set()
+
+    def _targets(self, app_key: str | None) -> list[Connection]:
+        """The open connections of an app not told to leave, oldest first."""
+        app = app_key or self.platform.app_key
+        return [c for c in self.connections if c.open and not c.draining and c.app_key == app]
 
     @property
     def current(self) -> Connection | None:
-        """The newest open connection not told to leave: where frames and faults go."""
-        for conn in reversed(self.connections):
-            if conn.open and not conn.draining:
-                return conn
-        return None
+        """The default app's newest open connection not told to leave: where its frames and
+        faults go."""
+        return self.current_of(None)
+
+    def current_of(self, app_key: str | None) -> Connection | None:
+        targets = self._targets(app_key)
+        return targets[-1] if targets else None
 
     def _reachable(self, connection_id: str | None) -> bool:
         """The ledger's hook: is this connection still able to ack what it was sent?"""
@@ -370,7 +382,11 @@ class StreamGateway(DeliveryLedger):
     @property
     def connected(self) -> bool:
         """A client holds a connection that can take frames (not a zombie, not leaving)."""
-        conn = self.current
+        return self.connected_of(None)
+
+    def connected_of(self, app_key: str | None) -> bool:
+        """The same for one app's robot (the default app's for None)."""
+        conn = self.current_of(app_key)
         return conn is not None and not conn.zombie
 
     def queued(self) -> int:

@@ -1,13 +1,11 @@
-"""Runtime configuration: ``dta.toml`` overlaid by environment variables, validated once.
+"""The settings of a deployment: every key of ``dta.toml``, each default written once.
 
-Invalid configuration stops start-up with the offending field named (see ``ConfigError``).
+Invalid configuration stops start-up with the offending field named (``ConfigError``).
 Secrets are ``SecretStr`` so that printing a Settings object never shows them.
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -17,40 +15,20 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from agent.config.robots import robot_tables
 from agent.contracts import AgentDefinition
 from agent.contracts.filetypes import MAX_UPLOAD_BYTES
 from agent.contracts.quiet_hours import parse_quiet_hours
 from agent.contracts.tools import BUILTIN
 
 DINGTALK_API = "https://api.dingtalk.com"
-
-# Environment variables that map onto settings (env wins over the file).
-ENV_KEYS: dict[str, str] = {
-    "DINGTALK_CLIENT_ID": "client_id",
-    "DINGTALK_CLIENT_SECRET": "client_secret",
-    "DINGTALK_ROBOT_CODE": "robot_code",
-    "DINGTALK_OPENAPI_ENDPOINT": "openapi_base_url",
-    "DINGTALK_OAPI_ENDPOINT": "oapi_base_url",
-    "DTA_STORE_PATH": "store_path",
-    "DTA_STORE_URL": "store_url",
-    "DTA_PROVIDER": "provider",
-    "DTA_KNOWLEDGE_DIR": "knowledge_dir",
-    "DTA_OPENAI_API_KEY": "openai_api_key",
-    "DTA_OPENAI_BASE_URL": "openai_base_url",
-    "DTA_OPENAI_MODEL": "openai_model",
-    "DTA_HEALTH_PORT": "health_port",
-    "DTA_LOG_LEVEL": "log_level",
-}
-
-
-class ConfigError(Exception):
-    """Configuration that cannot be used; the message names each bad field."""
 
 
 class ModelPrice(BaseModel):
@@ -298,6 +276,12 @@ class Settings(BaseModel):
     command_env: list[str] = Field(default_factory=list)  # extra env names to pass on
     command_keep_runs: bool = False
 
+    # Several robots in one deployment (``[[robots]]``): each table is one robot's own keys,
+    # the rest come from the top level, which then holds defaults only and is no robot
+    # itself (agent/config/robots.py). Empty: the top level is the one robot.
+    robots: list[dict[str, Any]] = Field(default_factory=list)
+    _robots: list[Settings] | None = PrivateAttr(default=None)
+
     @field_validator("openapi_base_url", "openai_base_url", "oapi_base_url")
     @classmethod
     def _no_trailing_slash(cls, value: str | None) -> str | None:
@@ -405,7 +389,7 @@ class Settings(BaseModel):
             )
         if self.reply_mode == "card" and not self.card_template_id:
             raise ValueError("card_template_id is required when reply_mode is 'card'")
-        if self.reply_mode == "card" and not self.has_openapi_credentials:
+        if self.reply_mode == "card" and not self.has_openapi_credentials and not self.robots:
             raise ValueError(
                 "reply_mode 'card' needs client_id and client_secret: cards go through the OpenAPI"
             )
@@ -423,9 +407,52 @@ class Settings(BaseModel):
 
     @property
     def secret_values(self) -> list[str]:
-        """Values that must never appear in logs, recordings, reports or chat."""
+        """Values that must never appear in logs, recordings, reports or chat (every
+        robot's, in a deployment of several)."""
         values = [self.client_secret, self.openai_api_key]
-        return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        own = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        if not self.robots:
+            return own
+        theirs = [value for robot in self.robot_settings() for value in robot.secret_values]
+        return list(dict.fromkeys([*own, *theirs]))
+
+    @model_validator(mode="after")
+    def _robots_are_valid(self) -> Settings:
+        if self.robots:
+            self.robot_settings()  # raises naming the table and the field
+        return self
+
+    def robot_settings(self) -> list[Settings]:
+        """One ``Settings`` per robot: each ``[[robots]]`` table over the top level's keys,
+        or this one alone when there are none (agent/config/robots.py)."""
+        if not self.robots:
+            return [self]
+        if self._robots is None:
+            top = self.model_dump(exclude_unset=True)
+            robots = []
+            for where, data in robot_tables(top, self.robots):
+                try:
+                    robots.append(Settings.model_validate(data))
+                except ValidationError as exc:
+                    raise ValueError(f"{where}: {_problems(exc)}") from None
+            self._robots = robots
+        return list(self._robots)
+
+    def robot(self, code: str | None) -> Settings:
+        """The settings of the robot ``code`` (the only one when None and there is one);
+        ``ConfigError`` naming the robots there are otherwise."""
+        robots = self.robot_settings()
+        if code is None and len(robots) == 1:
+            return robots[0]
+        for robot in robots:
+            if code is not None and robot.robot_code == code:
+                return robot
+        names = ", ".join(str(r.robot_code) for r in robots)
+        if code is None:
+            raise ConfigError(
+                f"this deployment serves several robots ({names}): name one with --robot"
+            )
+        raise ConfigError(f"no robot {code!r} in this deployment (robots: {names})")
 
     @property
     def has_openapi_credentials(self) -> bool:
@@ -444,35 +471,24 @@ class Settings(BaseModel):
         return validate_settings(merged, source="config overrides")
 
 
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message names each bad field."""
+
+
+def _problems(exc: ValidationError) -> str:
+    """Each error as ``field: message`` (the field dotted, ``(top level)`` for a rule over
+    several fields)."""
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        # a robot's own problem already names its table (robots[1] (hr): …)
+        problems.append(message if message.startswith("robots[") else f"{field}: {message}")
+    return "; ".join(problems)
+
+
 def validate_settings(data: dict[str, Any], source: str) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(part) for part in err["loc"]) or "(top level)"
-            problems.append(f"{field}: {err['msg']}")
-        raise ConfigError(f"invalid configuration in {source}: " + "; ".join(problems)) from None
-
-
-def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -> Settings:
-    """Read ``dta.toml`` (if present) and overlay the environment."""
-    env = dict(os.environ) if env is None else env
-    data: dict[str, Any] = {}
-    source = "defaults"
-    if path is None and Path("dta.toml").exists():
-        path = Path("dta.toml")
-    if path is not None:
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"configuration file not found: {path}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-        source = str(path)
-    for env_name, field in ENV_KEYS.items():
-        if env.get(env_name):
-            data[field] = env[env_name]
-    if any(env.get(name) for name in ENV_KEYS):
-        source += " + environment"
-    return validate_settings(data, source=source)
+        raise ConfigError(f"invalid configuration in {source}: {_problems(exc)}") from None
