@@ -90,6 +90,8 @@ class SendSpec(_Model):
     raw: dict[str, Any] | None = None
     # dta extension: download codes of the message's files (fixtures.files declares them)
     attach: list[str] = Field(default_factory=list)
+    # which robot receives it (config.robots' robot_code; default: the first)
+    robot: str | None = None
 
     @field_validator("quote")
     @classmethod
@@ -132,6 +134,7 @@ class OperatorSpec(_Model):
     user: str | None = None
     group: str | None = None
     text: str = Field(min_length=1)
+    robot: str | None = None  # which robot sends it (default: the first)
 
     @model_validator(mode="after")
     def _one_recipient(self) -> OperatorSpec:
@@ -237,6 +240,8 @@ class MessageExpect(_Check):
     msgtype: Literal["text", "markdown", "image", "file", "link", "actionCard", "card"] | None = (
         None
     )
+    # which robot sent it (its robot_code), in a case with several robots
+    robot: str | None = None
 
 
 class RunExpect(_Check):

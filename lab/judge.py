@@ -15,7 +15,7 @@ from agent.contracts import Channel, Receipt, ReceiptStatus
 from lab.align import as_text, message_findings
 from lab.card_cases import card_findings
 from lab.cases import Expect, MessageExpect
-from storage import Store
+from lab.stores import Records
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ def _message_problems(i: int, want: MessageExpect, got: dict[str, Any]) -> list[
         problems.append(Check(f"{where}.channel", want.channel, got.get("channel")))
     if want.msgtype is not None and got.get("msgtype") != want.msgtype:
         problems.append(Check(f"{where}.msgtype", want.msgtype, got.get("msgtype")))
+    if want.robot is not None and got.get("robot_code") != want.robot:
+        problems.append(Check(f"{where}.robot", want.robot, got.get("robot_code")))
     return problems
 
 
@@ -179,7 +181,7 @@ def workspace_findings(expect: Expect, workspace: dict[str, list[dict[str, Any]]
     return found
 
 
-def run_findings(expect: Expect, store: Store) -> list[Check]:
+def run_findings(expect: Expect, store: Records) -> list[Check]:
     """``expect.runs``: per msgId, who answered and whether the run degraded."""
     found: list[Check] = []
     for msg, wanted in (expect.runs or {}).items():
@@ -213,7 +215,7 @@ def reaction_findings(expect: Expect, held: list[dict[str, Any]]) -> list[Check]
     return found
 
 
-def approval_findings(expect: Expect, store: Store) -> list[Check]:
+def approval_findings(expect: Expect, store: Records) -> list[Check]:
     """``expect.approvals`` (in creation order, subset match) and ``approvals_count``."""
     held = [
         {"msg": a.event_id, "tool": a.tool, "status": a.status.value, "by": a.decided_by}
@@ -233,7 +235,7 @@ def approval_findings(expect: Expect, store: Store) -> list[Check]:
 def judge(
     expect: Expect,
     received: list[dict[str, Any]],
-    store: Store,
+    store: Records,
     downloads: int = 0,
     cards: list[dict[str, Any]] | None = None,
     calls: dict[str, int] | None = None,

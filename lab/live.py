@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agent.clock import SystemClock
 from agent.components import connector_config
+from agent.config import Settings
 from agent.daemon.connect import connect
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
@@ -33,8 +34,10 @@ from lab.runner import (
     case_provider,
     lab_settings,
     reply_card_once_streaming,
+    send_keys,
     uses_model,
 )
+from lab.stores import RobotStores
 from lab.transcript import collect_transcript
 
 SETTLE_TIMEOUT_S = 10.0
@@ -82,50 +85,35 @@ class LiveCaseRun:
         )
         self.fake.files.update(parse_files(case.fixtures.files))
         self.fake.seed_todos([todo.seed() for todo in case.fixtures.todos])
+        self.settings: Settings | None = None
+        # each robot's runtime and connector (one of each without config.robots)
+        self.runtimes: dict[str, Runtime] = {}
+        self.connectors: list[Connector] = []
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()
         result = CaseResult(self.case)
         await self.fake.start()
-        runtime: Runtime | None = None
-        connector: Connector | None = None
         loop = asyncio.get_running_loop()
         model = FakeModel(self.case.fixtures.model_script) if uses_model(self.case) else None
         try:
             model_url = await model.start() if model else None
-            settings = lab_settings(self.case, self.workdir, self.fake, model_url)
-            runtime = Runtime(settings, provider=case_provider(self.case, settings))
-            await runtime.start()
-            # The stream always connects with the fake's app credentials, even in a case
-            # that leaves the OpenAPI ones out (that is about sending, not this).
-            stream = {
-                **LIVE_STREAM,
-                "client_id": self.fake.app_key,
-                "client_secret": self.fake.app_secret,
-            }
-            connector = connect(  # as dta run connects
-                runtime, connector_config(settings.with_overrides(stream)), loop
-            )
-            connector.start()
-            if not await self.fake.wait_connected(SETTLE_TIMEOUT_S):
-                raise RuntimeError("the connector did not connect to the fake gateway")
-            frames = 0
-            steps = self.case.steps
-            for at, step in enumerate(steps):
-                if _stops(step):  # a stop lands mid-stream, on the card being written
-                    frames += await self._stop(runtime, step)
-                else:
-                    frames += self._step(step)
-                if at + 1 < len(steps) and _stops(steps[at + 1]):
-                    continue  # the run is still streaming when the stop comes
-                await self._settle(runtime, connector, frames)
+            self.settings = lab_settings(self.case, self.workdir, self.fake, model_url)
+            for robot in self.settings.robot_settings():
+                await self._open(robot, loop)
+            codes = [str(code) for code in self.runtimes] if self.settings.robots else []
+            if not await self.fake.wait_connected(SETTLE_TIMEOUT_S, codes):
+                raise RuntimeError("the connectors did not connect to the fake gateway")
+            await self._play()
+            stores = [runtime.store for runtime in self.runtimes.values()]
+            records = stores[0] if len(stores) == 1 else RobotStores(stores)
             received = [message.to_dict() for message in self.fake.received]
             cards = [card.to_dict() for card in self.fake.cards]
             calls = call_counts(self.fake.request_log)
             result.problems = judge(
                 self.case.expect,
                 received,
-                runtime.store,
+                records,
                 self.fake.downloads,
                 cards,
                 calls,
@@ -133,13 +121,13 @@ class LiveCaseRun:
                 self.fake.workspace_view(),
                 self.fake.reactions,
             )
-            result.transcript = collect_transcript(runtime.store, received, self.fake.faults_seen)
+            result.transcript = collect_transcript(records, received, self.fake.faults_seen)
         except Exception as exc:
             result.error = f"{type(exc).__name__}: {exc}"
         finally:
-            if connector is not None:
+            for connector in self.connectors:
                 await loop.run_in_executor(None, connector.stop, 5.0)
-            if runtime is not None:
+            for runtime in self.runtimes.values():
                 await runtime.aclose()
             if model is not None:
                 await model.stop()
@@ -147,10 +135,37 @@ class LiveCaseRun:
         result.seconds = time.perf_counter() - started
         return result
 
+    async def _open(self, robot: Settings, loop: asyncio.AbstractEventLoop) -> None:
+        """One robot's runtime and its connector, as ``dta run`` opens them."""
+        runtime = Runtime(robot, provider=case_provider(self.case, robot))
+        self.runtimes[str(robot.robot_code)] = runtime
+        await runtime.start()
+        # The stream always connects with the robot's app credentials on the fake, even in
+        # a case that leaves the OpenAPI ones out (that is about sending, not this).
+        app = self.fake.app_for_robot(robot.robot_code) or self.fake.app_for_robot(None)
+        assert app is not None
+        stream = {**LIVE_STREAM, "client_id": app.app_key, "client_secret": app.app_secret}
+        connector = connect(runtime, connector_config(robot.with_overrides(stream)), loop)
+        self.connectors.append(connector)
+        connector.start()
+
+    async def _play(self) -> None:
+        """The steps on the platform's side, settling after each (a stop lands mid-stream)."""
+        frames = 0
+        steps = self.case.steps
+        for at, step in enumerate(steps):
+            if _stops(step):  # a stop lands mid-stream, on the card being written
+                frames += await self._stop(step)
+            else:
+                frames += self._step(step)
+            if at + 1 < len(steps) and _stops(steps[at + 1]):
+                continue  # the run is still streaming when the stop comes
+            await self._settle(frames)
+
     def _step(self, step: Step) -> int:
         """Play one step on the platform's side; returns how many frames it sent."""
         if step.send is not None:
-            self.fake.inject(step.send.short_keys())
+            self.fake.inject(send_keys(step.send, self.settings))
             return 1
         if step.kind == "frame":
             value = step.frame_value
@@ -166,29 +181,34 @@ class LiveCaseRun:
             return 1
         return 0
 
-    async def _stop(self, runtime: Runtime, step: Step) -> int:
+    async def _stop(self, step: Step) -> int:
         """A press of the stop button once the reply card holds ``after_frames`` frames."""
         click = step.click
         assert click is not None
+        robot = (self.fake.inbound.get(click.msg) or {}).get("robotCode")
+        runtime = self.runtimes.get(str(robot), next(iter(self.runtimes.values())))
         track = await reply_card_once_streaming(
             runtime.store, self.fake, click.msg, click.after_frames or 1
         )
         self.fake.click(click.msg, click.by, click.choice, track)
         return 1
 
-    async def _settle(self, runtime: Runtime, connector: Connector, frames: int) -> None:
+    async def _settle(self, frames: int) -> None:
         """Wait until every frame sent so far was handled and the runs it caused finished."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while sum(connector.stats.frames.values()) < frames and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (
+            sum(sum(c.stats.frames.values()) for c in self.connectors) < frames
+        ):
             await asyncio.sleep(0.005)
         await self.fake.wait_idle(max(0.0, deadline - time.monotonic()))
         await asyncio.sleep(0)  # let handed-over events reach the dispatcher
-        await runtime.drain()
-        # one pass of the daemon's recovery loop (it runs every recovery_interval_s there):
-        # acts left uncertain are read back, decided approvals carried out
-        await runtime.settle_acts()
-        runtime.tick()
-        await runtime.drain()
+        for runtime in self.runtimes.values():
+            await runtime.drain()
+            # one pass of the daemon's recovery loop (it runs every recovery_interval_s
+            # there): acts left uncertain are read back, decided approvals carried out
+            await runtime.settle_acts()
+            runtime.tick()
+            await runtime.drain()
         self.fake.show_click_acks()
 
 

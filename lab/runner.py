@@ -21,11 +21,12 @@ from typing import Any
 from agent.clock import VirtualClock
 from agent.components import build_provider
 from agent.config import Settings
+from agent.config.robots import robot_code_of
 from agent.crashpoints import Crash, CrashPoints
 from agent.proactive.operator import operator_event
 from agent.proactive.operator import send as operator_send
 from agent.runtime import Runtime
-from lab.cases import Case, ClickSpec, RestartSpec, Step, directory
+from lab.cases import Case, ClickSpec, OperatorSpec, RestartSpec, SendSpec, Step, directory
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.callbacks import CARD_CALLBACK_TOPIC
 from lab.fake.calls import call_counts
@@ -33,6 +34,7 @@ from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import Check, judge
 from lab.scripted import ScriptedProvider
+from lab.stores import Records, RobotStores
 from lab.transcript import Transcript, collect_transcript
 from skills.providers.base import Provider
 
@@ -110,7 +112,33 @@ def lab_settings(
     )
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
-    return base.with_overrides(case.config)
+    return base.with_overrides(with_robot_apps(case.config, fake))
+
+
+def with_robot_apps(config: dict[str, Any], fake: FakeDingTalk) -> dict[str, Any]:
+    """The case's config with each robot of ``robots`` given an app of its own on the fake,
+    as the lab gives the one robot its credentials (a table's own keys still win)."""
+    robots = config.get("robots")
+    if not isinstance(robots, list) or not robots:
+        return config
+    tables = []
+    for table in robots:
+        code = robot_code_of(table) if isinstance(table, dict) else None
+        if code is None:
+            tables.append(table)  # refused by the settings, naming the table
+            continue
+        app = fake.add_robot(code)
+        tables.append({"client_id": app.app_key, "client_secret": app.app_secret, **table})
+    return {**config, "robots": tables}
+
+
+def send_keys(send: SendSpec, settings: Settings | None) -> dict[str, Any]:
+    """A send step as the fake builds its callback: to the robot it names, else the first
+    of the case's robots (the fake's own default when the case has none)."""
+    keys = send.short_keys()
+    if "robot" not in keys and settings is not None and settings.robots:
+        keys["robot"] = settings.robot_settings()[0].robot_code
+    return keys
 
 
 def case_provider(case: Case, settings: Settings) -> Provider | None:
@@ -130,12 +158,20 @@ class CaseRun:
         )
         self.fake.files.update(parse_files(case.fixtures.files))
         self.fake.seed_todos([todo.seed() for todo in case.fixtures.todos])
+        # One process, as kill -9 would see it: a crash point armed for the next delivery
+        # takes down every robot's runtime, and all of them start again.
         self.crash = CrashPoints()
         self.unacked: list[tuple[float, dict[str, Any]]] = []
         self.frames = 0
-        self.runtime: Runtime | None = None
+        # Each robot's runtime on its own store, by robot code; the first is the default.
+        self.runtimes: dict[str, Runtime] = {}
         self.settings: Settings | None = None
         self.next_beat: float | None = None  # when the heartbeat is on: the next beat's time
+
+    @property
+    def runtime(self) -> Runtime:
+        """The first (or only) robot's runtime: where a step that names no robot goes."""
+        return next(iter(self.runtimes.values()))
 
     async def run(self) -> CaseResult:
         started = time.perf_counter()
@@ -145,18 +181,18 @@ class CaseRun:
         try:
             model_url = await model.start() if model else None
             self.settings = lab_settings(self.case, self.workdir, self.fake, model_url)
-            self.runtime = await self._boot()
+            await self._boot()
             for step in self.case.steps:
                 await self._step(step)
             await self._drain()
-            store = self.runtime.store
+            records = self.records()
             received = [message.to_dict() for message in self.fake.received]
             cards = [card.to_dict() for card in self.fake.cards]
             calls = call_counts(self.fake.request_log)
             result.problems = judge(
                 self.case.expect,
                 received,
-                store,
+                records,
                 self.fake.downloads,
                 cards,
                 calls,
@@ -164,45 +200,64 @@ class CaseRun:
                 self.fake.workspace_view(),
                 self.fake.reactions,
             )
-            result.transcript = collect_transcript(store, received, self.fake.faults_seen)
+            result.transcript = collect_transcript(records, received, self.fake.faults_seen)
         except Exception as exc:  # a runner error is a failed case, with the reason shown
             result.error = f"{type(exc).__name__}: {exc}"
         finally:
-            if self.runtime is not None:
-                await self.runtime.aclose()
+            await self._close()
             if model is not None:
                 await model.stop()
             await self.fake.stop()
         result.seconds = time.perf_counter() - started
         return result
 
-    async def _boot(self) -> Runtime:
+    def records(self) -> Records:
+        """What the judge reads: the one robot's store, or every robot's side by side."""
+        stores = [runtime.store for runtime in self.runtimes.values()]
+        return stores[0] if len(stores) == 1 else RobotStores(stores)
+
+    async def _boot(self) -> None:
         assert self.settings is not None
-        provider = case_provider(self.case, self.settings)
-        runtime = Runtime(self.settings, clock=self.clock, crash=self.crash, provider=provider)
-        if runtime.heartbeat is not None:
-            # Beats are aligned to the case's start; the runner fires them (see _advance),
-            # so no task sleeps on the virtual clock and races it ahead.
-            runtime.heartbeat.anchor = LAB_EPOCH
-            if self.next_beat is None:
-                self.next_beat = runtime.heartbeat.next_beat(LAB_EPOCH)
-        await runtime.start()
-        return runtime
+        for robot in self.settings.robot_settings():
+            provider = case_provider(self.case, robot)
+            runtime = Runtime(robot, clock=self.clock, crash=self.crash, provider=provider)
+            if runtime.heartbeat is not None:
+                # Beats are aligned to the case's start; the runner fires them (see
+                # _advance), so no task sleeps on the virtual clock and races it ahead.
+                runtime.heartbeat.anchor = LAB_EPOCH
+                if self.next_beat is None:
+                    self.next_beat = runtime.heartbeat.next_beat(LAB_EPOCH)
+            self.runtimes[str(robot.robot_code)] = runtime
+            await runtime.start()
+
+    async def _close(self) -> None:
+        runtimes, self.runtimes = list(self.runtimes.values()), {}
+        for runtime in runtimes:
+            await runtime.aclose()
 
     async def _restart(self) -> None:
-        """Throw the runtime away (memory, tasks, connections) and start on the same store."""
-        assert self.runtime is not None
-        await self.runtime.aclose()
-        self.runtime = await self._boot()
+        """Throw every runtime away (memory, tasks, connections), as ``kill -9`` of the
+        process would, and start them again on their stores."""
+        await self._close()
+        await self._boot()
 
     async def _drain(self) -> None:
-        assert self.runtime is not None
         while True:
             try:
-                await self.runtime.drain_store()
+                for runtime in self.runtimes.values():
+                    await runtime.drain_store()
                 return
             except Crash:
                 await self._restart()
+
+    def _robot(self, code: str | None) -> Runtime:
+        """The runtime of robot ``code`` (the first for None); ``ValueError`` if none."""
+        if code is None:
+            return self.runtime
+        runtime = self.runtimes.get(code)
+        if runtime is None:
+            raise ValueError(f"no robot {code!r} in this case (robots: {', '.join(self.runtimes)})")
+        return runtime
 
     # ------------------------------------------------------------------ steps
 
@@ -234,11 +289,12 @@ class CaseRun:
         self.clock.advance_to(moment)
 
     async def _beat(self) -> None:
-        """One beat at the virtual now, then the next one is due a slot later."""
-        assert self.runtime is not None and self.runtime.heartbeat is not None
-        heartbeat = self.runtime.heartbeat
-        self.next_beat = heartbeat.next_beat(self.clock.now())
-        heartbeat.beat()
+        """One beat at the virtual now on every robot with a heartbeat, then the next one is
+        due a slot later."""
+        beating = [r.heartbeat for r in self.runtimes.values() if r.heartbeat is not None]
+        self.next_beat = beating[0].next_beat(self.clock.now()) if beating else None
+        for heartbeat in beating:
+            heartbeat.beat()
 
     def _frame_id(self) -> str:
         self.frames += 1
@@ -250,7 +306,8 @@ class CaseRun:
         kind = step.kind
         if kind == "send":
             assert step.send is not None
-            data = build_callback(self.fake, step.send.short_keys(), self.clock.now())
+            keys = send_keys(step.send, self.settings)
+            data = build_callback(self.fake, keys, self.clock.now())
             await self._deliver(callback_frame(data, self._frame_id(), now=self.clock.now()), data)
         elif kind == "frame":
             value = step.frame_value
@@ -273,43 +330,54 @@ class CaseRun:
         elif kind == "wait":
             await self._advance(self.clock.now() + (step.wait or 0.0))
         elif kind == "operator":
-            assert step.operator is not None and self.settings is not None and self.runtime
-            spec = step.operator
-            event = operator_event(
-                spec.text,
-                self.clock.now(),
-                user=spec.user,
-                group=spec.group,
-                robot_code=self.settings.robot_code,
-                event_id=spec.msg,
-            )
-            await operator_send(self.runtime.store, self.runtime.pipeline, event)
+            assert step.operator is not None
+            await self._operator(step.operator)
         elif kind == "click":
             assert step.click is not None
             await self._click(step.click)
 
+    async def _operator(self, spec: OperatorSpec) -> None:
+        """``dta send`` on the robot the step names (the first by default)."""
+        runtime = self._robot(spec.robot)
+        event = operator_event(
+            spec.text,
+            self.clock.now(),
+            user=spec.user,
+            group=spec.group,
+            robot_code=runtime.settings.robot_code,
+            event_id=spec.msg,
+        )
+        await operator_send(runtime.store, runtime.pipeline, event)
+
     async def _click(self, click: ClickSpec) -> None:
         """A press on the card the run of ``click.msg`` sent, delivered as DingTalk does: a
-        card callback frame; what its ack answers is what the card shows."""
-        assert self.runtime is not None
-        track = None
+        card callback frame to the robot that sent it; what its ack answers is what the
+        card shows."""
         if click.choice == "stop":  # mid-stream: the run is still writing its card
+            runtime = self._sender_of(click.msg)
             track = await reply_card_once_streaming(
-                self.runtime.store, self.fake, click.msg, click.after_frames or 1
+                runtime.store, self.fake, click.msg, click.after_frames or 1
             )
         else:
             await self._drain()  # the card exists once the run that sends it has worked
+            runtime, track = self._sender_of(click.msg), None
         data, card = self.fake.click_data(click.msg, click.by, click.choice, track)
         frame = callback_frame(
             data, self._frame_id(), now=self.clock.now(), topic=CARD_CALLBACK_TOPIC
         )
-        result = self.runtime.ingest(frame, self.clock.now())
+        result = runtime.ingest(frame, self.clock.now())
         self.fake.show_click_answer(card, click.by, result.response)
 
+    def _sender_of(self, msg: str) -> Runtime:
+        """The runtime of the robot that received ``msg`` (so sent its cards)."""
+        data = self.fake.inbound.get(msg) or {}
+        return self.runtimes.get(str(data.get("robotCode")), self.runtime)
+
     async def _deliver(self, raw: str, data: dict[str, Any] | None) -> None:
-        assert self.runtime is not None
+        """A frame to the robot it was sent to (a raw frame: the first robot)."""
+        runtime = self._sender_of(str(data["msgId"])) if data is not None else self.runtime
         try:
-            self.runtime.ingest(raw, self.clock.now())
+            runtime.ingest(raw, self.clock.now())
         except Crash:
             # Died after storing, before acking: DingTalk will deliver the frame again.
             if data is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from storage import Store
+from lab.stores import Records
 
 
 @dataclass
@@ -77,7 +77,7 @@ def _host_only(url: str | None) -> str | None:
 
 
 def collect_transcript(
-    store: Store, platform: list[dict[str, Any]], faults: list[dict[str, Any]] | None = None
+    store: Records, platform: list[dict[str, Any]], faults: list[dict[str, Any]] | None = None
 ) -> Transcript:
     decisions = {d.event_id: d for d in store.decisions()}
     trails: list[EventTrail] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.clock import VirtualClock
 from agent.components import model_limits
 from agent.config import Settings
-from agent.daemon.metrics import Metrics
+from agent.daemon.metrics import Metrics, RobotView
 from agent.run.metering import ModelMeter, limited
 from tests.factories import T0, event, run_for
 
@@ -37,8 +37,8 @@ def test_a_limit_is_reached_by_the_call_that_crosses_it_and_checked_before_the_n
     ((model, degraded, runs, tokens, cost),) = store.model_usage_totals()
     assert (model, degraded, runs, tokens) == ("qwen-plus", None, 1, 1200)
     assert abs(cost - (900 * 0.002 + 300 * 0.006) / 1000) < 1e-9
-    text = Metrics(store).render().decode()
-    assert 'dta_model_tokens{degraded="",model="qwen-plus"} 1200.0' in text
+    text = Metrics([RobotView("r1", store)]).render().decode()
+    assert 'dta_model_tokens{degraded="",model="qwen-plus",robot="r1"} 1200.0' in text
 
 
 def test_no_limits_read_nothing(store):

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from agent.daemon.health import HealthServer
-from agent.daemon.metrics import Metrics
-from agent.daemon.serve import StoreMonitor
+from agent.daemon.metrics import Metrics, RobotView
+from agent.daemon.store_monitor import StoreMonitor
 from storage import Store
 from storage.integrity import StoreProblem
 from tests.test_store_integrity import corrupt_middle, fill
@@ -39,7 +39,7 @@ async def monitor(store: Store) -> AsyncIterator[StoreMonitor]:
 
 
 def connector() -> Any:
-    stats = SimpleNamespace(paused=False, connects=1, disconnects=0)
+    stats = SimpleNamespace(paused=False, connects=1, disconnects=0, open_failure=None)
     return SimpleNamespace(connected=True, stats=stats)
 
 
@@ -113,12 +113,11 @@ async def test_run_loop_sets_lost_when_the_store_goes(monitor: StoreMonitor, sto
 
 async def test_readyz_and_metrics_tell_the_truth(monitor: StoreMonitor, store: Store) -> None:
     stream = connector()
-    metrics = Metrics(store, stream, store_health=monitor.current)
+    views = [RobotView("r1", store, stream, monitor.current)]
+    metrics = Metrics(views)
     await monitor.probe_once()
     async with (
-        HealthServer(
-            "127.0.0.1", 0, store, stream, metrics, store_health=monitor.current
-        ) as health,
+        HealthServer("127.0.0.1", 0, views, metrics) as health,
         httpx.AsyncClient(base_url=health.url or "", trust_env=False) as client,
     ):
         ready = await client.get("/readyz")
@@ -128,15 +127,15 @@ async def test_readyz_and_metrics_tell_the_truth(monitor: StoreMonitor, store: S
         assert ready.status_code == 503
         assert ready.json()["store"]["problem"] == "store_deleted"
         text = (await client.get("/metrics")).text
-        assert "dta_store_ready 0.0" in text
-        assert 'dta_store_problem{problem="store_deleted"} 1.0' in text
+        assert 'dta_store_ready{robot="r1"} 0.0' in text
+        assert 'dta_store_problem{problem="store_deleted",robot="r1"} 1.0' in text
     assert health._runner is None  # stopped on leaving the block
 
 
 async def test_readyz_without_a_monitor_probes_off_the_loop(store: Store) -> None:
     stream = connector()
     async with (
-        HealthServer("127.0.0.1", 0, store, stream, Metrics(store, stream)) as health,
+        HealthServer("127.0.0.1", 0, [RobotView("r1", store, stream)], Metrics([])) as health,
         httpx.AsyncClient(base_url=health.url or "", trust_env=False) as client,
     ):
         assert (await client.get("/readyz")).status_code == 200
@@ -153,10 +152,11 @@ async def test_readyz_without_a_monitor_probes_off_the_loop(store: Store) -> Non
 
 async def test_metrics_survive_an_unreadable_store(store: Store, monitor: StoreMonitor) -> None:
     fill(store)
-    metrics = Metrics(store, connector(), store_health=monitor.current)
+    metrics = Metrics([RobotView("r1", store, connector(), monitor.current)])
     store.close()  # any sqlite3 error while counting: the scrape still answers
     text = metrics.render().decode()
-    assert "dta_store_readable 0.0" in text and "dta_stream_connected 1.0" in text
+    assert 'dta_store_readable{robot="r1"} 0.0' in text
+    assert 'dta_stream_connected{robot="r1"} 1.0' in text
 
 
 async def test_store_is_an_async_context_manager(tmp_path: Path) -> None:

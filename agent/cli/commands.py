@@ -75,9 +75,12 @@ def dispatch(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- helpers
 
 
-def settings_or_none(config: Path | None) -> Settings | None:
+def settings_or_none(config: Path | None, robot: str | None = None) -> Settings | None:
+    """The settings a command works with: with several ``[[robots]]``, the one robot
+    ``--robot`` names (one line naming the robots when it names none or an unknown one)."""
     try:
-        return load_settings(config)
+        settings = load_settings(config)
+        return settings.robot(robot) if settings.robots or robot else settings
     except ConfigError as exc:
         fail(str(exc))
         return None
@@ -109,7 +112,7 @@ def opener(args: argparse.Namespace, settings: Settings) -> Callable[[], Store]:
 def open_store(args: argparse.Namespace, must_exist: bool = True) -> tuple[Settings, Store] | int:
     """The settings and the store to read, or the exit status after one line saying why not:
     1 when there is no store to read (nothing found), 2 when the command cannot run."""
-    settings = settings_or_none(args.config)
+    settings = settings_or_none(args.config, getattr(args, "robot", None))
     if settings is None:
         return 2
     path = store_path(args)
@@ -170,6 +173,9 @@ def trace(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return fail(str(exc))
+    robots = _every_robot(args)
+    if robots:  # several robots and none named: the message is in one of their stores
+        return _trace_each(args, query, robots)
     opened = open_store(args)
     if isinstance(opened, int):
         return opened
@@ -182,6 +188,44 @@ def trace(args: argparse.Namespace) -> int:
     else:
         print("\n".join(render_search(where, traces)))
     found = [t for t in traces if t.event is not None]
+    return 0 if found else 1
+
+
+def _every_robot(args: argparse.Namespace) -> list[str]:
+    """The codes of the configured robots when there are several and the command named
+    neither one nor another store; else nothing."""
+    if args.robot or store_path(args) is not None:
+        return []
+    try:
+        settings = load_settings(args.config)
+    except ConfigError:
+        return []  # the usual path says what is wrong
+    return [str(robot.robot_code) for robot in settings.robot_settings()] if settings.robots else []
+
+
+def _trace_each(args: argparse.Namespace, query: Any, robots: list[str]) -> int:
+    """``dta trace`` over every robot's store, each robot's findings under its name."""
+    from agent.cli.trace import document, search, shown_store
+    from agent.cli.trace_text import render_search
+
+    documents, found = {}, False
+    for code in robots:
+        args.robot = code
+        opened = open_store(args)
+        if isinstance(opened, int):
+            continue  # that robot has no store yet: nothing of it to find
+        _, store = opened
+        with store:
+            traces = search(store, query)
+        where = shown_store(store.path)
+        found = found or any(t.event is not None for t in traces)
+        if args.json:
+            documents[code] = document(where, query, traces)
+        else:
+            print(f"== robot {code}")
+            print("\n".join(render_search(where, traces)))
+    if args.json:
+        emit({"robots": documents})
     return 0 if found else 1
 
 
@@ -201,7 +245,9 @@ def console(args: argparse.Namespace) -> int:
 def doctor(args: argparse.Namespace) -> int:
     from agent.cli.doctor import doctor as run_doctor
 
-    return run_doctor(args.config, out=sys.stdout, as_json=args.json, card_to=args.card_to)
+    return run_doctor(
+        args.config, out=sys.stdout, as_json=args.json, card_to=args.card_to, robot=args.robot
+    )
 
 
 def init(args: argparse.Namespace) -> int:
@@ -379,7 +425,7 @@ def lab_against_model(args: argparse.Namespace) -> int:
 def send(args: argparse.Namespace) -> int:
     from agent.proactive.operator import receipt_line, send_as_operator
 
-    settings = settings_or_none(args.config)
+    settings = settings_or_none(args.config, args.robot)
     if settings is None:
         return 2
     text = " ".join(args.text)

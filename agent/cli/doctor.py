@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import ssl
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -297,15 +297,26 @@ def sources(config: Path | None, env: dict[str, str] | None = None) -> dict[str,
 
 
 def doctor(
-    config: Path | None, out: TextIO, as_json: bool = False, card_to: str | None = None
+    config: Path | None,
+    out: TextIO,
+    as_json: bool = False,
+    card_to: str | None = None,
+    robot: str | None = None,
 ) -> int:
     read = sources(config)
     try:
         settings = load_settings(config)
+        robots = [settings.robot(robot)] if robot else settings.robot_settings()
     except ConfigError as exc:
         checks = [Check("config", False, str(exc), "fix the named field", "config")]
     else:
-        checks = [Check("config", True, "valid"), *diagnose(settings, card_to)]
+        checks = [Check("config", True, "valid")]
+        for one in robots:  # with several robots, each robot's checks under its code
+            named = len(robots) > 1 or robot is not None
+            for check in diagnose(one, card_to):
+                checks.append(
+                    replace(check, name=f"{one.robot_code}: {check.name}") if named else check
+                )
     ok = all(check.ok for check in checks)
     if as_json:
         document = {**read, "ok": ok, "checks": [asdict(c) for c in checks]}

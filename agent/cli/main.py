@@ -19,6 +19,9 @@
 ``./dta.toml`` when present); ``--json`` prints a JSON document instead of lines on every
 command that inspects something. ``trace``, ``console``, ``store`` and ``memory`` read
 another store with ``--store PATH``, or the newest ``dta dev`` instance's with ``--dev``.
+With several ``[[robots]]`` in dta.toml, ``--robot CODE`` says whose store ``trace`` (all of
+them when left out), ``console``, ``store``, ``memory`` and ``approvals`` read, as whom
+``send`` speaks, and which robot ``doctor`` checks (each of them when left out).
 ``-h`` works everywhere, with nothing running and no configuration.
 
 Exit status, the same for every command:
@@ -90,6 +93,13 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--store", type=Path, help="read this store file instead")
     where.add_argument("--dev", action="store_true", help="read the newest `dta dev` store")
+    _robot_option(parser)
+
+
+def _robot_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--robot", metavar="CODE", help="which robot's, when dta.toml lists several [[robots]]"
+    )
 
 
 def _add(
@@ -177,6 +187,7 @@ def _send_parser(commands: argparse._SubParsersAction) -> None:
     to.add_argument("--user", help="staff id: a one-to-one message")
     to.add_argument("--group", help="openConversationId: a group message")
     send.add_argument("text", nargs="+", help="the message")
+    _robot_option(send)
 
 
 def _trace_parser(commands: argparse._SubParsersAction) -> None:
@@ -212,6 +223,7 @@ def _setup_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="STAFF_ID",
         help="card mode: send this person one test card (proves the template and the key)",
     )
+    _robot_option(dr)
     init = _add(commands, "init", "scaffold a bot here: dta.toml, knowledge, a skill, an agent")
     init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="default: here")
     init.add_argument("--force", action="store_true", help="overwrite files that exist")

@@ -122,6 +122,9 @@ class ConnectorStats:
     paused_reason: str | None = None  # PAUSED_NOT_ACCEPTING or PAUSED_CHECK_FAILED
     paused_since: float | None = None  # epoch seconds
     refused_while_paused: int = 0  # frames left unacked for DingTalk to redeliver
+    # Why the last attempt to open a connection failed (None once one opened): what
+    # readiness says about a robot whose credentials DingTalk refuses.
+    open_failure: str | None = None
     oversize_disconnects: int = 0  # connections closed by a frame over socket_max_bytes
     frame_sink_failures: int = 0  # the on_frame sink (recorder) raised; ingest went on
 
@@ -247,7 +250,7 @@ class Connector:
         )
         clicks = self.clicks.on(store) if self.clicks is not None else None
         self.frames.ingestor = Ingestor(store, self.supersedes, self.config.max_frame_bytes, clicks)
-        client = self._client = make_client(self._sdk, self.config)
+        client = self._client = make_client(self._sdk, self.config, self.stats)
         started.set()
         attempt = 0
         try:

@@ -19,13 +19,14 @@ import httpx
 from agent.dingtalk.ingest import BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC
 
 if TYPE_CHECKING:
-    from agent.dingtalk.connector import ConnectorConfig
+    from agent.dingtalk.connector import ConnectorConfig, ConnectorStats
 
 log = logging.getLogger("dta.connector")
 
 
-def make_client(sdk: ModuleType, config: ConnectorConfig) -> Any:
-    """A ready client for SYSTEM frames, opening connections with our request."""
+def make_client(sdk: ModuleType, config: ConnectorConfig, stats: ConnectorStats) -> Any:
+    """A ready client for SYSTEM frames, opening connections with our request; why the
+    last open failed (refused credentials, say) goes to ``stats.open_failure``."""
 
     class StreamClient(sdk.DingTalkStreamClient):  # type: ignore[name-defined,misc]
         def open_connection(self) -> dict[str, Any] | None:
@@ -45,14 +46,36 @@ def make_client(sdk: ModuleType, config: ConnectorConfig) -> Any:
                 response = httpx.post(url, json=body, timeout=config.open_timeout_s)
             except httpx.HTTPError as exc:
                 log.warning("open connection failed", extra={"error": type(exc).__name__})
+                stats.open_failure = f"opening the connection failed: {type(exc).__name__}"
                 return None
             if response.status_code != 200:
-                log.warning("open connection refused", extra={"status": response.status_code})
+                code = _code(response)
+                log.warning(
+                    "open connection refused",
+                    extra={"status": response.status_code, "code": code},
+                )
+                stats.open_failure = f"DingTalk refused the connection: HTTP {response.status_code}"
+                stats.open_failure += f" {code}" if code else ""
                 return None
             data = response.json()
-            return data if isinstance(data, dict) and "endpoint" in data else None
+            if not (isinstance(data, dict) and "endpoint" in data):
+                stats.open_failure = "DingTalk's answer to the open named no endpoint"
+                return None
+            stats.open_failure = None
+            return data
 
-    credential = sdk.Credential(config.client_id, config.client_secret)
+    credential = sdk.Credential(config.client_id, config.client_secret)  # the SDK's own type
     client = StreamClient(credential, logger=logging.getLogger("dta.sdk"))
     client.pre_start()
     return client
+
+
+def _code(response: httpx.Response) -> str | None:
+    """DingTalk's error code in a refusal (``InvalidAuthentication``), never its message:
+    an answer might echo what was sent."""
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    code = data.get("code") if isinstance(data, dict) else None
+    return code[:80] if isinstance(code, str) else None

@@ -229,7 +229,11 @@ def build_callback(platform: PlatformState, send: dict[str, Any], now: float) ->
     # An armed "expired" fault means the webhook a callback carries is already dead.
     expires_at = now - 1.0 if platform.webhook_expired else now + SESSION_TTL_S
     webhook = platform.register_session(
-        conversation, "group" if group else "dm", None if group else user, expires_at, app.robot_code
+        conversation,
+        "group" if group else "dm",
+        None if group else user,
+        expires_at,
+        app.robot_code,
     )
     at_users: list[dict[str, str]] = []
     if send.get("at_bot", False):

@@ -26,7 +26,11 @@ async def _reaction(request: web.Request, recall: bool) -> web.Response:
     msg_id = body.get("openMsgId")
     robot_code = caller(request).robot_code
     inbound = platform.inbound.get(msg_id) if isinstance(msg_id, str) else None
-    if body.get("robotCode") != robot_code or inbound is None or inbound.get("robotCode") != robot_code:
+    if (
+        body.get("robotCode") != robot_code
+        or inbound is None
+        or inbound.get("robotCode") != robot_code
+    ):
         raise Reject(api_error(400, "invalidParameter.openMsgId", "消息不存在"))
     if recall:
         held = [r for r in platform.reactions if r["msg"] == msg_id and not r["recalled"]]

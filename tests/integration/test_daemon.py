@@ -59,12 +59,13 @@ async def test_dm_and_group_replies_over_the_stream(fake, daemon):
     assert group.conversation_id == "cid-g" and group.at_user_ids == ["u3"]
     assert await fake.wait_acked(["m1", "m2", "m3"], timeout=5)
     metrics = httpx.get(daemon.url("/metrics"), trust_env=False).text
-    assert 'dta_decisions{reason="group_not_mentioned",verdict="silent"} 1.0' in metrics
-    assert "dta_stream_connected 1.0" in metrics
-    assert "dta_oldest_unfinished_event_age_seconds 0.0" in metrics  # nothing waits
+    robot = f'robot="{fake.robot_code}"'  # every sample names its robot
+    assert f'dta_decisions{{reason="group_not_mentioned",{robot},verdict="silent"}} 1.0' in metrics
+    assert f"dta_stream_connected{{{robot}}} 1.0" in metrics
+    assert f"dta_oldest_unfinished_event_age_seconds{{{robot}}} 0.0" in metrics  # nothing waits
     # the latencies the connector and the runtime observe: three acks, three finished runs
-    assert "dta_ack_latency_seconds_count 3.0" in metrics
-    assert "dta_run_latency_seconds_count 3.0" in metrics
+    assert f"dta_ack_latency_seconds_count{{{robot}}} 3.0" in metrics
+    assert f"dta_run_latency_seconds_count{{{robot}}} 3.0" in metrics
 
 
 async def test_redelivery_is_acked_and_not_answered_again(fake, daemon):

@@ -1,0 +1,84 @@
+"""Every robot's records read as one, for the judge and the transcript of a case that runs
+several robots: "store expectations span every robot's records" (lab-cases.md).
+
+Each robot keeps its own store (dedupe, budgets and tasks never mix); a case asks about
+msgIds, which are unique across robots, so reading them side by side answers it. Only what
+the judge and the transcript read is here, each a plain join of the robots' answers.
+
+    stores = RobotStores([runtime.store for runtime in runtimes])
+    judge(case.expect, received, stores, ...)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+from agent.contracts import (
+    ActionIntent,
+    ApprovalRecord,
+    Attempt,
+    Event,
+    MemoryCandidate,
+    Receipt,
+    ResponseDecision,
+    Run,
+    TaskCheckpoint,
+)
+from storage import Store
+from storage.store import Counts
+
+
+class RobotStores:
+    def __init__(self, stores: Sequence[Store]) -> None:
+        self.stores = list(stores)
+
+    def get_run(self, event_id: str) -> Run | None:
+        return next((r for s in self.stores if (r := s.get_run(event_id)) is not None), None)
+
+    def events(self) -> list[Event]:
+        return [event for store in self.stores for event in store.events()]
+
+    def deliveries(self, event_id: str) -> int:
+        return sum(store.deliveries(event_id) for store in self.stores)
+
+    def decisions(self) -> list[ResponseDecision]:
+        return [decision for store in self.stores for decision in store.decisions()]
+
+    def intents(self, event_id: str) -> list[ActionIntent]:
+        return [intent for store in self.stores for intent in store.intents(event_id)]
+
+    def attempts(self, intent_id: str) -> list[Attempt]:
+        return [attempt for store in self.stores for attempt in store.attempts(intent_id)]
+
+    def receipts(self, event_id: str | None = None) -> list[Receipt]:
+        return [receipt for store in self.stores for receipt in store.receipts(event_id)]
+
+    def approvals(self) -> list[ApprovalRecord]:
+        held = [record for store in self.stores for record in store.approvals()]
+        return sorted(held, key=lambda record: record.created_at)
+
+    def tasks(self) -> list[TaskCheckpoint]:
+        return [task for store in self.stores for task in store.tasks()]
+
+    def memory_candidates(self) -> list[MemoryCandidate]:
+        return [c for store in self.stores for c in store.memory_candidates()]
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        return [q for store in self.stores for q in store.quarantined()]
+
+    def counts(self) -> Counts:
+        each = [store.counts() for store in self.stores]
+        return Counts(**{f.name: sum(getattr(c, f.name) for c in each) for f in fields(Counts)})
+
+    def runs_per_event(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for store in self.stores:
+            total.update(store.runs_per_event())
+        return dict(total)
+
+
+# What the judge and the transcript read: one robot's store, or every robot's.
+Records = Store | RobotStores
