@@ -13,7 +13,9 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -90,6 +92,21 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+# The robot a line is about, in a deployment of several: set while a robot starts, so its
+# tasks carry it (a task keeps the context it was made in), and its connector's thread too.
+ROBOT: ContextVar[str | None] = ContextVar("dta_robot", default=None)
+
+
+@contextmanager
+def robot_context(code: str) -> Iterator[None]:
+    """Lines logged here, and by tasks and threads started here, name ``code``."""
+    token = ROBOT.set(code)
+    try:
+        yield
+    finally:
+        ROBOT.reset(token)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -99,6 +116,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        robot = ROBOT.get()
+        if robot is not None:
+            entry["robot"] = robot
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 entry[key] = value

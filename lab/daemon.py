@@ -28,6 +28,7 @@ import httpx
 
 from lab.fake import FakeDingTalk
 from storage import Store
+from storage.backends.postgres import schema_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,6 +64,8 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table: ``robots`` as an array of them
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {value!r}")
 
 
@@ -137,9 +140,12 @@ class DaemonProcess:
         """How ``dta run`` is started (a subclass may add interpreter flags)."""
         return [sys.executable, "-m", "agent.cli.main", "run", "--config", str(self.config_path)]
 
-    async def start(self, timeout: float = 30.0, *extra: str) -> float:
+    async def start(
+        self, timeout: float = 30.0, *extra: str, robots: list[str] | None = None
+    ) -> float:
         """Spawn (``extra``: more ``dta run`` arguments, e.g. ``--new-store``) and wait
-        until ``/readyz`` says the stream is up; returns seconds taken."""
+        until ``/readyz`` says the stream is up (only ``robots``' streams, when given: the
+        others may be meant to fail); returns seconds taken."""
         started = time.monotonic()
         self.starts += 1
         record = ["--record", str(self.record)] if self.record else []
@@ -153,20 +159,24 @@ class DaemonProcess:
                 stdout=log,
                 stderr=log,
             )
-        if not await self.ready(timeout):
+        if not await self.ready(timeout, robots):
             await self.stop()
             raise DaemonError(f"dta run did not become ready:\n{self.log_tail()}")
         return time.monotonic() - started
 
-    async def ready(self, timeout: float) -> bool:
+    async def ready(self, timeout: float, robots: list[str] | None = None) -> bool:
+        """Wait until ``/readyz`` says ready (or, given ``robots``, that each of them is)."""
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient(trust_env=False) as client:
             while time.monotonic() < deadline and self.running:
                 try:
                     response = await client.get(self.url("/readyz"), timeout=1)
-                    if response.status_code == 200:
+                    if robots is None and response.status_code == 200:
                         return True
-                except httpx.HTTPError:
+                    said = response.json().get("robots", {})
+                    if robots and all(said.get(code, {}).get("ready") for code in robots):
+                        return True
+                except (httpx.HTTPError, ValueError):
                     pass
                 await asyncio.sleep(0.05)
         return False
@@ -221,11 +231,13 @@ class DaemonProcess:
                 return int(line.split()[1])
         return None
 
-    def store(self) -> Store:
-        """A read-side connection on the daemon's store (WAL: safe while it runs)."""
+    def store(self, robot: str | None = None) -> Store:
+        """A read-side connection on the daemon's store (WAL: safe while it runs); with
+        several robots, ``robot``'s (its file beside the configured one, or its schema)."""
         if self.store_url:
-            return Store(self.store_url, schema=self.store_schema)
-        return Store(self.store_path)
+            schema = schema_for(robot) if robot else self.store_schema
+            return Store(self.store_url, schema=schema)
+        return Store(self.store_path.with_name(f"{robot}.db") if robot else self.store_path)
 
     def log_tail(self, chars: int = 3000) -> str:
         logs = sorted(self.workdir.glob("daemon-*.log"), key=lambda p: p.stat().st_mtime)

@@ -35,6 +35,7 @@ from agent.daemon.metrics import Latencies, RobotView
 from agent.daemon.recorder import FrameRecorder
 from agent.daemon.store_monitor import StoreMonitor
 from agent.dingtalk.connector import Connector
+from agent.logs import robot_context
 from agent.runtime import Runtime
 from skills.loader import SkillLibrary
 from storage.backends.sqlite_checkpoints import WalCheckpoints
@@ -88,8 +89,9 @@ class RobotDaemon:
         """The store side (runtime recovered, checkpoints, readiness known), then the stream
         side; returns how many runs recovery queued. A failure leaves nothing running."""
         try:
-            recovered = await self._store_side()
-            self._stream_side()
+            with robot_context(self.code):  # its tasks' log lines name it
+                recovered = await self._store_side()
+                self._stream_side()
         except BaseException:
             await self._close()
             raise
@@ -147,7 +149,8 @@ class RobotDaemon:
     def open_stream(self) -> None:
         """Start taking frames (after the whole deployment is ready to)."""
         assert self.connector is not None
-        self.connector.start()
+        with robot_context(self.code):  # the connector's thread names it too
+            self.connector.start()
 
     async def until_lost(self) -> StoreHealth:
         """Wait until the store is lost; its health then."""

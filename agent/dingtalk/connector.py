@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import os
@@ -211,8 +212,12 @@ class Connector:
         if self._thread is not None:
             raise RuntimeError("the connector is already running")
         started = threading.Event()
+        # The thread runs in a copy of the caller's context: its log lines name the robot.
         self._thread = threading.Thread(
-            target=self._thread_main, args=(started,), name="dta-connector", daemon=True
+            target=contextvars.copy_context().run,
+            args=(self._thread_main, started),
+            name="dta-connector",
+            daemon=True,
         )
         self._thread.start()
         started.wait(5)
