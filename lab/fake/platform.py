@@ -152,14 +152,19 @@ class FakeDingTalk(PlatformState):
 
     # ------------------------------------------------------------------ faults
 
-    def arm_fault(self, spec: dict[str, Any]) -> ParsedFaults:
-        """Arm a lab-case fault spec; ``ValueError`` says what is wrong with a bad one."""
+    def arm_fault(self, spec: dict[str, Any], robot: str | None = None) -> ParsedFaults:
+        """Arm a lab-case fault spec; ``ValueError`` says what is wrong with a bad one. A
+        stream fault strikes ``robot``'s connection (the default robot's when None)."""
         parsed = super().arm_fault(spec)
+        app = self.app_for_robot(robot)
+        if app is None:
+            raise ValueError(f"no robot {robot!r} on this platform")
         self.stream.apply_faults(
             drop=parsed.drop,
             zombie=parsed.zombie,
             refuse_s=parsed.refuse_s,
             disconnect=parsed.disconnect,
+            app_key=app.app_key,
         )
         return parsed
 

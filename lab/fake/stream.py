@@ -363,12 +363,20 @@ class StreamGateway(DeliveryLedger):
     # ------------------------------------------------------------------ faults
 
     def apply_faults(
-        self, *, drop: bool, zombie: bool, refuse_s: float | None, disconnect: bool
+        self,
+        *,
+        drop: bool,
+        zombie: bool,
+        refuse_s: float | None,
+        disconnect: bool,
+        app_key: str | None = None,
     ) -> None:
-        """Strike the current connection; with none open, only the refusal has an effect."""
+        """Strike the current connection (of ``app_key``'s robot; the default app's when
+        None); with none open, only the refusal has an effect. A refusal refuses every
+        robot's new connections: the gateway is shared."""
         if refuse_s is not None:
             self.refuse_until = max(self.refuse_until, time.monotonic() + refuse_s)
-        conn = self.current
+        conn = self.current_of(app_key)
         if conn is not None and zombie:
             conn.zombie = True
         if conn is not None and drop:

@@ -10,8 +10,12 @@ Recovery time is measured from the moment the platform would accept the daemon a
 end of the refusal; for a plain drop or zombie, the strike itself) to the first reply to a
 message sent after the strike: such a message can only be answered once the stream works.
 
-Pass: every injected message answered exactly once (none lost, none twice), and every
-strike recovered within 30 s.
+The daemon serves two robots (``[[robots]]``, each with its own app, store and Stream
+connection); messages alternate between them and each strike hits one robot's connection
+(a refusal refuses both: the gateway is shared).
+
+Pass: every injected message answered exactly once (none lost, none twice) and by the robot
+it was sent to, and every strike recovered within 30 s.
 """
 
 from __future__ import annotations
@@ -43,6 +47,12 @@ KINDS = ("drop", "zombie", "drop+refuse", "zombie+refuse")
 REFUSE_S = (1.0, 5.0)
 GAP_S = (0.5, 2.5)  # calm between a recovery and the next strike
 RECOVERY_TARGET_S = 30.0
+ROBOTS = ("chaos-a", "chaos-b")
+
+
+def robot_of(i: int) -> str:
+    """The robot message ``i`` is sent to: the two take turns."""
+    return ROBOTS[i % len(ROBOTS)]
 
 
 async def _load(fake: FakeDingTalk, sent: list[str], stop: asyncio.Event) -> None:
@@ -50,12 +60,15 @@ async def _load(fake: FakeDingTalk, sent: list[str], stop: asyncio.Event) -> Non
     while not stop.is_set():
         i = len(sent)
         await asyncio.sleep(max(0.0, started + i / RATE_PER_S - time.monotonic()))
-        sent.append(send_dm(fake, PREFIX, i, BASE))
+        sent.append(send_dm(fake, PREFIX, i, BASE, robot_of(i)))
 
 
-def _first_reply_after(fake: FakeDingTalk, mark: int, first_index: int) -> float | None:
-    """When the platform first accepted a reply to message ``first_index`` or a later one."""
+def _first_reply_after(fake: FakeDingTalk, mark: int, first_index: int, robot: str) -> float | None:
+    """When the platform first accepted a reply by ``robot`` to message ``first_index`` or
+    a later one."""
     for message in fake.received[mark:]:
+        if message.robot_code != robot:
+            continue
         for user in message.user_ids:
             index = user.removeprefix(f"{PREFIX}-u")
             if index.isdigit() and int(index) >= first_index:
@@ -64,9 +77,10 @@ def _first_reply_after(fake: FakeDingTalk, mark: int, first_index: int) -> float
 
 
 async def _strike(
-    fake: FakeDingTalk, rng: random.Random, sent: list[str], kind: str
+    fake: FakeDingTalk, rng: random.Random, sent: list[str], kind: str, robot: str
 ) -> dict[str, Any]:
-    """Arm one fault and wait for the first reply that proves the stream works again."""
+    """Arm one fault on ``robot``'s connection and wait for the first reply that proves
+    its stream works again."""
     spec: dict[str, Any] = {"drop" if kind.startswith("drop") else "zombie": True}
     refuse_s = round(rng.uniform(*REFUSE_S), 2) if kind.endswith("refuse") else 0.0
     if refuse_s:
@@ -74,13 +88,13 @@ async def _strike(
     connections = len(fake.stream.connections)
     mark, first_index = len(fake.received), len(sent)
     struck_at = time.time()
-    fake.arm_fault({"stream": spec})
+    fake.arm_fault({"stream": spec}, robot=robot)
     accepting_at = struck_at + refuse_s
     # Wait until a message sent after the strike has been answered.
     reply_at: list[float] = []
 
     def recovered() -> bool:
-        at = _first_reply_after(fake, mark, first_index)
+        at = _first_reply_after(fake, mark, first_index, robot)
         if at is not None:
             reply_at.append(at)
         return at is not None
@@ -89,6 +103,7 @@ async def _strike(
     recovery = round(reply_at[0] - accepting_at, 3) if reply_at else None
     return {
         "kind": kind,
+        "robot": robot,
         "refuse_s": refuse_s,
         "recovery_s": recovery,
         "reconnected": len(fake.stream.connections) > connections,
@@ -99,7 +114,14 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
     rng = random.Random(SEED)
     fake = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0, max_redeliveries=50)
     await fake.start()
-    daemon = DaemonProcess(fake, workdir / "chaos", {"open_connection_timeout_s": 2.0})
+    robots = []
+    for code in ROBOTS:
+        app = fake.add_robot(code)
+        robots.append(
+            {"robot_code": code, "client_id": app.app_key, "client_secret": app.app_secret}
+        )
+    config = {"open_connection_timeout_s": 2.0, "robots": robots}
+    daemon = DaemonProcess(fake, workdir / "chaos", config)
     sent: list[str] = []
     stop = asyncio.Event()
     strikes: list[dict[str, Any]] = []
@@ -109,9 +131,9 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         load = asyncio.create_task(_load(fake, sent, stop))
         kinds = [KINDS[n % len(KINDS)] for n in range(SIZES[size])]
         rng.shuffle(kinds)
-        for kind in kinds:
+        for number, kind in enumerate(kinds):
             await asyncio.sleep(rng.uniform(*GAP_S))
-            strikes.append(await _strike(fake, rng, sent, kind))
+            strikes.append(await _strike(fake, rng, sent, kind, robot_of(number)))
         await asyncio.sleep(1.0)
         stop.set()
         await load
@@ -138,6 +160,11 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         "lost": sum(per_user.get(f"{PREFIX}-u{i}", 0) == 0 for i in range(len(sent))),
         "answered_twice": sum(per_user.get(f"{PREFIX}-u{i}", 0) > 1 for i in range(len(sent))),
         "wrong_answers": wrong_answers(fake, PREFIX, BASE),
+        "robots": list(ROBOTS),
+        "answered_by_another_robot": _by_another_robot(fake),
+        "injected_per_robot": {
+            code: sum(robot_of(i) == code for i in range(len(sent))) for code in ROBOTS
+        },
         "unrecovered_strikes": len(strikes) - len(recoveries),
         "recovery_s_max": max(recoveries, default=None),
         "recovery_s_median": round(statistics.median(recoveries), 3) if recoveries else None,
@@ -155,11 +182,23 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         and report["lost"] == 0
         and report["answered_twice"] == 0
         and report["wrong_answers"] == 0
+        and report["answered_by_another_robot"] == 0
         and report["unrecovered_strikes"] == 0
         and all(s["reconnected"] for s in strikes)
         and max(recoveries, default=RECOVERY_TARGET_S + 1) <= RECOVERY_TARGET_S
     )
-    return seal(report, [fake.app_secret])
+    return seal(report, [fake.app_secret, *(fake.add_robot(code).app_secret for code in ROBOTS)])
+
+
+def _by_another_robot(fake: FakeDingTalk) -> int:
+    """Replies sent by a robot other than the one the person wrote to."""
+    wrong = 0
+    for message in fake.received:
+        for user in message.user_ids:
+            index = user.removeprefix(f"{PREFIX}-u")
+            if index.isdigit() and message.robot_code != robot_of(int(index)):
+                wrong += 1
+    return wrong
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,10 +32,12 @@ def answer(i: int, base: int) -> str:
     return f"{i} + {base} = {i + base}"
 
 
-def send_dm(fake: FakeDingTalk, prefix: str, i: int, base: int) -> str:
-    """One DM from its own sender, so no two messages share a thread (no superseding)."""
+def send_dm(fake: FakeDingTalk, prefix: str, i: int, base: int, robot: str | None = None) -> str:
+    """One DM from its own sender, so no two messages share a thread (no superseding); to
+    ``robot`` (the fake's default robot when None)."""
     msg_id = f"{prefix}-{i}"
-    fake.inject({"msg": msg_id, "from": f"{prefix}-u{i}", "text": question(i, base)})
+    send = {"msg": msg_id, "from": f"{prefix}-u{i}", "text": question(i, base)}
+    fake.inject({**send, "robot": robot} if robot else send)
     return msg_id
 
 

@@ -59,6 +59,11 @@ async def test_connection_chaos(tmp_path: Path) -> None:
     assert report["strikes"] == 4 and all(report["strikes_by_kind"].values())
     assert report["lost"] == 0 and report["answered_twice"] == 0
     assert report["answered_once"] == report["injected"] > 0
+    # two robots, each struck and each answering only its own people
+    assert report["robots"] == ["chaos-a", "chaos-b"]
+    assert all(n > 0 for n in report["injected_per_robot"].values())
+    assert {strike["robot"] for strike in report["strike_log"]} == {"chaos-a", "chaos-b"}
+    assert report["answered_by_another_robot"] == 0
     assert report["recovery_s_max"] <= 30
     _no_secret(report)
 
