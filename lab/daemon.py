@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from agent.config import ConfigError
 from lab.fake import FakeDingTalk
 from storage import Store
 from storage.backends.postgres import schema_for
@@ -55,18 +57,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _toml_value(value: Any) -> str:
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def toml_value(value: Any) -> str:
+    """A TOML value for what ``tomllib`` reads (tables become inline tables)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, str | Path):
+        return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a TOML string
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table: ``robots`` as an array of them
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no TOML form for {value!r}")
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise ConfigError(f"no TOML form for a {type(value).__name__} in this configuration")
+
+
+def toml_text(config: dict[str, Any]) -> str:
+    return "".join(f"{_key(key)} = {toml_value(value)}\n" for key, value in config.items())
 
 
 async def until(check: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
@@ -107,7 +118,7 @@ class DaemonProcess:
         # Session webhooks may go to the fake and nowhere else.
         settings = {**BASE_CONFIG, "webhook_origins": [fake.base_url], **(config or {})}
         self.config_path.write_text(
-            "".join(f"{key} = {_toml_value(value)}\n" for key, value in settings.items()),
+            toml_text(settings),
             encoding="utf-8",
         )
 

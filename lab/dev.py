@@ -153,7 +153,7 @@ class DevSession:
     async def _start(self, raw: dict[str, Any], settings: Any) -> None:
         base = await self.fake.start()
         model_url = await self.model.start() if self.model else None
-        config = dev_config(raw, base, model_url)
+        config = dev_config(raw, base, model_url, self.fake)
         self.daemon = DevDaemon(self.fake, self.folder, config, fake_model=bool(model_url))
         log_hint = f" (log: {self.folder}/daemon-1.log)"
         self.watcher = Watcher(self.daemon.store_path, self.printer, log_hint)

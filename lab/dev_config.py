@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
-from lab.daemon import BASE_CONFIG, ROOT, DaemonProcess
+from agent.config.robots import robot_code_of
+from lab.daemon import BASE_CONFIG, ROOT, DaemonProcess, toml_text
 from lab.fake import FakeDingTalk
 from lab.fake_model import FakeModel
 
@@ -75,10 +76,18 @@ def user_settings(config: Path | None) -> tuple[Settings, dict[str, Any]]:
     return settings, raw
 
 
-def dev_config(raw: dict[str, Any], fake_url: str, model_url: str | None) -> dict[str, Any]:
-    """Your configuration with DingTalk (and, given ``model_url``, the model) swapped."""
+def dev_config(
+    raw: dict[str, Any], fake_url: str, model_url: str | None, fake: FakeDingTalk | None = None
+) -> dict[str, Any]:
+    """Your configuration with DingTalk (and, given ``model_url``, the model) swapped. With
+    several ``[[robots]]``, each robot gets an app of its own on ``fake`` (the first one is
+    where the messages you type go)."""
     drop = DINGTALK_KEYS | (MODEL_KEYS if model_url else frozenset())
     config = {key: value for key, value in raw.items() if key not in drop}
+    if isinstance(raw.get("robots"), list) and fake is not None:
+        config["robots"] = [_dev_robot(table, drop, fake) for table in raw["robots"]]
+        if config["robots"]:
+            fake.use_robot(config["robots"][0]["robot_code"])
     config.update(DEV_CONFIG)
     config["webhook_origins"] = [fake_url]
     if model_url:
@@ -88,27 +97,17 @@ def dev_config(raw: dict[str, Any], fake_url: str, model_url: str | None) -> dic
     return config
 
 
-def _key(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
-
-
-def toml_value(value: Any) -> str:
-    """A TOML value for what ``tomllib`` reads (tables become inline tables)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str | Path):
-        return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a TOML string
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-    raise ConfigError(f"dta dev cannot carry a {type(value).__name__} over from your configuration")
-
-
-def toml_text(config: dict[str, Any]) -> str:
-    return "".join(f"{_key(key)} = {toml_value(value)}\n" for key, value in config.items())
+def _dev_robot(table: Any, drop: frozenset[str], fake: FakeDingTalk) -> dict[str, Any]:
+    """One ``[[robots]]`` table as ``dta dev`` runs it: its code kept, its DingTalk swapped
+    for an app of its own on the fake."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"robots: a robot is a table of keys, got {table!r}")
+    code = robot_code_of(table)
+    if code is None:
+        raise ConfigError("robots: give each robot its robot_code (or client_id)")
+    app = fake.add_robot(code)
+    kept = {key: value for key, value in table.items() if key not in drop}
+    return {**kept, "robot_code": code, "client_id": app.app_key, "client_secret": app.app_secret}
 
 
 class DevModel(FakeModel):

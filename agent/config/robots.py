@@ -71,13 +71,13 @@ def robot_tables(top: dict[str, Any], robots: list[Any]) -> list[tuple[str, dict
         where = f"robots[{index}]"
         if not isinstance(table, dict):
             raise ValueError(f"{where}: a robot is a table of keys, got {table!r}")
-        shared = sorted(DEPLOYMENT_KEYS & set(table))
-        if shared:
-            raise ValueError(f"{where}: set once for the deployment, at the top level: {shared}")
         code = robot_code_of(table)
         if code is None:
             raise ValueError(f"{where}: give robot_code (or client_id, which it defaults to)")
         where = f"{where} ({code})"
+        shared = sorted(DEPLOYMENT_KEYS & set(table))
+        if shared:
+            raise ValueError(f"{where}: set once for the deployment, at the top level: {shared}")
         if code in codes:
             raise ValueError(f"{where}: robot_code {code!r} is also {codes[code]}'s")
         codes[code] = where

@@ -228,6 +228,14 @@ class PlatformState:
         self.apps[app.app_key] = app
         return app
 
+    def use_robot(self, robot_code: str) -> FakeApp:
+        """Make ``robot_code`` (given an app if it has none) the robot a step that names
+        no robot goes to (``dta dev`` with several robots: the first)."""
+        app = self.add_robot(robot_code)
+        self.app_key, self.app_secret = app.app_key, app.app_secret
+        self.robot_code, self.chatbot_user_id = app.robot_code, app.chatbot_user_id
+        return app
+
     def app_for_robot(self, robot_code: str | None) -> FakeApp | None:
         """The app of ``robot_code`` (the default robot's for None)."""
         if robot_code is None:
