@@ -174,6 +174,31 @@ async def test_wrong_secret_is_refused_without_echo(fake, http) -> None:
     assert "guess-XYZ" not in answer.text
 
 
+async def test_each_robot_speaks_only_as_itself(fake, http) -> None:
+    """Several robots on one fake: a token is its app's, and the robotCode it sends with
+    must be that app's robot; its messages are recorded as that robot's."""
+    hr = fake.add_robot("hr")
+    answer = await http.post(
+        f"{fake.base_url}/v1.0/oauth2/accessToken",
+        json={"appKey": hr.app_key, "appSecret": hr.app_secret},
+    )
+    hr_token = answer.json()["accessToken"]
+    as_other = await api(fake, http, "oToMessages/batchSend", oto(fake), hr_token)
+    assert as_other.status_code == 400 and as_other.json()["code"] == "invalidParameter.robotCode"
+    own = await api(fake, http, "oToMessages/batchSend", oto(fake, robotCode="hr"), hr_token)
+    assert own.status_code == 200
+    assert [m.robot_code for m in fake.received] == ["hr"]
+    # a callback to hr carries hr's code and chatbot id, and its webhook speaks as hr
+    data = build_callback(fake, {"msg": "m9", "from": "u1", "robot": "hr"}, fake.clock.now())
+    assert (data["robotCode"], data["chatbotUserId"]) == ("hr", hr.chatbot_user_id)
+    sent = await http.post(
+        data["sessionWebhook"], json={"msgtype": "text", "text": {"content": "x"}}
+    )
+    assert sent.json()["errcode"] == 0 and fake.received[-1].robot_code == "hr"
+    with pytest.raises(ValueError, match="no robot 'ops'"):
+        build_callback(fake, {"msg": "m10", "from": "u1", "robot": "ops"}, fake.clock.now())
+
+
 # ---------------------------------------------------------------------------- webhook
 
 
