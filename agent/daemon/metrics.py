@@ -165,26 +165,18 @@ class StoreCollector(Collector):
     def _stream_families(self, families: dict[str, Any], robot: str, connector: Connector) -> None:
         stats = connector.stats
         gauge, counter = GaugeMetricFamily, CounterMetricFamily
-        up = self._family(
-            families, gauge, "dta_stream_connected", "1 while the stream is connected", []
-        )
-        up.add_metric([robot], 1 if connector.connected else 0)
-        paused = self._family(
-            families,
-            gauge,
-            "dta_stream_paused",
-            "1 while frames are not acked because the store cannot take them",
-            [],
-        )
-        paused.add_metric([robot], 1 if stats.paused else 0)
-        opened = self._family(
-            families, counter, "dta_stream_connects", "Stream connections opened", []
-        )
-        opened.add_metric([robot], stats.connects)
-        lost = self._family(
-            families, counter, "dta_stream_disconnects", "Stream connections lost", []
-        )
-        lost.add_metric([robot], stats.disconnects)
+        for kind, name, text, value in (
+            (gauge, "dta_stream_connected", "1 while the stream is connected", connector.connected),
+            (
+                gauge,
+                "dta_stream_paused",
+                "1 while frames are not acked because the store cannot take them",
+                stats.paused,
+            ),
+            (counter, "dta_stream_connects", "Stream connections opened", stats.connects),
+            (counter, "dta_stream_disconnects", "Stream connections lost", stats.disconnects),
+        ):
+            self._family(families, kind, name, text, []).add_metric([robot], int(value))
 
 
 class Latencies:

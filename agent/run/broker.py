@@ -167,29 +167,21 @@ class Broker:
                 reason=SilentReason.PROVIDER_SILENCE.value,
                 evidence=Evidence(detail=silence_detail[:500] or None),
             )
-        elif intent.content is not None and intent.content.attachment is not None:
-            receipt = self.receipt(
-                run,
-                intent.kind,
-                ReceiptStatus.FAILED,
-                intent_id=intent.intent_id,
-                reason=AttachmentReason.NO_OPENAPI.value,
-                evidence=Evidence(
-                    channels_tried=[Channel.NONE],
-                    detail="a file goes by the OpenAPI only (a session webhook cannot carry"
-                    " one) and no OpenAPI credentials are configured",
-                ),
-            )
         else:
+            reason, detail = None, "no usable channel: webhook expired, no OpenAPI credentials"
+            if intent.content is not None and intent.content.attachment is not None:
+                reason = AttachmentReason.NO_OPENAPI.value
+                detail = (
+                    "a file goes by the OpenAPI only (a session webhook cannot carry one)"
+                    " and no OpenAPI credentials are configured"
+                )
             receipt = self.receipt(
                 run,
                 intent.kind,
                 ReceiptStatus.FAILED,
                 intent_id=intent.intent_id,
-                evidence=Evidence(
-                    channels_tried=[Channel.NONE],
-                    detail="no usable channel: webhook expired, no OpenAPI credentials",
-                ),
+                reason=reason,
+                evidence=Evidence(channels_tried=[Channel.NONE], detail=detail),
             )
         self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
         return receipt
