@@ -401,6 +401,8 @@ def run_dev(args: argparse.Namespace, out: TextIO) -> int:
     daemon did not come up; 2 when the configuration cannot be used."""
     try:
         settings, raw = user_settings(args.config)
+        # with several [[robots]], what you type goes to the first, and dev shows that one
+        settings = settings.robot_settings()[0]
         SkillLibrary(settings.skill_paths)
     except (ConfigError, SkillError, OSError, ValueError) as exc:
         print(f"dta: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
-from agent.config.robots import robot_code_of
+from agent.config.robots import file_name_for, robot_code_of
 from lab.daemon import BASE_CONFIG, ROOT, DaemonProcess, toml_text
 from lab.fake import FakeDingTalk
 from lab.fake_model import FakeModel
@@ -162,6 +162,13 @@ class DevDaemon(DaemonProcess):
     ) -> None:
         super().__init__(fake, workdir, {})
         self.config_path.write_text(toml_text(config), encoding="utf-8")
+        # The daemon's store setting; with several robots, dev watches the first robot's
+        # file, which the daemon keeps beside it (agent/config/robots.py).
+        self.store_setting = self.store_path
+        robots = config.get("robots") or []
+        if robots:
+            first = file_name_for(str(robots[0]["robot_code"]))
+            self.store_path = self.store_setting.with_name(f"{first}.db")
         self.cwd = Path.cwd()
         # Your environment's behaviour settings stay, as `dta run` would read them here.
         self.keep_env = BEHAVIOUR_ENV - (MODEL_ENV if fake_model else frozenset())
@@ -180,7 +187,7 @@ class DevDaemon(DaemonProcess):
             DINGTALK_CLIENT_SECRET=self.fake.app_secret,
             DINGTALK_ROBOT_CODE=self.fake.robot_code,
             DINGTALK_OPENAPI_ENDPOINT=self.fake.base_url,
-            DTA_STORE_PATH=str(self.store_path),
+            DTA_STORE_PATH=str(self.store_setting),
             DTA_HEALTH_PORT=str(self.health_port),
             NO_PROXY="127.0.0.1,localhost",
             PYTHONPATH=os.pathsep.join(paths),
