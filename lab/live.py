@@ -23,20 +23,14 @@ from agent.config import Settings
 from agent.daemon.connect import connect
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
+from lab.case_settings import case_provider, lab_settings, send_keys, uses_model
 from lab.cases import Case, SendSpec, Step, directory
 from lab.fake import FakeDingTalk
 from lab.fake.calls import call_counts
 from lab.fake.files import parse_files
 from lab.fake_model import FakeModel
 from lab.judge import judge
-from lab.runner import (
-    CaseResult,
-    case_provider,
-    lab_settings,
-    reply_card_once_streaming,
-    send_keys,
-    uses_model,
-)
+from lab.runner import CaseResult, reply_card_once_streaming
 from lab.stores import RobotStores
 from lab.transcript import collect_transcript
 

@@ -24,11 +24,12 @@ from typing import Any, TextIO
 from agent.clock import VirtualClock
 from agent.logs import JsonFormatter, RedactingFilter
 from agent.runtime import Runtime
+from lab.case_settings import lab_settings
 from lab.cases import Case
 from lab.evaluate import render_html, report_document, summarise
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake_model import FakeModel
-from lab.runner import LAB_EPOCH, CaseResult, lab_settings
+from lab.runner import LAB_EPOCH, CaseResult
 from lab.transcript import collect_transcript
 
 CORPUS: list[str] = [

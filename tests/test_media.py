@@ -18,11 +18,12 @@ from agent.contracts import MediaStatus
 from agent.dingtalk.transport import DingTalkTransport
 from agent.run.media import MEDIA_INDEX, MediaFetcher, prune_media, sniff
 from agent.runtime import Runtime
+from lab.case_settings import lab_settings
 from lab.cases import CaseError, load_case
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.files import parse_files, tiny_png
 from lab.fake_model import FakeModel
-from lab.runner import LAB_EPOCH, lab_settings
+from lab.runner import LAB_EPOCH
 from tests.factories import built, event, fake_transport_config
 
 TEXT = "报销流程：先在 OA 提交报销单。\n" * 3

@@ -4,21 +4,15 @@
     for robot in settings.robot_settings():   # one Settings per robot ([[robots]]), or itself
         ...
 
-- ``settings``: ``Settings`` (every key and its default), its parts (``McpServer``,
-  ``ModelPrice``) and ``validate_settings``/``ConfigError``;
+- ``settings``: ``Settings`` (every key and its default) and ``validate_settings`` /
+  ``ConfigError``; ``parts``: the tables inside it (``McpServer``, ``ModelPrice``);
 - ``robots``: how a ``[[robots]]`` table and the top level make one robot's settings;
 - ``loading``: the file and the environment.
 """
 
 from agent.config.loading import ENV_KEYS, load_settings
-from agent.config.settings import (
-    DINGTALK_API,
-    ConfigError,
-    McpServer,
-    ModelPrice,
-    Settings,
-    validate_settings,
-)
+from agent.config.parts import McpServer, ModelPrice
+from agent.config.settings import DINGTALK_API, ConfigError, Settings, validate_settings
 
 __all__ = [
     "DINGTALK_API",

@@ -1,0 +1,45 @@
+"""Tables inside the settings: what a model costs, and an MCP server a model may call."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ModelPrice(BaseModel):
+    """What 1,000 tokens cost, in the operator's currency."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class McpServer(BaseModel):
+    """One MCP server whose tools a model may call (``[[mcp_servers]]`` in dta.toml).
+
+    Started with ``command`` (stdio; ``python_module`` runs a module with dta's own Python)
+    or reached at ``url`` (streamable HTTP). Its tools are named ``mcp.<name>.<tool>`` in
+    ``tools``. Each is a write unless listed in ``reads``; a write is irreversible (it waits
+    for the asker's approval) unless listed in ``reversible``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    command: list[str] = Field(default_factory=list)
+    python_module: str | None = None
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    reads: list[str] = Field(default_factory=list)
+    reversible: list[str] = Field(default_factory=list)
+    start_timeout_s: float = Field(default=10, gt=0)
+    call_timeout_s: float = Field(default=20, gt=0)
+
+    @model_validator(mode="after")
+    def _one_way_to_reach_it(self) -> McpServer:
+        ways = [bool(self.command), self.python_module is not None, self.url is not None]
+        if sum(ways) != 1:
+            raise ValueError(
+                f"mcp server {self.name!r}: give exactly one of command, python_module, url"
+            )
+        return self
