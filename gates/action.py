@@ -184,6 +184,7 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
         contents: list[MessageContent | None] = [
             MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
         ]
+        words = len(contents)  # ``chunks`` counts these: the attachments come after them
         if request.attachments:  # after the text, each its own message in the same slot
             attachments = c.attachments
             assert isinstance(attachments, list)
@@ -193,6 +194,7 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
             ]
     else:
         contents = [None]
+        words = 1
     return [
         ActionIntent(
             intent_id=new_id("int"),
@@ -204,7 +206,7 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
             content=content,
             approval_id=request.approval_id,
             chunk=chunk,
-            chunks=len(contents),
+            chunks=words,
             task=request.task,
             gate_checks=list(checked),
             created_at=c.facts.now,

@@ -1,5 +1,6 @@
 """Pictures and files out: the gate types them by their bytes, the transport uploads once."""
 
+import asyncio
 import json
 
 import httpx
@@ -17,10 +18,14 @@ from agent.contracts import (
     RefusalReason,
     SessionWebhook,
 )
+from agent.crashpoints import Crash, CrashPoints
 from agent.dingtalk.transport import DingTalkTransport
 from gates.action import ActionFacts, ActionGate, Approval, Refusal, RunTally
 from gates.attachments import AttachmentLimits, AttachmentProblem, check_attachments
+from lab.cases import Case
 from lab.fixtures.attachments import csv, entry, pdf, png, xlsx
+from lab.runner import CaseRun
+from storage import Store
 from tests.factories import ROBOT, T0, built, event, run_for
 
 API = "https://api.test"
@@ -255,3 +260,55 @@ def test_without_openapi_credentials_an_attachment_has_no_channel():
     assert transport.channel_for_intent(intent) is Channel.NONE
     text = intent.model_copy(update={"content": MessageContent(msgtype="text", text="x")})
     assert transport.channel_for_intent(text) is Channel.SESSION_WEBHOOK
+
+
+# ---------------------------------------------------------------------------- after a crash
+
+
+class CrashOnSecondAttempt(CrashPoints):
+    """Dies at the second send's ``after_attempt_started``: the attachment's, after the text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    def hit(self, point):  # type: ignore[no-untyped-def]
+        if point == "after_attempt_started":
+            self.seen += 1
+            if self.seen == 2:
+                raise Crash(point)
+
+
+def test_a_crash_while_sending_an_attachment_leaves_the_run_done_and_sends_nothing_twice(
+    tmp_path,
+):
+    case = Case.model_validate(
+        {
+            "schema": "dta.lab.case/1",
+            "id": "attachment-crash",
+            "category": "workspace-and-artifacts",
+            "title": "a crash between the text and its picture",
+            "fixtures": {
+                "provider_script": {
+                    "m1": [
+                        {
+                            "kind": "reply",
+                            "text": "图表如下。",
+                            "attachments": [entry("a.png", png())],
+                        }
+                    ]
+                }
+            },
+            "steps": [{"at": 0, "send": {"msg": "m1", "from": "u1", "text": "把图表发我"}}],
+            "expect": {"processed": ["m1"]},
+        }
+    )
+    run = CaseRun(case, tmp_path)
+    run.crash = CrashOnSecondAttempt()
+    result = asyncio.run(run.run())
+    assert result.error is None, result.error
+    with Store(tmp_path / "dta.db") as store:
+        assert store.get_run("m1").state.value == "done"  # the words reached the person
+        statuses = sorted(r.status.value for r in store.receipts("m1"))
+    assert statuses == ["accepted", "uncertain"]  # the picture's cut attempt, owned up to
+    assert [m.msgtype for m in run.fake.received] == ["text"]  # nothing sent twice

@@ -25,7 +25,13 @@ from storage import Store
 
 def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) -> Run | None:
     """The run's final form if its terminal action is already on record, else None."""
-    terminal = [i for i in store.intents(run.event_id) if i.kind.is_terminal]
+    # The words of the terminal action decide the run; a reply's attachments, sent after
+    # them, never do (one that a crash cut is simply not sent: its bytes were not kept).
+    terminal = [
+        i
+        for i in store.intents(run.event_id)
+        if i.kind.is_terminal and (i.content is None or i.content.attachment is None)
+    ]
     if not terminal:
         return None
     receipts = {r.intent_id: r for r in store.receipts(run.event_id) if r.intent_id}
