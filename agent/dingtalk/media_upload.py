@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from agent.contracts import AttachmentRef
+from agent.dingtalk.http_pool import PLACE, Place
 from agent.dingtalk.openapi import TOKEN_ERRCODES, DingTalkAPI, TokenError, json_object
 
 log = logging.getLogger("dta.media")
@@ -86,8 +87,12 @@ class UploadFailed(Exception):
         self.errmsg = errmsg
 
 
-async def upload_media(api: DingTalkAPI, base_url: str, upload: Upload) -> str:
+async def upload_media(
+    api: DingTalkAPI, base_url: str, upload: Upload, place: Place | None = None
+) -> str:
     """Upload the bytes; their ``media_id`` (``UploadFailed`` with DingTalk's reason).
+    ``place``: the pool place the send holds; the upload travels on it, as the send does
+    (waiting for a second one could wait on itself).
 
     Nothing reaches the person by an upload: whatever goes wrong here, the message was
     definitely not sent, so a failure is final for this attempt and never ``uncertain``.
@@ -107,6 +112,7 @@ async def upload_media(api: DingTalkAPI, base_url: str, upload: Upload) -> str:
                     _MIME.get(ref.file_type, "application/octet-stream"),
                 )
             },
+            extensions={} if place is None else {PLACE: place},
         )
     except TokenError as exc:
         raise UploadFailed(f"no access token ({exc})") from None

@@ -147,7 +147,9 @@ class DingTalkTransport(Addressing, DingTalkAPI):
         upload = request.upload
         if upload is not None and upload.media_id is None:
             try:
-                media_id = await upload_media(self, self.config.oapi_base_url, upload)
+                media_id = await upload_media(
+                    self, self.config.oapi_base_url, upload, request.place
+                )
             except UploadFailed as exc:
                 evidence = Evidence(
                     channels_tried=[request.channel],
