@@ -38,8 +38,10 @@ class AttachmentProblem:
 
 
 def _decode(item: OutboundAttachment) -> bytes | None:
+    """The bytes, or None for what is not base64 (line breaks, as ``base64`` wraps at 76
+    characters, are allowed; any other stray character is not)."""
     try:
-        return base64.b64decode(item.data_base64, validate=True)
+        return base64.b64decode("".join(item.data_base64.split()), validate=True)
     except (binascii.Error, ValueError):
         return None
 

@@ -134,3 +134,30 @@ def test_card_mode_at_the_top_level_needs_no_credentials_there() -> None:
 def test_a_code_makes_a_safe_file_name() -> None:
     assert file_name_for("ding/../x y") == "ding_.._x_y"
     assert env_name("finance-bot", "client_id") == "DTA_ROBOT_FINANCE_BOT_CLIENT_ID"
+
+
+def test_the_robot_that_ran_before_keeps_its_store(tmp_path: Path) -> None:
+    """Moving from one robot to [[robots]]: the robot the top level named keeps the file it
+    used (a new one would answer DingTalk's redeliveries of old messages again)."""
+    settings = validate_settings(
+        {
+            "store_path": str(tmp_path / "dta.db"),
+            "robot_code": "finance",
+            "robots": [{"robot_code": "finance"}, {"robot_code": "hr"}],
+        },
+        "t",
+    )
+    finance, hr = settings.robot_settings()
+    assert finance.store_path == tmp_path / "dta.db"
+    assert hr.store_path == tmp_path / "hr.db"
+    # and each robot's media in a folder of its own (pruned by its own keep-days)
+    assert finance.media_dir != hr.media_dir and hr.media_dir.name == "hr"
+
+
+def test_two_robots_on_one_postgresql_schema_are_refused() -> None:
+    robots = [{"robot_code": "hr"}, {"robot_code": "HR"}]
+    with pytest.raises(ConfigError, match=r"robots\[1\] \(HR\): its records would share"):
+        validate_settings({"store_url": "postgresql://db/x", "robots": robots}, "t")
+    named = [{"robot_code": "a", "store_schema": "dta_hr"}, {"robot_code": "hr"}]
+    with pytest.raises(ConfigError, match="would share"):
+        validate_settings({"store_url": "postgresql://db/x", "robots": named}, "t")

@@ -13,8 +13,11 @@ then holds defaults only (it is not a robot itself). Except:
 - its credentials and code (``client_id``, ``client_secret``, ``robot_code``) are its own
   and never inherited: two robots never share an app;
 - its records are its own: its SQLite file is ``<folder of store_path>/<robot code>.db``
-  unless it names one, and on PostgreSQL its schema is ``dta_<robot code>`` unless it names
-  one (a top-level ``store_schema`` would put every robot in one schema: refused);
+  unless it names one — except the robot the top level named (its ``robot_code`` or
+  ``client_id``), which keeps ``store_path`` itself, the file it used before there were
+  robots — and on PostgreSQL its schema is ``dta_<robot code>`` unless it names one (a
+  top-level ``store_schema`` would put every robot in one schema: refused); its media
+  folder is ``<media_dir>/<robot code>``;
 - the process's own keys (health port, logging) are set once, at the top level.
 
 Pure dictionaries here: ``Settings.robot_settings`` validates what these tables become.
@@ -25,6 +28,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+
+from agent.contracts.base import schema_for
 
 # Keys of the process, not of a robot: set once for the deployment, at the top level.
 DEPLOYMENT_KEYS = frozenset({"health_host", "health_port", "log_level", "log_format", "robots"})
@@ -51,12 +56,16 @@ def env_name(robot_code: str, key: str) -> str:
     return f"DTA_ROBOT_{slug}_{key.upper()}"
 
 
-def robot_tables(top: dict[str, Any], robots: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+def robot_tables(
+    top: dict[str, Any], robots: list[Any], store_path: Path, media_dir: Path
+) -> list[tuple[str, dict[str, Any]]]:
     """``(where, settings data)`` for each robot: its table over the top level's keys.
 
-    ``top`` is what the top level set (not its defaults); ``where`` names the table in
-    errors (``robots[1] (finance)``). Raises ``ValueError`` for a table that cannot be a
-    robot: not a table, no code, a process key, a code or a store used twice.
+    ``top`` is what the top level set (not its defaults); ``store_path`` and ``media_dir``
+    are the top level's own, defaults included (robots' files go beside them); ``where``
+    names the table in errors (``robots[1] (finance)``). Raises ``ValueError`` for a table
+    that cannot be a robot: not a table, no code, a process key, a code or a store used
+    twice.
     """
     inherited = {k: v for k, v in top.items() if k not in DEPLOYMENT_KEYS | OWN_KEYS}
     if top.get("store_schema"):
@@ -83,8 +92,15 @@ def robot_tables(top: dict[str, Any], robots: list[Any]) -> list[tuple[str, dict
         codes[code] = where
         data = {**inherited, **table}
         if "store_path" not in table and not data.get("store_url"):
-            folder = Path(str(top.get("store_path", ".dta/dta.db"))).parent
-            data["store_path"] = folder / f"{file_name_for(code)}.db"
+            top_file = store_path
+            # The robot the top level named before there were [[robots]] keeps its file: a
+            # new one would answer DingTalk's redeliveries of old messages again.
+            former = code == (top.get("robot_code") or top.get("client_id"))
+            data["store_path"] = (
+                top_file if former else top_file.parent / f"{file_name_for(code)}.db"
+            )
+        if "media_dir" not in table:  # pruned by its own robot's media_keep_days
+            data["media_dir"] = media_dir / file_name_for(code)
         store = _store_of(data, code)
         if store in stores:
             raise ValueError(f"{where}: its records would share {stores[store]}'s store")
@@ -96,5 +112,5 @@ def robot_tables(top: dict[str, Any], robots: list[Any]) -> list[tuple[str, dict
 def _store_of(data: dict[str, Any], code: str) -> str:
     """Where a robot's records live, to tell two robots' apart."""
     if data.get("store_url"):
-        return f"{data['store_url']}#{data.get('store_schema') or code}"
+        return f"{data['store_url']}#{data.get('store_schema') or schema_for(code)}"
     return str(Path(str(data["store_path"])).expanduser().resolve())

@@ -240,8 +240,10 @@ class Settings(BaseModel):
     # Several robots in one deployment (``[[robots]]``): each table is one robot's own keys,
     # the rest come from the top level, which then holds defaults only and is no robot
     # itself (agent/config/robots.py). Empty: the top level is the one robot.
-    robots: list[dict[str, Any]] = Field(default_factory=list)
+    robots: list[dict[str, Any]] = Field(default_factory=list, repr=False)  # holds secrets
     _robots: list[Settings] | None = PrivateAttr(default=None)
+    # A robot's siblings' secrets: never said by it either (its action gate checks them)
+    _sibling_secrets: tuple[str, ...] = PrivateAttr(default=())
 
     @field_validator("openapi_base_url", "openai_base_url", "oapi_base_url")
     @classmethod
@@ -373,7 +375,7 @@ class Settings(BaseModel):
         values = [self.client_secret, self.openai_api_key]
         own = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
         if not self.robots:
-            return own
+            return list(dict.fromkeys([*own, *self._sibling_secrets]))
         theirs = [value for robot in self.robot_settings() for value in robot.secret_values]
         return list(dict.fromkeys([*own, *theirs]))
 
@@ -391,11 +393,14 @@ class Settings(BaseModel):
         if self._robots is None:
             top = self.model_dump(exclude_unset=True)
             robots = []
-            for where, data in robot_tables(top, self.robots):
+            for where, data in robot_tables(top, self.robots, self.store_path, self.media_dir):
                 try:
                     robots.append(Settings.model_validate(data))
                 except ValidationError as exc:
                     raise ValueError(f"{where}: {_problems(exc)}") from None
+            every = tuple(value for robot in robots for value in robot.secret_values)
+            for robot in robots:
+                robot._sibling_secrets = every
             self._robots = robots
         return list(self._robots)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import time
 from typing import Any
 
@@ -33,6 +34,17 @@ class Contract(BaseModel):
 # Ids need to be unique, not secret: a generator seeded once from the OS per process costs
 # a fraction of reading the OS's random source for every id.
 _ids = random.Random()
+
+
+_SCHEMA_NAME = re.compile(r"[^a-z0-9_]+")
+
+
+def schema_for(robot_code: str | None) -> str:
+    """The PostgreSQL schema a robot's records live in unless configured otherwise:
+    ``dta_<robot code>`` in lowercase letters, digits and ``_`` (so ``HR`` and ``hr`` are
+    one schema: the configuration refuses two robots on it)."""
+    name = _SCHEMA_NAME.sub("_", (robot_code or "default").lower()).strip("_") or "default"
+    return f"dta_{name}"[:63]
 
 
 def new_id(prefix: str) -> str:

@@ -179,12 +179,14 @@ class RobotDaemon:
 
     async def _close(self) -> None:
         self.view.connector, self.view.store, self.view.store_health = None, None, None
-        await self._stack.aclose()
-        self._stack = contextlib.AsyncExitStack()
-        self.connector, self.monitor = None, None
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
+        try:
+            await self._stack.aclose()
+        finally:  # the store is let go even if something failed to close
+            self._stack = contextlib.AsyncExitStack()
+            self.connector, self.monitor = None, None
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

@@ -124,8 +124,19 @@ class Daemon:
                     "provider": self.settings.provider,
                 },
             )
-            lost = await self._until_stopped(stack)
-            await asyncio.gather(*(robot.stop() for robot in self.robots if robot.serving))
+            try:
+                lost = await self._until_stopped(stack)
+            finally:  # every robot is stopped, whatever went wrong with one of them
+                stopping = [robot for robot in self.robots if robot.serving]
+                done = await asyncio.gather(
+                    *(robot.stop() for robot in stopping), return_exceptions=True
+                )
+                for robot, result in zip(stopping, done, strict=True):
+                    if isinstance(result, BaseException):
+                        log.error(
+                            "robot did not stop cleanly",
+                            extra={"robot": robot.code, "error": _said(result)},
+                        )
         log.info("stopped")
         return EXIT_STORE_LOST if lost else 0
 
@@ -212,7 +223,7 @@ class Daemon:
         while True:
             await asyncio.sleep(wait)
             try:
-                robot.claim()
+                await asyncio.to_thread(robot.claim)  # it checks the file: off the loop
                 await robot.start()
             except Exception as exc:  # its store still cannot be had: reported, tried again
                 robot.view.down = f"could not start: {_said(exc)}; retrying"

@@ -25,23 +25,18 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from agent.contracts.base import schema_for
 from storage.integrity import StoreError, StoreHealth, StoreProblem, healthy, unhealthy
 from storage.schema import POSTGRESQL, newer_than_this_dta, scripts
 
 Params = tuple[Any, ...] | list[Any] | dict[str, Any]
 
-_SCHEMA_NAME = re.compile(r"[^a-z0-9_]+")
 _TOKENS = re.compile(r"'[^']*'|\?|:([A-Za-z_][A-Za-z0-9_]*)|%")
 
 
 def is_postgres_url(target: str) -> bool:
     return target.startswith(("postgresql://", "postgres://"))
 
-
-def schema_for(robot_code: str | None) -> str:
-    """A PostgreSQL schema name for a robot's records: lowercase letters, digits and ``_``."""
-    name = _SCHEMA_NAME.sub("_", (robot_code or "default").lower()).strip("_") or "default"
-    return f"dta_{name}"[:63]
 
 
 @lru_cache(maxsize=512)
