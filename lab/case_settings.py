@@ -13,7 +13,7 @@ from typing import Any
 from agent.components import build_provider
 from agent.config import Settings
 from agent.config.robots import robot_code_of
-from lab.cases import Case, SendSpec
+from lab.cases import Case
 from lab.fake import FakeDingTalk
 from lab.scripted import ScriptedProvider
 from skills.providers.base import Provider
@@ -91,16 +91,10 @@ def with_robot_apps(config: dict[str, Any], fake: FakeDingTalk) -> dict[str, Any
             continue
         app = fake.add_robot(code)
         tables.append({"client_id": app.app_key, "client_secret": app.app_secret, **table})
+    first = robot_code_of(tables[0]) if isinstance(tables[0], dict) else None
+    if first is not None:
+        fake.use_robot(first)  # a step that names no robot goes to the first (send.robot)
     return {**config, "robots": tables}
-
-
-def send_keys(send: SendSpec, settings: Settings | None) -> dict[str, Any]:
-    """A send step as the fake builds its callback: to the robot it names, else the first
-    of the case's robots (the fake's own default when the case has none)."""
-    keys = send.short_keys()
-    if "robot" not in keys and settings is not None and settings.robots:
-        keys["robot"] = settings.robot_settings()[0].robot_code
-    return keys
 
 
 def case_provider(case: Case, settings: Settings) -> Provider | None:

@@ -23,7 +23,7 @@ from agent.config import Settings
 from agent.daemon.connect import connect
 from agent.dingtalk.connector import Connector
 from agent.runtime import Runtime
-from lab.case_settings import case_provider, lab_settings, send_keys, uses_model
+from lab.case_settings import case_provider, lab_settings, uses_model
 from lab.cases import Case, SendSpec, Step, directory
 from lab.fake import FakeDingTalk
 from lab.fake.calls import call_counts
@@ -159,7 +159,7 @@ class LiveCaseRun:
     def _step(self, step: Step) -> int:
         """Play one step on the platform's side; returns how many frames it sent."""
         if step.send is not None:
-            self.fake.inject(send_keys(step.send, self.settings))
+            self.fake.inject(step.send.short_keys())
             return 1
         if step.kind == "frame":
             value = step.frame_value

@@ -24,7 +24,7 @@ from agent.crashpoints import Crash, CrashPoints
 from agent.proactive.operator import operator_event
 from agent.proactive.operator import send as operator_send
 from agent.runtime import Runtime
-from lab.case_settings import case_provider, lab_settings, send_keys, uses_model
+from lab.case_settings import case_provider, lab_settings, uses_model
 from lab.cases import Case, ClickSpec, OperatorSpec, RestartSpec, Step, directory
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.callbacks import CARD_CALLBACK_TOPIC
@@ -211,8 +211,7 @@ class CaseRun:
         kind = step.kind
         if kind == "send":
             assert step.send is not None
-            keys = send_keys(step.send, self.settings)
-            data = build_callback(self.fake, keys, self.clock.now())
+            data = build_callback(self.fake, step.send.short_keys(), self.clock.now())
             await self._deliver(callback_frame(data, self._frame_id(), now=self.clock.now()), data)
         elif kind == "frame":
             value = step.frame_value

@@ -246,9 +246,6 @@ class PlatformState:
         app = self.apps.get(app_key) if isinstance(app_key, str) else None
         return app if app is not None and app_secret == app.app_secret else None
 
-    def credentials_match(self, app_key: Any, app_secret: Any) -> bool:
-        return self.app_for_credentials(app_key, app_secret) is not None
-
     def issue_token(self, app_key: str | None = None) -> str:
         """A new access token for an app (the default one), valid for two hours of the
         platform's clock."""
