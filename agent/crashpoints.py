@@ -2,19 +2,29 @@
 
 Production code calls ``crash.hit("after_send")`` at the points where a crash is most
 dangerous; ``mid_stream`` is an AI card's, after DingTalk took a frame and before the answer
-is complete. Nothing is armed outside the lab, so a hit is a dictionary lookup.
+is complete; ``card_call_waits`` a card call's, waiting for its pacing slot or a throttle's
+back-off. Nothing is armed outside the lab, so a hit is a dictionary lookup.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-CrashPoint = Literal["after_ingest", "after_attempt_started", "after_send", "mid_stream"]
+CrashPoint = Literal[
+    "after_ingest",
+    "after_attempt_started",
+    "after_send",
+    "mid_stream",
+    "between_pieces",
+    "card_call_waits",
+]
 CRASH_POINTS: tuple[CrashPoint, ...] = (
     "after_ingest",
     "after_attempt_started",
     "after_send",
     "mid_stream",
+    "between_pieces",  # a piece of a long answer sent and receipted, the next not yet tried
+    "card_call_waits",  # a card call waits for its slot in the app's budget, or after a 403
 )
 
 
@@ -34,6 +44,11 @@ class CrashPoints:
         if point not in CRASH_POINTS:
             raise ValueError(f"unknown crash point {point!r}; known: {', '.join(CRASH_POINTS)}")
         self._armed.add(point)
+
+    @property
+    def armed(self) -> tuple[str, ...]:
+        """The points armed and not yet hit."""
+        return tuple(sorted(self._armed))
 
     def hit(self, point: CrashPoint) -> None:
         if point in self._armed:

@@ -26,7 +26,6 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -40,29 +39,20 @@ from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.ingest import FrameKind, Ingestor, IngestResult
 from agent.run.dispatcher import Dispatcher
+from agent.run.retries import RETRY_BASE_S, RETRY_MAX_S, RetryQueue
+from agent.run.thread_claims import ThreadClaims
+from agent.runtime_chores import RuntimeChores
 from skills.loader import SkillLibrary
 from skills.providers.base import Provider
-from storage import Lease, Store
+from storage import Store
 from storage.patience import is_transient
 
 log = logging.getLogger("dta.runtime")
-
-RETRY_BASE_S = 0.5  # first wait before a run the store interrupted is driven again
-RETRY_MAX_S = 30.0
-THREAD_BUSY_WAIT_S = 0.2  # first wait when another replica is running the same thread
-THREAD_BUSY_MAX_S = 2.0  # a person's next message waits no longer than this between looks
 
 
 def owner_id() -> str:
     """This process as a run owner: readable (host and pid) and unique across restarts."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-@dataclass
-class _Retry:
-    event: Event
-    due: float
-    tries: int
 
 
 class Runtime:
@@ -112,15 +102,19 @@ class Runtime:
         )
         self.pipeline = build_pipeline(settings, parts, self.owner)
         # Proactive work (agent/proactive/heartbeat.py): None unless heartbeat_interval_s is set.
-        self.heartbeat = build_heartbeat(settings, parts, self.pipeline, self.submit)
+        self.heartbeat = build_heartbeat(settings, parts, self.submit)
+        reactions = self.pipeline.acting.reactions  # the working signal's, when it is one
+        self.chores = RuntimeChores(self.store, self.clock, self.cards, reactions, self.acts)
         # Every run in memory may be under way (the provider's places bound the expensive
         # part): a run waiting only for its turn would start its ack timer late.
         self.dispatcher = Dispatcher(settings.max_queued_runs)
         # Told how long each event took from receipt to finished run (metrics).
         self.on_run_finished = on_run_finished
         self._inflight: set[str] = set()  # queued or running, by event id
-        self._threads: set[str] = set()  # thread leases held in a shared store
-        self._retries: dict[str, _Retry] = {}  # interrupted by the store, waiting to go again
+        self._threads = ThreadClaims(
+            self.store, self.owner, self.clock, settings.run_lease_s, settings.max_event_age_s
+        )
+        self._retries = RetryQueue()  # interrupted by the store, or the thread was busy
         self._spilling = False  # memory is full: new events wait in the store, in order
         # While spilling, the pass that refills memory runs once a tenth of it is free,
         # not after every run: each pass reads a queue's worth of the store.
@@ -166,6 +160,8 @@ class Runtime:
         if self.mcp is not None:  # before any run: their tools are offered from the start
             await self.mcp.start()
         await self.sweep_cards(everything=True)
+        # a recall refused, or cut by the stop, is owed still
+        await self.sweep_reactions(everything=True)
         resumed = self.tick(force=True)
         if uncertain or dropped or expired or resumed:
             log.warning(
@@ -215,20 +211,20 @@ class Runtime:
         async def job() -> None:
             held = False
             try:
-                held = self._claim_thread(event)
+                held = self._threads.claim(event)
                 if not held:
-                    self._retry_later(event, None)
+                    self._retries.later(event, None, self.clock.now())
                     return
                 run = await self.pipeline.process(event, generation)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                self._retry_later(event, exc)
+                self._retries.later(event, exc, self.clock.now())
                 return
             finally:
                 self._inflight.discard(event.event_id)
                 if held and not self.store.exclusive:
-                    self._release_thread(event.thread_key)
+                    self._threads.release(event.thread_key)
                 if self._spilling and self.queued <= self._refill_at:
                     self._wake.set()
             if run is not None and run.state.is_finished and self.on_run_finished is not None:
@@ -239,48 +235,6 @@ class Runtime:
                     self.submit(settle)
 
         self.dispatcher.submit(event.thread_key, job)
-
-    def _claim_thread(self, event: Event) -> bool:
-        """With replicas, take the thread in the store first: its runs stay serial across
-        processes, in arrival order (in one process the dispatcher already keeps them so).
-        A message whose claim fails waits (``_retry_later``); the next one of the same
-        person cannot go before it either, since its own claim sees this one unfinished."""
-        if self.store.exclusive:
-            return True
-        now = self.clock.now()
-        lease = Lease(self.owner, now + self.settings.run_lease_s, now)
-        since = now - self.settings.max_event_age_s  # older ones are stale: they cannot wait
-        if not self.store.claim_thread(event.thread_key, lease, event.event_id, since):
-            return False
-        self._threads.add(event.thread_key)
-        return True
-
-    def _release_thread(self, thread_key: str) -> None:
-        self._threads.discard(thread_key)
-        try:
-            self.store.release_thread(thread_key, self.owner)
-        except Exception as exc:  # an unreleased lease simply expires: said, not raised
-            log.warning(
-                "thread lease not released; it expires on its own",
-                extra={"thread_key": thread_key, "error": str(exc)[:200]},
-            )
-
-    def _retry_later(self, event: Event, exc: Exception | None) -> None:
-        """The store failed under a run (``exc``), or another replica is working on the
-        thread (None): the run stays ``working`` and goes again after a wait."""
-        previous = self._retries.get(event.event_id)
-        tries = previous.tries + 1 if previous else 1
-        base = RETRY_BASE_S if exc is not None else THREAD_BUSY_WAIT_S
-        most = RETRY_MAX_S if exc is not None else THREAD_BUSY_MAX_S
-        wait = min(most, base * 2 ** (tries - 1))
-        self._retries[event.event_id] = _Retry(event, self.clock.now() + wait, tries)
-        if exc is None:
-            log.info("thread busy on another replica", extra={"event_id": event.event_id})
-            return
-        log.warning(
-            "store unavailable; run will be driven again",
-            extra={"event_id": event.event_id, "in_s": wait, "error": str(exc)[:200]},
-        )
 
     # ------------------------------------------------------------------ recovery
 
@@ -295,17 +249,14 @@ class Runtime:
         if now - self._renewed_at >= self.settings.run_lease_s / 3:
             until = now + self.settings.run_lease_s
             self.store.renew_leases(self.owner, sorted(self._inflight), until)
-            self.store.renew_threads(self.owner, sorted(self._threads), until)
+            self.store.renew_threads(self.owner, self._threads.held(), until)
             self._renewed_at = now
         self.identities.flush()
         self._approvals_due()
-        queued = 0
-        for event_id, retry in list(self._retries.items()):
-            if force or retry.due <= now:
-                del self._retries[event_id]
-                self._queue(retry.event)
-                queued += 1
-        return queued + self._pick_up_stored(now)
+        due = self._retries.take_due(now, force)
+        for event in due:
+            self._queue(event)
+        return len(due) + self._pick_up_stored(now)
 
     def _approvals_due(self) -> None:
         """Expire the approvals whose time ran out, and store the event of every decision
@@ -353,25 +304,15 @@ class Runtime:
 
     async def sweep_cards(self, everything: bool = False) -> int:
         """Close AI cards left open by runs that have ended (card mode only)."""
-        if self.cards is None:
-            return 0
-        try:
-            return await self.cards.sweep(everything)
-        except Exception as exc:
-            if not is_transient(exc):
-                log.exception("closing open cards failed")
-            return 0
+        return await self.chores.sweep_cards(everything)
+
+    async def sweep_reactions(self, everything: bool = False) -> int:
+        """Recall the working-signal reactions still owed (``RuntimeChores``)."""
+        return await self.chores.sweep_reactions(everything)
 
     async def settle_acts(self) -> int:
         """Read back the acts left ``uncertain`` (a timeout, a crash after the call)."""
-        if self.acts is None:
-            return 0
-        try:
-            return await self.acts.runner.executor.settle_uncertain()
-        except Exception as exc:
-            if not is_transient(exc):
-                log.exception("reading back uncertain acts failed")
-            return 0
+        return await self.chores.settle_acts()
 
     async def _recover_forever(self) -> None:
         """The daemon's recovery loop: a pass every ``recovery_interval_s``, sooner when a
@@ -383,6 +324,7 @@ class Runtime:
             try:
                 self.tick()
                 await self.sweep_cards()
+                await self.sweep_reactions()
                 await self.settle_acts()
                 failures = 0
             except Exception as exc:
@@ -392,8 +334,8 @@ class Runtime:
                     log.warning("recovery pass: store unavailable", extra={"error": str(exc)})
                 failures += 1
                 wait = min(RETRY_MAX_S, RETRY_BASE_S * 2**failures)
-            if self._retries:
-                due = min(retry.due for retry in self._retries.values())
+            due = self._retries.next_due()
+            if due is not None:
                 wait = max(0.05, min(wait, due - self.clock.now()))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -424,7 +366,7 @@ class Runtime:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
-        held = sorted(self._inflight | self._retries.keys())
+        held = sorted(self._inflight | self._retries.event_ids())
         await self.dispatcher.cancel(timeout=5)
         # What was left unfinished is let go at once rather than when the leases run out:
         # the next start, or another replica, takes it over without waiting.
@@ -432,7 +374,7 @@ class Runtime:
             await self.identities.aclose()
         with contextlib.suppress(Exception):
             self.store.renew_leases(self.owner, held, 0.0)
-            self.store.renew_threads(self.owner, sorted(self._threads), 0.0)
+            self.store.renew_threads(self.owner, self._threads.held(), 0.0)
         await self.transport.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()

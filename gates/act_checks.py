@@ -21,11 +21,14 @@ _APPROVAL_REFUSALS = {
 
 
 def act_tool(c: _Case) -> _Refused | None:
-    """The tool is enabled for this robot (and known, so its risk could be judged)."""
+    """The tool is enabled for this robot and allowed by the run's skills (and known, so
+    its risk could be judged)."""
     tool = c.request.tool or ""
-    if tool in c.policy.tools and c.facts.authorization is not None:
-        return None
-    return _Refused(RefusalReason.TOOL_NOT_ALLOWED, f"{tool!r} is not enabled for this robot")
+    if tool not in c.policy.tools or c.facts.authorization is None:
+        return _Refused(RefusalReason.TOOL_NOT_ALLOWED, f"{tool!r} is not enabled for this robot")
+    if c.run.tools is not None and tool not in c.run.tools:
+        return _Refused(RefusalReason.TOOL_NOT_ALLOWED, f"{tool!r} is not one this skill may use")
+    return None
 
 
 def authority(c: _Case) -> _Refused | None:
@@ -38,6 +41,21 @@ def authority(c: _Case) -> _Refused | None:
     if c.facts.authority_problem is not None:
         return _Refused(RefusalReason.NOT_AUTHORIZED, c.facts.authority_problem)
     return None
+
+
+def people(c: _Case) -> _Refused | None:
+    """Everyone the act names is someone this run can name from trusted facts: the asker,
+    someone @-ed in the message, or a person a directory look-up in this run returned —
+    never a string a model made up (「张三建个」)."""
+    unresolved = c.facts.unresolved_people
+    if not unresolved:
+        return None
+    shown = "、".join(unresolved[:5])
+    return _Refused(
+        RefusalReason.PERSON_UNRESOLVED,
+        f"{shown}: not the asker, not @-ed here and not found by a directory look-up in this"
+        " run; look the person up or ask which colleague is meant",
+    )
 
 
 def act_budget(c: _Case) -> _Refused | None:
@@ -68,6 +86,17 @@ def act_approval(c: _Case) -> _Refused | None:
         return _Refused(refused, f"approval {approval.approval_id} is {approval.status.value}")
     if approval.status is not ApprovalStatus.APPROVED:
         return _Refused(RefusalReason.APPROVAL_VOID, "the approval is still pending")
+    auth_given = approval.authorization
+    fresh_for = auth_given.fresh_until - auth_given.taken_at
+    decided = approval.decided_at if approval.decided_at is not None else auth_given.taken_at
+    if c.facts.now > decided + fresh_for:
+        # approved in time, but carried out much later (the robot was paused, or down):
+        # what was approved may no longer be what the asker wants
+        return _Refused(
+            RefusalReason.APPROVAL_EXPIRED,
+            f"approval {approval.approval_id} was given {c.facts.now - decided:.0f} s ago;"
+            f" it holds {fresh_for:.0f} s",
+        )
     assert auth is not None
     if approval.authorization.arguments_hash != auth.arguments_hash:
         return _Refused(

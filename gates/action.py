@@ -153,55 +153,37 @@ class ActionGate:
         )
 
 
+def _msgtype(c: _Case) -> str:
+    """How a message goes: the form it was decided for, where its kind takes that form."""
+    kind = c.request.kind
+    if c.takes_up_card:  # the slot's card, which a stop left blank, carries it
+        return "card"
+    if kind is ActionKind.REPLY and c.form in ("markdown", "card"):
+        return c.form
+    if kind is ActionKind.CONFIRM and c.form == "approval":
+        return "approval"
+    if kind is ActionKind.ACK and c.form == "reaction":
+        return "reaction"
+    return "text" if c.request.text is not None else "markdown"
+
+
 def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
     """One intent per message (none for silence's content), each bound to the run's origin."""
     request, run = c.request, c.run
     kind = request.kind
     if kind is ActionKind.ACT:
-        return [
-            ActionIntent(
-                intent_id=new_id("int"),
-                run_id=run.run_id,
-                event_id=run.event_id,
-                kind=kind,
-                idempotency_key=c.key,
-                target=run.origin,
-                tool=request.tool,
-                arguments=request.arguments or {},
-                authorization=c.facts.authorization,
-                gate_checks=list(checked),
-                created_at=c.facts.now,
-            )
-        ]
+        return [_act_intent(c, checked)]
     if kind.is_message:
-        msgtype = "text" if request.text is not None else "markdown"
-        if kind is ActionKind.REPLY and c.form in ("markdown", "card"):
-            msgtype = c.form
-        if kind is ActionKind.CONFIRM and c.form == "approval":
-            msgtype = "approval"
-        if kind is ActionKind.ACK and c.form == "reaction":
-            msgtype = "reaction"
-        contents: list[MessageContent | None] = [
-            MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
-        ]
-        words = len(contents)  # ``chunks`` counts these: the attachments come after them
-        if request.attachments:  # after the text, each its own message in the same slot
-            attachments = c.attachments
-            assert isinstance(attachments, list)
-            contents += [
-                MessageContent(msgtype=item.ref.kind, text=item.ref.name, attachment=item.ref)
-                for item in attachments
-            ]
+        contents, words = _message_contents(c)
     else:
-        contents = [None]
-        words = 1
+        contents, words = [None], 1
     return [
         ActionIntent(
             intent_id=new_id("int"),
             run_id=run.run_id,
             event_id=run.event_id,
             kind=kind,
-            idempotency_key=idempotency_key(run.event_id, kind, chunk, c.slot),
+            idempotency_key=_key(c, chunk, words),
             target=run.origin,
             content=content,
             approval_id=request.approval_id,
@@ -213,3 +195,50 @@ def _intents(c: _Case, checked: list[str]) -> list[ActionIntent]:
         )
         for chunk, content in enumerate(contents, start=1)
     ]
+
+
+def _act_intent(c: _Case, checked: list[str]) -> ActionIntent:
+    """An act's one intent: its tool and arguments under the run's authorization."""
+    request, run = c.request, c.run
+    return ActionIntent(
+        intent_id=new_id("int"),
+        run_id=run.run_id,
+        event_id=run.event_id,
+        kind=request.kind,
+        idempotency_key=c.key,
+        target=run.origin,
+        tool=request.tool,
+        arguments=request.arguments or {},
+        authorization=c.facts.authorization,
+        gate_checks=list(checked),
+        created_at=c.facts.now,
+    )
+
+
+def _message_contents(c: _Case) -> tuple[list[MessageContent | None], int]:
+    """A message's contents, its text's pieces then each attachment, and how many pieces
+    are words (``chunks`` counts these: the attachments come after them)."""
+    request = c.request
+    msgtype = _msgtype(c)
+    contents: list[MessageContent | None] = [
+        MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
+    ]
+    words = len(contents)
+    if request.attachments:  # after the text, each its own message in the same slot
+        attachments = c.attachments
+        assert isinstance(attachments, list)
+        contents += [
+            MessageContent(msgtype=item.ref.kind, text=item.ref.name, attachment=item.ref)
+            for item in attachments
+        ]
+    return contents, words
+
+
+def _key(c: _Case, chunk: int, words: int) -> str:
+    """The slot's key for its ``chunk``-th message. A card's later parts take ``#2``, ``#3``
+    … (``agent/cards/broker.py``, ``part_intent``), so a card reply's files are numbered
+    apart (``#file1`` …), in the same slot: a long card never takes a picture's key."""
+    kind, event_id = c.request.kind, c.run.event_id
+    if c.as_card and chunk > words:
+        return f"{idempotency_key(event_id, kind, of=c.slot)}#file{chunk - words}"
+    return idempotency_key(event_id, kind, chunk, c.slot)

@@ -29,6 +29,7 @@ from gates.attachments import (
     CheckedAttachment,
     check_attachments,
 )
+from gates.backing import Backing
 from gates.reminders import reminder_time
 
 # The write-budget windows: ``ActionFacts`` counts writes over exactly these spans.
@@ -91,23 +92,43 @@ class ActionFacts:
     writes_last_day: int
     # idempotency key -> the first receipt of the intent holding it (None: taken, no receipt yet)
     taken_keys: dict[str, Receipt | None] = field(default_factory=dict)
+    # Of those, the slots this run's own AI card holds, created by an execution that
+    # stopped before the card showed anything (no frame, no receipt): a card reply of this
+    # run takes it up — the card carries the reply — instead of being refused as a repeat.
+    blank_card_keys: frozenset[str] = frozenset()
     # Why the origin's session webhook cannot carry a reply (expired, or its URL off the
     # allowed webhook origins), as the transport decides; None when it can.
     webhook_problem: str | None = None
     # What the run was given as sources (knowledge, memory): a claim quoted from them is
     # theirs, not the robot's.
     sources: tuple[str, ...] = ()
-    # What this run has done that backs a claim: verified acts, successful tool reads,
-    # approval prompts delivered (one short line each, e.g. "act dingtalk.todo.create").
-    backing: tuple[str, ...] = ()
+    # What an answer's figures may come from: the knowledge and tool results the run used
+    # (none: the answer uses neither, and its figures are not checked), and the question.
+    grounds: tuple[str, ...] = ()
+    question: str = ""
+    # What the run's tools returned (JSON texts) and the staff ids of the people it knows
+    # of: a reply says them in words, never pastes them.
+    results: tuple[str, ...] = ()
+    shown: tuple[str, ...] = ()  # every tool result as the model saw it, envelope and all
+    ids: tuple[str, ...] = ()
+    # What this run has done that a claim may rest on (gates/backing.py): its acts with
+    # their outcomes, effects, people and objects, its reads, approval prompts delivered.
+    backing: tuple[Backing, ...] = ()
     # An act under review: its authorization snapshot (from trusted facts; None when the
     # tool is unknown), why the asker may not authorize it (None: they may), acts counted
     # in this conversation and in total over the last day, and its approval if it has one.
     authorization: Authorization | None = None
     authority_problem: str | None = None
+    # the people the act names that are not the asker, not @-ed and not returned by a
+    # directory look-up in this run; and the act's slot (the same act, however worded)
+    unresolved_people: tuple[str, ...] = ()
+    act_key: str | None = None
     acts_last_day_conversation: int = 0
     acts_last_day: int = 0
     approval: ApprovalRecord | None = None
+
+
+FOLLOW_UP_SLOT = "note"  # the host's one line after an answer (ActionRequest.follow_up)
 
 
 def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1, of: str = "") -> str:
@@ -118,13 +139,16 @@ def idempotency_key(event_id: str, kind: ActionKind, chunk: int = 1, of: str = "
         return f"{event_id}:act:{of[:24]}"
     if kind is ActionKind.CONFIRM:
         return f"{event_id}:confirm:{of}"
+    if of == FOLLOW_UP_SLOT:
+        return f"{event_id}:{FOLLOW_UP_SLOT}"
     slot = "ack" if kind is ActionKind.ACK else "terminal"
     return f"{event_id}:{slot}" if chunk == 1 else f"{event_id}:{slot}#{chunk}"
 
 
 def slot_keys(event_id: str) -> list[str]:
     """The keys whose use the idempotency check looks up: the event's ack and terminal slots."""
-    return [idempotency_key(event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
+    keys = [idempotency_key(event_id, kind) for kind in (ActionKind.ACK, ActionKind.REPLY)]
+    return [*keys, idempotency_key(event_id, ActionKind.REPLY, of=FOLLOW_UP_SLOT)]
 
 
 def split_text(text: str, size: int) -> list[str]:
@@ -188,10 +212,14 @@ class _Case:
         if request.kind is ActionKind.ACT:
             auth = self.facts.authorization
             return auth.arguments_hash if auth is not None else ""
+        if request.follow_up:
+            return FOLLOW_UP_SLOT
         return request.approval_id or ""
 
     @property
     def key(self) -> str:
+        if self.request.kind is ActionKind.ACT and self.facts.act_key is not None:
+            return self.facts.act_key  # the act it is, maybe an earlier message's
         return idempotency_key(self.run.event_id, self.request.kind, of=self.slot)
 
     @cached_property
@@ -213,6 +241,15 @@ class _Case:
     @property
     def as_card(self) -> bool:
         return self.form == "card" and self.request.kind is ActionKind.REPLY
+
+    @property
+    def takes_up_card(self) -> bool:
+        """A reply in the slot of the run's own card that a stop left showing nothing: it
+        goes on that card, one message, whatever form it was asked in (the host's honest
+        failure too), rather than being refused as a repeat."""
+        if self.request.kind is not ActionKind.REPLY or self.key not in self.facts.blank_card_keys:
+            return False
+        return self.as_card or len(self.pieces) == 1
 
     @cached_property
     def reminder_due(self) -> float | None:

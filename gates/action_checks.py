@@ -15,7 +15,7 @@ from typing import Literal, NamedTuple
 from pydantic import ValidationError
 
 from agent.contracts import ActionKind, RefusalReason
-from gates.act_checks import act_approval, act_budget, act_tool, authority
+from gates.act_checks import act_approval, act_budget, act_tool, authority, people
 from gates.action_case import (
     DAY_S,
     MINUTE_S,
@@ -29,7 +29,11 @@ from gates.action_case import (
     split_text,
 )
 from gates.attachments import AttachmentProblem
-from gates.claims import done_claim, later_promise, unquoted, workspace_claim
+from gates.backing import Backing, unbacked, unkept
+from gates.claims import find_claims
+from gates.figure_grounding import problem_detail, ungrounded
+from gates.images import foreign_images
+from gates.raw_output import raw_output
 from gates.reminders import ReminderLimits, mentions_everyone, reminder_problem
 
 __all__ = [
@@ -63,6 +67,8 @@ def _allowed_action(c: _Case) -> _Refused | None:
     """The run's skills decide which kinds of action it may take. A confirm is the host's
     own prompt for an act that waits: allowed where acts are, never from a provider."""
     kind = c.request.kind
+    if c.request.follow_up and c.from_provider:
+        return _Refused(RefusalReason.ACTION_NOT_ALLOWED, "a follow-up line is the host's own")
     if kind is ActionKind.CONFIRM:
         if not c.from_provider and ActionKind.ACT in c.run.allowed_actions:
             return None
@@ -72,8 +78,11 @@ def _allowed_action(c: _Case) -> _Refused | None:
 
 
 def _run_state(c: _Case) -> _Refused | None:
-    """Nothing after silence, nothing after a terminal action."""
+    """Nothing after silence, nothing after a terminal action (but the host's one line on
+    what of it could not be sent)."""
     terminal = c.tally.terminal
+    if c.request.follow_up and terminal is not ActionKind.SILENCE:
+        return None
     if terminal is ActionKind.SILENCE:
         return _Refused(RefusalReason.RUN_SILENT, "the run already chose silence")
     if terminal is not None:
@@ -103,9 +112,10 @@ def _run_budget(c: _Case) -> _Refused | None:
 
 
 def _idempotency(c: _Case) -> _Refused | None:
-    """A repeat of a slot already used (e.g. by a crashed execution) gets its first receipt."""
+    """A repeat of a slot already used (e.g. by a crashed execution) gets its first receipt;
+    a reply in the slot of the run's own card that a stop left showing nothing goes on it."""
     key = c.key
-    if key not in c.facts.taken_keys:
+    if key not in c.facts.taken_keys or c.takes_up_card:
         return None
     return _Refused(
         RefusalReason.DUPLICATE_INTENT,
@@ -128,6 +138,8 @@ def _write_budget(c: _Case) -> _Refused | None:
     """Per conversation per minute and per day, counting every message a chunked reply takes
     (a reply too long to send at all costs its limit; ``content`` refuses it later)."""
     cost = min(len(c.pieces), c.allowed_pieces) + len(c.request.attachments)
+    if c.takes_up_card:
+        cost -= 1  # the card it takes up was counted when it was made: one message, once
     facts, policy = c.facts, c.policy
     per_minute = policy.write_budget_per_conversation_per_minute
     if facts.writes_last_minute + cost > per_minute:
@@ -217,55 +229,118 @@ def _at_all(c: _Case) -> _Refused | None:
     return None
 
 
+def _images(c: _Case) -> _Refused | None:
+    """What goes as Markdown embeds pictures only by DingTalk media id: a reader's client
+    fetches any other, and its host learns who read the message and when (``gates/images.py``).
+    Each message is judged as it will be shown (a chunk alone, the title apart); a text
+    message shows the syntax as written."""
+    request = c.request
+    shown = request.markdown is not None
+    if request.kind is ActionKind.REPLY and c.form in ("markdown", "card"):
+        shown = True  # the reply form turns text into Markdown (``_intents``)
+    if not shown:
+        return None
+    hosts = foreign_images(request.title or "")
+    for piece in c.pieces:
+        hosts += [host for host in foreign_images(piece) if host not in hosts]
+    if not hosts:
+        return None
+    return _Refused(
+        RefusalReason.FOREIGN_IMAGE,
+        f"embeds an image from {', '.join(hosts[:3])}; only DingTalk media ids (@lA…) may be shown",
+    )
+
+
 UNBACKED_SAY = (
-    "这件事我没有办成：我不能替你发消息、通知别人或创建什么，刚才也没有这样做。"
-    "需要的话请直接联系对方。"
+    "这件事我还没有办成，刚才也没有这样做。需要的话请再说一次具体要办什么，或者直接联系对方。"
 )
 PROMISE_SAY = "这个我现在答不上来，之后也不会自动回复你。需要的话可以让我设一个提醒。"
 
 
-def _about_reminding(text: str) -> bool:
-    return "提醒" in text or "remind" in text.lower()
-
-
 def _claims(c: _Case) -> _Refused | None:
-    """A reply or question that says something was done needs something in this run
-    behind it (``gates/claims.py``): an act carried out (``act …`` in ``ActionFacts.backing``)
-    backs any claim; a look-up or an approval prompt delivered backs a claim of telling or
-    sending, never one of making or changing something in the workspace; a reminder this
-    very request sets backs its own confirmation."""
-    if not c.from_provider or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
+    """Every claim of doing in an ack, a reply or a question needs an act of this run
+    behind that very claim (``gates/backing.py``): its own kind of effect, its own people
+    and object, worded as far as its outcome goes (verified: done; accepted: done, not yet
+    confirmed; uncertain: submitted). A look-up backs no claim of doing; an approval prompt
+    backs none of its act; a reminder the request sets backs its own confirmation."""
+    if not c.from_provider or c.request.kind not in _SPOKEN:
         return None
     said = f"{c.request.title or ''}\n{c.body}"
-    claim = done_claim(unquoted(said, c.facts.sources))
-    if claim is None or (c.request.reminder is not None and _about_reminding(said)):
-        return None
-    backing = c.facts.backing
-    if any(line.startswith("act ") for line in backing):
-        return None
-    if backing and not workspace_claim(claim):
-        return None
-    return _Refused(
-        RefusalReason.UNBACKED_CLAIM, f"says {claim!r} with nothing done", say=UNBACKED_SAY
+    found = unbacked(
+        find_claims(said, c.facts.sources),
+        c.facts.backing,
+        reminder=c.request.reminder is not None,
     )
+    if found is None:
+        return None
+    return _Refused(RefusalReason.UNBACKED_CLAIM, found[1], say=UNBACKED_SAY)
 
 
 def _promises(c: _Case) -> _Refused | None:
-    """A final reply that promises later work needs a follow-up opened with it: a reminder,
-    or a task left waiting that the heartbeat follows up."""
+    """A final reply that promises later work (or narrates work in progress) needs
+    something opened to keep it: a reminder, a task left waiting that the heartbeat follows
+    up, an act in doubt whose read-back the asker is told of, an approval the act waits on."""
     if not c.from_provider or c.request.kind is not ActionKind.REPLY:
         return None
-    promise = later_promise(unquoted(c.body, c.facts.sources))
-    if promise is None or c.request.reminder is not None:
-        return None
+    backing = list(c.facts.backing)
     task = c.request.task
     if task is not None and task.status == "waiting" and c.policy.follow_ups:
+        backing.append(Backing("task"))
+    promise = unkept(
+        find_claims(c.body, c.facts.sources), backing, reminder=c.request.reminder is not None
+    )
+    if promise is None:
         return None
     return _Refused(
         RefusalReason.DEFERRED_PROMISE,
-        f"promises {promise!r} and no follow-up is opened",
+        f"promises {promise.text!r} ({promise.effect}) and nothing is opened to keep it",
         say=PROMISE_SAY,
     )
+
+
+FIGURE_SAY = (
+    "我给出的数字和我查到的资料对不上，所以没有发出。请以资料原文为准，或者换个问法再问我一次。"
+)
+# Providers whose figures are the host's own arithmetic (the rules provider computes what
+# it says), so nothing of theirs is a model's guess.
+HOST_COMPUTED = frozenset({"rules"})
+
+
+def _figures(c: _Case) -> _Refused | None:
+    """An answer that uses knowledge or tool results gives only figures they or the
+    question hold, or that a computation it shows yields from them
+    (``gates/figure_grounding.py``): 300 美元 against a section that says 180 美元 is
+    refused, 「180 美元 × 2 晚 = 360 美元」 passes."""
+    if not c.from_provider or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
+        return None
+    if not c.facts.grounds or (c.run.answered_by or c.run.provider) in HOST_COMPUTED:
+        return None
+    said = f"{c.request.title or ''}\n{c.body}"
+    found = ungrounded(said, c.facts.grounds, c.facts.question)
+    if not found:
+        return None
+    detail = problem_detail(found, c.facts.grounds)
+    return _Refused(RefusalReason.UNGROUNDED_FIGURE, detail, say=FIGURE_SAY)
+
+
+RAW_SAY = "我刚才的回答直接贴了工具的原始数据，没有发出。请再问我一次，我用平常的话说给你。"
+
+
+def _raw_output(c: _Case) -> _Refused | None:
+    """What a tool returned is said in words: a reply that pastes its fields or a staff
+    id (``gates/raw_output.py``) is refused, to be said again as prose."""
+    if not c.from_provider or c.request.kind not in _SPOKEN:
+        return None
+    results = (*c.facts.results, *c.facts.shown)
+    if not results and not c.facts.ids:
+        return None
+    problem = raw_output(f"{c.request.title or ''}\n{c.body}", results, c.facts.ids)
+    if problem is None:
+        return None
+    return _Refused(RefusalReason.RAW_TOOL_OUTPUT, problem, say=RAW_SAY)
+
+
+_SPOKEN = (ActionKind.ACK, ActionKind.REPLY, ActionKind.ASK)
 
 
 # Which requests a check applies to: all; messages (silence and acts send no message);
@@ -303,11 +378,15 @@ CHECKS: tuple[_Check, ...] = (
     _Check("attachments", _attachments, "messages"),
     _Check("reminder", _reminder, "messages"),
     _Check("at_all", _at_all, "messages"),
+    _Check("images", _images, "messages"),
     _Check("claims", _claims, "messages"),
     _Check("promises", _promises, "messages"),
+    _Check("figures", _figures, "messages"),
+    _Check("raw_output", _raw_output, "messages"),
     # acts only (they send no message, so the message checks above skip them)
     _Check("tool", act_tool, "acts"),
     _Check("authority", authority, "acts"),
+    _Check("people", people, "acts"),
     _Check("act_budget", act_budget, "acts"),
     _Check("approval", act_approval, "acts"),
 )

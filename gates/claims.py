@@ -1,134 +1,219 @@
-"""What a reply says was done, or will be done later (pure).
+"""What a reply says was done, or will be done later, and what each claim is about (pure).
 
-The robot may say it did something only when something in this run backs it: a verified
-receipt of an act, a tool's result. Until then 「已经帮你发给张三了」 is a claim nobody made
-true, and the person would believe it. A final answer that promises later work
-(「我去查一下，稍后发你」) is the same kind of untruth unless a follow-up was opened — a
-reminder, or a task the heartbeat follows up — since nothing else would ever come.
+The robot may say it did something only when an act of this run backs that very claim
+(``gates/backing.py``): 「已经帮你发给张三了」 is a claim of a *message* to *张三*, and a to-do
+created for the asker does not make it true. So every clause of the text — after
+``gates/claims_text.py`` folded its spelling (traditional characters, full-width forms,
+zero-width spaces, emphasis) — is read for:
 
-Both are found by phrase: a done-verb in the past or perfect (已/已经/已为你/帮你…了, "I've
-sent", "has been forwarded"), and a first-person promise of later (稍后/回头/等会儿 …你,
-"I'll get back to you"). An adjective use is not a claim: 「已创建的表格在共享盘」 describes a
-table, 「截止时间已经过了」 a deadline. ``lab/claims/sentences.json`` holds the sentences these
-are measured on, each way (tests/test_claims.py; the rates are quoted in docs/lab.md).
+- a **claim**: an effect in the world said to be done, in any of its forms: the perfect
+  (已/已经/都已 …), a result (…好了 / …完了 / 成功 / 搞定 / 办妥 / 发出去了), the passive
+  (已被…, …was created), a bare past with no 已 or 我 (「然后发给张三了」), a list line
+  (「- 会议：已预约」), English perfect, past and passive forms;
+- a **promise**: in-progress narration (「正在为你创建待办」) or a bare promise of later work
+  (「我马上帮你通知张三」「回头告诉你」, "I'll follow up");
+- neither: a question or an offer (「需要我帮你建一个待办吗？」), a negation (「我还没有发送
+  任何消息」), a condition or a process (「审批通过后会自动到账」), what the person may do
+  (「你可以直接发给张三」), what someone else said (「张三说他已经提交了」), a description
+  (「已创建的表格」).
 
-    done_claim("已经帮你发给张三了，他已确认收到。")   # -> "发给张三了"
-    later_promise("我去查一下，稍后发给你")            # -> "稍后发给你"
+The Chinese reading is ``gates/claims_zh.py``, the English ``gates/claims_en.py``; what both
+read is normalised first (``gates/claims_text.py``). Each claim or promise names its
+``effect`` (message, todo, event, approve, submit, delete, update, upload, group, pay, done,
+or other for 办好了), the people it names as touched, the objects it quotes, and whether it
+is worded as not yet confirmed (「已提交，还没确认」).
+
+    find_claims("已给张三发了消息。会议已安排")
+    # -> [Claim("已给张三发了消息", "done", "message", ("张三",)), Claim("会议已安排", "done",
+    #     "event", ())]
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
-# Acts whose doing someone else would notice: telling or sending to people, making or
-# booking or approving things in the workspace. (Remembering, cancelling a reminder or
-# replying here are not: they are this robot's own work, or this very message.)
-_DONE_VERBS_ZH = (
-    "发送|发给|发到|发过去|发出|转发|转告|转交|转达|告诉|通知|提醒|催|抄送|"
-    "创建|新建|建好|建了|预订|预定|订好|订了|约好|约了|安排好|安排了|"
-    "审批|批准|同意了|提交|报名|登记|预约|邀请|拉.{0,6}进.{0,6}群|添加|加上|加好|设置好|"
-    "改好|修改了|更新了|删除|删掉|上传|共享给|分享给"
+from gates.claims_en import _EN_NOT, _EN_THIRD, read_en
+from gates.claims_text import (
+    _QUOTED,
+    Claim,
+    clauses,
+    normalise,
+    objects,
+    sentences,
+    unconfirmed,
 )
-# 已(经)… in the perfect (also 已经帮你给张三创建了: for someone), or 帮你/给你/替你/为你 … 了:
-# "I have (done it for you)". Not when
-# someone else is its subject (「你已经提交过的申请」) or it describes a thing (「已创建的表格」).
-_FOR_YOU = "(?:帮你|给你|替你|为你|帮您|给您|替您|为您)"
-_DONE_ZH = re.compile(
-    rf"(?<![你您他她它])(?:已经?|都已经?)\s*{_FOR_YOU}?\s*(?:(?:给|替|为)[^，,。！？\s]{{1,6}}?)?"
-    rf"(?:把.{{0,12}}?)?(?:{_DONE_VERBS_ZH})(?!过?的)"
-    rf"|(?:{_FOR_YOU}|我)\s*(?:{_DONE_VERBS_ZH})\S{{0,12}}?了"
-    rf"|我(?:已经?)?(?:给|帮|替)\S{{1,8}}?(?:发|转|{_DONE_VERBS_ZH})\S{{0,8}}?了"
+from gates.claims_zh import people, read_zh
+from gates.claims_zh_words import GATED
+
+
+def find_claims(text: str, sources: Sequence[str] = ()) -> list[Claim]:
+    """Every claim and promise in ``text``, clause by clause (what it quotes from
+    ``sources`` is theirs, not the robot's). A claim is worded as not yet confirmed when
+    its sentence says so (「待办已提交，结果还没确认」)."""
+    found: list[Claim] = []
+    for sentence in sentences(unquoted(normalise(text), [normalise(s) for s in sources])):
+        hedged = unconfirmed(sentence)
+        parts = clauses(sentence)
+        asks = bool(_ASKS.search(sentence))
+        # an offer gated on the person (「等你点了同意，我再去创建」), a request to them
+        # ("Please reach out … and I will process it"): its promises are offers
+        offered = bool(
+            GATED.search(sentence) or _EN_OFFERED.search(sentence) or _ASKED_OF.match(sentence)
+        )
+        # 「钉钉提示：该消息已被对方撤回」: what follows a system's or someone's own words
+        reported = bool(
+            _SHOWN.match(sentence) or _EN_THIRD.match(sentence) or _EN_WHEN.match(sentence)
+        )
+        # 「我翻了下审批记录，这张单子上周五就已经归档了」: what a look-up found, not a deed
+        looked = bool(parts) and _LOOKED.match(parts[0]) is not None
+        for index, clause in enumerate(parts):
+            if asks and index == len(parts) - 1:
+                continue  # the question itself (a claim before it still counts)
+            if _CONTINUES.match(clause) and _EN_NOT.search(sentence):
+                continue  # a fragment of a negated English sentence ("…, is archived")
+            if index and _QUOTE_ONLY.fullmatch(clause) and _SAYING.search(parts[index - 1]):
+                continue  # 「你可以回复对方：「已收到，稍后处理」」: words to say, quoted
+            claim = _read(clause)
+            if claim is None or (offered and claim.tense == "promise"):
+                continue
+            if looked and index and claim.tense == "done" and not _OWN_DEED.search(clause):
+                continue
+            if claim.tense == "promise" and _policy(parts[:index], clause):
+                continue  # 「如果您的退货被批准，我们将以 E-mail 通知您」: a rule, told
+            if index and claim.tense == "promise" and _BEFORE_IT.search(parts[index - 1]):
+                continue  # 「在安排预约之前，我们会询问您几个问题」: a process, told
+            if reported and claim.tense == "done":
+                continue
+            if hedged and claim.tense == "done":
+                claim = replace(claim, unconfirmed=True)
+            found.append(claim)
+    return found
+
+
+_ASKED_OF = re.compile(
+    r"^(?:麻烦|请(?!假|客|教|柬|您放心|你放心|放心)|需要的话|如果需要|要的话|有需要)"
 )
-_DONE_VERBS_EN = (
-    r"sent|forwarded|notified|told|informed|emailed|messaged|pinged|reminded|"
-    r"created|booked|scheduled|reserved|approved|submitted|filed|invited|added|shared|"
-    r"uploaded|deleted|registered|placed|signed (?:you )?up|set up"
+_SHOWN = re.compile(
+    r"^[^，。：:]{0,12}(?:提示|显示|返回|报告|写着|(?<![已未])通知)[：:]"
+    r"|^(?:据|根据)[^，。]{0,10}(?:记录|纪录|显示|反馈|消息|通知|日志)[，,：:]"
 )
-_DONE_EN = re.compile(
-    rf"\b(?:I(?:'ve| have| just)?|we(?:'ve| have)?)\s+(?:already\s+|just\s+)?(?:{_DONE_VERBS_EN})\b"
-    rf"|\b(?:has|have)\s+(?:already\s+)?been\s+(?:{_DONE_VERBS_EN})\b"
-    rf"|\b(?:it's|it is)\s+(?:done|sent|booked|approved)\b",
+_ASKS = re.compile(r"[?？]\s*$|吗\s*$|吗[？?。]?\s*$")
+_EN_OFFERED = re.compile(r"\b(?:please|if you|once you|when you|after you)\b", re.IGNORECASE)
+# a condition or a time the sentence is about ("When I delete the appointment, … is sent")
+_EN_WHEN = re.compile(
+    r"^(?:when|whenever|if|once|before|unless|according to|as per|per the)\b", re.IGNORECASE
+)
+_BEFORE_IT = re.compile(r"^在[^，。]*(?:之前|以前|时)$")
+_LOOKED = re.compile(
+    r"^(?:我)?(?:刚)?(?:查|翻|看|问|核对|搜)(?:了|过)(?:一?下)?"
+    r"|^(?:i|we) (?:looked it up|checked)\b",
     re.IGNORECASE,
 )
+_OWN_DEED = re.compile(
+    r"帮你|给你|替你|为你|我(?:已|把|给|帮)|\b(?:i|we)(?:'ve| have)\b", re.IGNORECASE
+)
+_QUOTE_ONLY = re.compile(r"[「『\"“][^」』\"”]*[」』\"”]")
+_SAYING = re.compile(r"(?:说|回复|回|写|发|告诉|转告|通知|答复)[^，。]{0,6}$")
+# a condition or a moment before it (「如果…」「收到您的物品后」)
+_LEADS = re.compile(r"^(?:如果|若|一旦|当|待|收到[^，。]{2,})|(?:后|之后|以后|时)$")
 
-_LATER = r"(?:稍后|稍候|晚点|晚些|回头|过会儿?|等会儿?|一会儿?|待会儿?|之后|随后|改天)"
-_TO_YOU = (
-    r"(?:发你|发给你|告诉你|回复你|回你|通知你|联系你|给你|找你|答复你|跟你说|同步给你|反馈给你)"
+
+def _policy(before: Sequence[str], clause: str) -> bool:
+    """A company's rule (「…后，我们将…」), not the robot's promise: 我们 after a condition."""
+    return "我们" in clause and any(_LEADS.search(part) for part in before)
+
+
+_CONTINUES = re.compile(r"^(?:is|are|was|were|or|and)\b", re.IGNORECASE)
+
+
+def _read(clause: str) -> Claim | None:
+    """A clause read with what it quotes masked (「报销已付款」 is a label, not a claim) —
+    unless the quote is all it says."""
+    if _FIELD_ALONE.fullmatch(clause.strip()):
+        return None  # a data field's name, cut at its colon ("done": false)
+    masked = _FIELD_NAME.sub("○:", _QUOTED.sub(_masked, clause))
+    masked = _MENTIONS.sub("", masked)  # 「@maipaorun 后续会支持…」: whom it is said to
+    masked = _TAG.sub("", masked)  # 「（小助手）你已经同意了」: who speaks, not what is said
+    if not masked.strip('「」『』“”"《》○ '):
+        masked = clause.strip('「」『』“”"《》 ')
+    claim = _read_masked(masked)
+    return replace(claim, text=clause, objects=objects(clause)) if claim is not None else None
+
+
+# a data field pasted as JSON ("done": false) names a field, it says nothing was done
+_MENTIONS = re.compile(r"^(?:@\S+\s+)+")
+# a short label in brackets opening the clause: a speaker's tag, not part of the sentence
+_TAG = re.compile(
+    r"^\s*(?:\([^()]{1,12}\)|【[^【】]{1,12}】|\[(?![xX ]?\])[^\[\]]{1,12}\])\s*(?=\S)"
 )
-_PROMISE_ZH = re.compile(
-    rf"{_LATER}\s*(?:我)?\s*(?:再|就|会)?\s*(?:把.{{0,12}}?)?(?:{_TO_YOU}|发过来|发过去|回复|答复|反馈|同步)"
-    rf"|我(?:先)?(?:去|来)?(?:查|问|确认|核实|看|找|研究|了解)(?:一下|下|清楚)?\S{{0,8}}?[，,、\s]*"
-    rf"(?:再|然后|之后|后)\s*(?:{_TO_YOU}|回复|答复)"
-    rf"|(?:等)?(?:有)?了?(?:结果|消息|进展|答复)(?:了|后)?\s*(?:我)?\s*(?:再|就|会|第一时间)\s*"
-    rf"(?:{_TO_YOU}|通知|发)"
-)
-_LATER_EN = r"(?:later|soon|shortly|tomorrow)"
-_PROMISE_EN = re.compile(
-    r"\bI(?:'ll| will)\s+(?:get back to you|follow up|circle back|come back to you"
-    rf"|send (?:it|them|this|that|you)[^.?!]{{0,30}}\b{_LATER_EN}"
-    r"|let you know\b[^.?!]{0,40}\b(?:later|soon|once|when|as soon as)"
-    r"|check and (?:get back|reply|let you know))"
-    r"|\blet me (?:check|look into (?:it|this|that)|find out)[^.?!]{0,20}\b(?:and|then) "
-    r"(?:get back|reply|let you know|come back)",
-    re.IGNORECASE,
-)
+_FIELD_ALONE = re.compile(r"[{\[,\s]*[\"'][A-Za-z_]\w*[\"']")
+_FIELD_NAME = re.compile(r"[\"'][A-Za-z_]\w*[\"']\s*:|[\"“]○+[\"”]\s*:")
+
+
+def _masked(quote: re.Match[str]) -> str:
+    whole = quote.group(0)
+    return whole[0] + "○" * (len(whole) - 2) + whole[-1]
+
+
+def _read_masked(clause: str) -> Claim | None:
+    latin = sum(ch.isascii() and ch.isalpha() for ch in clause)
+    han = sum("\u4e00" <= ch <= "\u9fff" for ch in clause)
+    first, second = (read_zh, read_en) if han >= 3 or latin <= 2 * han else (read_en, read_zh)
+    claim = first(clause)
+    if claim is None and (han if second is read_zh else latin > 8):
+        claim = second(clause)
+    if claim is None and _CHECKED.match(clause):
+        claim = Claim(clause, "done", "other", people(clause), objects(clause))
+    return claim
+
+
+# a checked list item: ✅ 已完成, [x] emailed Bob
+_CHECKED = re.compile(r"^\s*(?:[-*•]\s*)?(?:✅|☑|✔|\[x\])", re.IGNORECASE)
+
+
+def done_claim(text: str, sources: Sequence[str] = ()) -> str | None:
+    """The first clause of ``text`` that says something was done, or None."""
+    return next((c.text for c in find_claims(text, sources) if c.tense == "done"), None)
+
+
+def later_promise(text: str, sources: Sequence[str] = ()) -> str | None:
+    """The first clause of ``text`` that promises later work (or narrates work in
+    progress), or None."""
+    return next((c.text for c in find_claims(text, sources) if c.tense == "promise"), None)
 
 
 # Quotes are recognised piece by piece: a sentence, or a clause after 「根据…：」 or a comma.
 _PIECE_END = re.compile(r"(?<=[。！？!?；;\n：:，,])")
 # A piece this short could be the robot's own words that happen to occur in a source
-# (「已通知财务」): only longer pieces count as quoted.
+# (「已通知财务」): only longer pieces count as quoted, or a short one in quotation marks.
 MIN_QUOTE_CHARS = 8
 _SPACE = re.compile(r"\s+")
+_IN_MARKS = re.compile(r"^[「“\"『].*[」”\"』]$")
 
 
 def unquoted(text: str, sources: Sequence[str]) -> str:
-    """``text`` without the sentences it quotes from ``sources`` (the knowledge and memory
-    the run was given): 「报销单提交后已通知财务」 quoted from the notes is the notes' claim,
-    not the robot's."""
+    """``text`` without the pieces it quotes from ``sources`` (the knowledge, memory and
+    tool results the run was given): 「报销单提交后已通知财务」 quoted from the notes is the
+    notes' claim, not the robot's; a short piece counts only in quotation marks."""
     if not sources:
         return text
     plain = [_SPACE.sub("", source) for source in sources]
     kept = []
     for piece in _PIECE_END.split(text):
-        bare = _SPACE.sub("", piece).strip("「」“”\"'：:，,。.")
-        if len(bare) >= MIN_QUOTE_CHARS and any(bare in source for source in plain):
+        bare = _SPACE.sub("", piece).strip("：:，,。.")
+        marked = _IN_MARKS.match(bare) is not None
+        inner = bare.strip("「」“”\"『』'")
+        long_enough = len(inner) >= MIN_QUOTE_CHARS or (marked and len(inner) >= 3)
+        if long_enough and any(inner in source for source in plain):
             continue
         kept.append(piece)
     return "".join(kept)
 
 
-def done_claim(text: str) -> str | None:
-    """The words in ``text`` that say something was done (sent, told, created, booked,
-    approved …), or None."""
-    for pattern in (_DONE_ZH, _DONE_EN):
-        found = pattern.search(text)
-        if found is not None:
-            return found.group(0).strip()
-    return None
-
-
-# Claims of an effect in the workspace: only an act that was carried out (read back, or an
-# MCP tool's own result) backs these — not a look-up, not an approval that was only asked.
-_WORKSPACE_CLAIM = re.compile(
-    r"创建|新建|建好|建了|预订|预定|订好|订了|约好|约了|安排好|安排了|审批|批准|添加|加上|"
-    r"加好|设置好|改好|修改了|更新了|删除|删掉|上传|完成了|标记"
-    r"|\b(?:created|booked|scheduled|reserved|approved|added|deleted|uploaded|set up|completed)\b",
-    re.IGNORECASE,
-)
-
-
 def workspace_claim(claim: str) -> bool:
-    """Does the claim say something was made or changed in the workspace?"""
-    return _WORKSPACE_CLAIM.search(claim) is not None
-
-
-def later_promise(text: str) -> str | None:
-    """The words in ``text`` that promise the robot will come back later with something,
-    or None."""
-    for pattern in (_PROMISE_ZH, _PROMISE_EN):
-        found = pattern.search(text)
-        if found is not None:
-            return found.group(0).strip()
-    return None
+    """Does the claim say something was made or changed in the workspace? (Kept for the
+    frame checks' older callers: the effect of a ``Claim`` says it now.)"""
+    found = find_claims(claim)
+    return any(c.effect not in ("message", "other") for c in found)

@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,19 @@ class DaemonProcess:
             toml_text(settings),
             encoding="utf-8",
         )
+
+    def reconfigure(self, **changes: Any) -> dict[str, Any]:
+        """Rewrite this daemon's ``dta.toml`` with ``changes`` (a key given ``None`` is
+        removed), for its next start: a restart with ``paused = true``, say, and one back.
+        Returns the settings now on file."""
+        settings = tomllib.loads(self.config_path.read_text(encoding="utf-8"))
+        for key, value in changes.items():
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        self.config_path.write_text(toml_text(settings), encoding="utf-8")
+        return settings
 
     @property
     def pid(self) -> int | None:

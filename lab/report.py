@@ -96,7 +96,7 @@ def reliability(
 
 def security(keep: Path | None, as_json: bool, out: TextIO = sys.stdout) -> int:
     """``dta lab security``: one verdict line per provider, refusals as counts."""
-    from lab.security import run
+    from lab.eval.security import run
 
     with tempfile.TemporaryDirectory(prefix="dta-security-") as tmp:
         reports = asyncio.run(run(keep or Path(tmp)))
@@ -128,7 +128,7 @@ def bench(
     events: int | None, quick: bool, only: str | None, as_json: bool, out: TextIO = sys.stdout
 ) -> int:
     """``dta lab bench``: each figure next to its baseline, ratios as numbers."""
-    from lab.bench import bench as run_bench
+    from lab.bench.pipeline import bench as run_bench
 
     report = run_bench(events, quick, only)
     if as_json:
@@ -202,7 +202,7 @@ def _bench_lines(report: dict[str, Any]) -> Iterator[str]:
             f" {cards['card_final_p50_ms']} ms; {cards['frames_per_card']} frames per card"
         )
     if model := report.get("model"):
-        from lab.bench_model import lines
+        from lab.bench.model import lines
 
         yield from lines(model)
     if pg := report.get("postgres"):

@@ -8,7 +8,9 @@ average, and over the unanswerable ones the share left with no hit at all (``abs
 a model handed nothing is told so and can say it does not know).
 
 ``rules`` is the rules provider's own single best section (its stricter cut-offs), for
-comparison. ``--json`` prints the figures as JSON; ``--misses`` lists what BM25 missed.
+comparison. ``--json`` prints the figures as JSON; ``--misses`` lists what BM25 missed;
+``--questions lab/retrieval/heldout.json`` measures on the held-out set instead (written
+from the folder alone, never used to choose or tune a retriever: the figure to quote).
 """
 
 from __future__ import annotations
@@ -94,7 +96,26 @@ def retrievers(sections: Sequence[Section]) -> dict[str, Search]:
 
 
 def load(questions_path: Path = QUESTIONS) -> list[dict[str, Any]]:
-    return json.loads(questions_path.read_text(encoding="utf-8"))
+    """The questions of a labelled set, in the tuning set's shape. The held-out set
+    (``heldout.json``: ``answers`` as ``file#heading``) is read into the same shape."""
+    data = json.loads(questions_path.read_text(encoding="utf-8"))
+    if isinstance(data, list):
+        return data
+    questions = []
+    for number, item in enumerate(data["questions"], 1):
+        expect = []
+        for answer in item["answers"]:
+            file, _, section = answer.partition("#")
+            expect.append({"file": file, "section": section})
+        questions.append(
+            {
+                "id": f"h{number:03d}",
+                "question": item["question"],
+                "expect": expect,
+                "style": item.get("style", ""),
+            }
+        )
+    return questions
 
 
 def run(knowledge: Path = KNOWLEDGE, questions_path: Path = QUESTIONS) -> list[Figures]:
@@ -117,8 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.retrieval_recall")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--misses", action="store_true")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=QUESTIONS,
+        help="a labelled set (default: the tuning set; lab/retrieval/heldout.json was never"
+        " used to choose or tune a retriever)",
+    )
     args = parser.parse_args(argv)
-    figures = run()
+    figures = run(questions_path=args.questions)
     if args.json:
         print(json.dumps([asdict(f) for f in figures], ensure_ascii=False, indent=2))
     else:
@@ -130,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(f"({figures[0].answerable} answerable, {figures[0].unanswerable} unanswerable)")
     if args.misses:
-        print("\n".join(misses()))
+        print("\n".join(misses(questions_path=args.questions)))
     return 0
 
 

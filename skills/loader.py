@@ -16,47 +16,29 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictInt,
-    ValidationError,
-    field_validator,
-)
+from pydantic import ValidationError
 
 from agent.contracts import ActionKind, SkillRef, SkillSnapshot
+from skills.conditions import HAS_TOOLS, UnknownCondition, holds, parse_condition
+from skills.frontmatter import (
+    Frontmatter,
+    SkillError,
+    describe_error,
+    metadata_version,
+    split_frontmatter,
+)
 
-# What a skill allows when it does not say: the four ways of talking (acts are granted by
-# basic-behavior and made possible only by enabled tools).
+# The four ways of talking; a skill that says nothing allows them and acts (which only
+# enabled tools make possible).
 TALKING = (ActionKind.ACK, ActionKind.REPLY, ActionKind.ASK, ActionKind.SILENCE)
+UNNARROWED = (*TALKING, ActionKind.ACT)  # a skill that does not say narrows nothing
 
 CORE_SKILLS_DIR = Path(__file__).parent / "core"
 SKILL_FILE = "SKILL.md"
 REFERENCES_DIR = "references"
 _REFERENCE_LINK = re.compile(r"(?<![\w/])(?:\./)?references/([\w.-]+\.md)\b")
-
-#: Condition keys a skill may use, and (where the set is closed) the values they accept.
-#: ``tool:<name>`` applies when that tool is enabled; the bare ``has-tools`` when any is.
-CONDITION_KEYS: dict[str, frozenset[str] | None] = {
-    "msgtype": None,
-    "scene": frozenset({"dm", "group"}),
-    "provider": None,
-    "tool": None,
-}
-HAS_TOOLS = "has-tools"
-
-
-class UnknownCondition(ValueError):
-    """A condition this dta does not know (a newer or another host's): the skill is loaded
-    and listed with a warning, and never applies."""
-
-
-class SkillError(Exception):
-    """A skill folder that cannot be loaded; the message names the file and the reason."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +61,11 @@ class Skill:
     metadata: dict[str, Any] = field(default_factory=dict, hash=False)
     match: str = "all"  # "all" conditions must hold, or "any" of them
     warnings: tuple[str, ...] = ()  # why it never applies (an unknown condition)
+    notes: tuple[str, ...] = ()  # what was loaded leniently (no version): it applies
+    # ``allowed_actions`` was given (it narrows, acts included); unset, it narrows nothing
+    narrows_actions: bool = False
+    # the tools a run it applies to may call (None: it does not narrow them)
+    tools: tuple[str, ...] | None = None
 
     def applies_to(
         self, *, msgtype: str, scene: str, provider: str, tools: frozenset[str] = frozenset()
@@ -90,134 +77,83 @@ class Skill:
         if not self.conditions:
             return True
         facts = {"msgtype": msgtype, "scene": str(scene), "provider": provider}
-        held = (_holds(condition, facts, tools) for condition in self.conditions)
+        held = (holds(condition, facts, tools) for condition in self.conditions)
         return any(held) if self.match == "any" else all(held)
-
-
-def _holds(condition: str, facts: dict[str, str], tools: frozenset[str]) -> bool:
-    if condition.strip().lower() == HAS_TOOLS:
-        return bool(tools)
-    key, values = parse_condition(condition)
-    if key == "tool":
-        return bool(values & tools)
-    return facts[key] in values
-
-
-class _Frontmatter(BaseModel):
-    """The frontmatter schema. Unknown keys are refused so typos do not go unnoticed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-    version: str | None = Field(default=None, min_length=1)  # or metadata.version
-    priority: StrictInt = 0
-    conditions: list[str] = Field(default_factory=list)
-    # Unset: the four talking kinds. Acts are granted by basic-behavior alone, and only
-    # enabled tools make one possible.
-    allowed_actions: list[ActionKind] | None = None
-    # The seeds' own header format (../shared/seeds/): kept on the skill, shown in listings.
-    tags: list[str] = Field(default_factory=list)
-    compatibility: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    match: Literal["any", "all"] = "all"
-
-    @field_validator("description", mode="before")
-    @classmethod
-    def _strip_description(cls, value: Any) -> Any:
-        return value.strip() if isinstance(value, str) else value
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version_as_text(cls, value: Any) -> Any:
-        # YAML reads `version: 1.0` as a float; a version is a label, so keep it as text.
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return str(value)
-        return value
-
-
-def _metadata_version(metadata: dict[str, Any]) -> str | None:
-    """The seeds' ``metadata: {version: "0.11.0"}``, as text."""
-    given = metadata.get("version")
-    if given is None or isinstance(given, bool | dict | list) or not str(given).strip():
-        return None
-    return str(given)
-
-
-def parse_condition(condition: str) -> tuple[str, frozenset[str]]:
-    """Split ``key:v1|v2`` into its key and accepted values; raise ValueError if malformed."""
-    key, sep, raw_values = condition.partition(":")
-    key = key.strip().lower()
-    values = frozenset(v.strip() for v in raw_values.split("|") if v.strip())
-    if not sep or not key or not values:
-        raise ValueError(f"condition {condition!r} is not of the form key:value or key:v1|v2")
-    if key not in CONDITION_KEYS:
-        known = ", ".join([*sorted(CONDITION_KEYS), HAS_TOOLS])
-        raise UnknownCondition(f"condition {condition!r} has unknown key {key!r} (known: {known})")
-    closed = CONDITION_KEYS[key]
-    if closed is not None and not values <= closed:
-        bad = ", ".join(sorted(values - closed))
-        raise ValueError(f"condition {condition!r}: {key} must be one of {sorted(closed)}: {bad}")
-    return key, values
-
-
-def _split_frontmatter(path: Path, text: str) -> tuple[dict[str, Any], str]:
-    """Return (frontmatter mapping, body). The frontmatter sits between two ``---`` lines."""
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise SkillError(f"{path}: missing YAML frontmatter (the file must start with '---')")
-    for index in range(1, len(lines)):
-        if lines[index].strip() == "---":
-            header = "".join(lines[1:index])
-            body = "".join(lines[index + 1 :])
-            break
-    else:
-        raise SkillError(f"{path}: frontmatter is not closed by a '---' line")
-    try:
-        data = yaml.safe_load(header)
-    except yaml.YAMLError as exc:
-        raise SkillError(f"{path}: frontmatter is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SkillError(f"{path}: frontmatter must be a YAML mapping of fields")
-    return data, body.strip("\n")
-
-
-def _describe(path: Path, error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "frontmatter"
-        if item["type"] == "missing":
-            reason = "is required"
-        elif item["type"] == "extra_forbidden":
-            reason = f"unknown field (allowed: {', '.join(_Frontmatter.model_fields)})"
-        else:
-            reason = f"{item['msg']} (got {item['input']!r})"
-        parts.append(f"field '{where}': {reason}")
-    return f"{path}: " + "; ".join(parts)
 
 
 def load_skill(folder: Path) -> Skill:
     """Load and validate one skill folder; every problem becomes a SkillError."""
     skill_file = folder / SKILL_FILE
+    raw, meta, body = _read_skill_file(skill_file)
+    notes: list[str] = []  # loaded as written, but worth saying (never stops it applying)
+    version = meta.version or metadata_version(meta.metadata)
+    if version is None:
+        # the seeds' published files have none: the content hash in the snapshot still
+        # says exactly what was loaded
+        version = UNVERSIONED
+        notes.append("no version (or metadata.version): listed as unversioned")
+    notes.extend(_check_name(folder, skill_file, meta.name))
+    warnings = _condition_warnings(skill_file, meta.conditions)
+    files = {SKILL_FILE: hashlib.sha256(raw).hexdigest()}
+    references = _read_references(folder, skill_file, body, files)
+    actions = meta.allowed_actions if meta.allowed_actions is not None else UNNARROWED
+    return Skill(
+        name=meta.name,
+        description=meta.description,
+        version=version,
+        priority=meta.priority,
+        conditions=tuple(c.strip() for c in meta.conditions),
+        allowed_actions=tuple(k for k in ActionKind if k in actions),
+        body=body,
+        path=folder,
+        files=files,
+        references=references,
+        tags=tuple(str(tag) for tag in meta.tags),
+        compatibility=meta.compatibility,
+        metadata=dict(meta.metadata),
+        match=meta.match,
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        narrows_actions=meta.allowed_actions is not None,
+        tools=tuple(meta.tools) if meta.tools is not None else None,
+    )
+
+
+def _read_skill_file(skill_file: Path) -> tuple[bytes, Frontmatter, str]:
+    """``SKILL.md``'s bytes (hashed for the snapshot), its checked frontmatter and its body."""
     try:
         raw = skill_file.read_bytes()
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillError(f"{skill_file}: cannot be read as UTF-8: {exc}") from exc
-    data, body = _split_frontmatter(skill_file, text)
+    data, body = split_frontmatter(skill_file, text)
     try:
-        meta = _Frontmatter.model_validate(data)
+        meta = Frontmatter.model_validate(data)
     except ValidationError as exc:
-        raise SkillError(_describe(skill_file, exc)) from None
-    version = meta.version or _metadata_version(meta.metadata)
-    if version is None:
-        raise SkillError(f"{skill_file}: field 'version': is required (or metadata.version)")
-    if meta.name != folder.name:
+        raise SkillError(describe_error(skill_file, exc)) from None
+    return raw, meta, body
+
+
+def _check_name(folder: Path, skill_file: Path, name: str) -> list[str]:
+    """The skill's name must be its folder's, or the folder's past an order number (a
+    numbered folder holding another name is loaded, with a note)."""
+    if name == folder.name:
+        return []
+    if not _ORDER_PREFIX.match(folder.name):
         raise SkillError(
-            f"{skill_file}: field 'name': {meta.name!r} must equal the folder name {folder.name!r}"
+            f"{skill_file}: field 'name': {name!r} must equal the folder name"
+            f" {folder.name!r} (or the folder is numbered, such as '80-{name}')"
         )
+    if _ORDER_PREFIX.sub("", folder.name, count=1) != name:
+        return [f"folder {folder.name!r} holds the skill {name!r}"]
+    return []
+
+
+def _condition_warnings(skill_file: Path, conditions: list[str]) -> list[str]:
+    """A malformed condition refuses the skill; an unknown one is a warning (it never
+    applies)."""
     warnings: list[str] = []
-    for index, condition in enumerate(meta.conditions):
+    for index, condition in enumerate(conditions):
         if condition.strip().lower() == HAS_TOOLS:
             continue
         try:
@@ -226,11 +162,16 @@ def load_skill(folder: Path) -> Skill:
             warnings.append(f"conditions.{index}: {exc}; the skill never applies")
         except ValueError as exc:
             raise SkillError(f"{skill_file}: field 'conditions.{index}': {exc}") from None
+    return warnings
 
-    files = {SKILL_FILE: hashlib.sha256(raw).hexdigest()}
+
+def _read_references(
+    folder: Path, skill_file: Path, body: str, files: dict[str, str]
+) -> dict[str, str]:
+    """The references the body links, as text; each file's hash is added to ``files``.
+    A reference is loaded when the skill says so: its body links the file. Files nobody
+    links are drafts or leftovers, and stay out of prompts and snapshots."""
     references: dict[str, str] = {}
-    # A reference is loaded when the skill says so: its body links the file. Files nobody
-    # links are drafts or leftovers, and stay out of prompts and snapshots.
     for name in sorted(set(_REFERENCE_LINK.findall(body))):
         rel = f"{REFERENCES_DIR}/{name}"
         ref = folder / rel
@@ -242,24 +183,14 @@ def load_skill(folder: Path) -> Skill:
         except (OSError, UnicodeDecodeError) as exc:
             raise SkillError(f"{ref}: cannot be read as UTF-8: {exc}") from exc
         files[rel] = hashlib.sha256(ref_raw).hexdigest()
+    return references
 
-    return Skill(
-        name=meta.name,
-        description=meta.description,
-        version=version,
-        priority=meta.priority,
-        conditions=tuple(c.strip() for c in meta.conditions),
-        allowed_actions=tuple(k for k in ActionKind if k in (meta.allowed_actions or TALKING)),
-        body=body,
-        path=folder,
-        files=files,
-        references=references,
-        tags=tuple(str(tag) for tag in meta.tags),
-        compatibility=meta.compatibility,
-        metadata=dict(meta.metadata),
-        match=meta.match,
-        warnings=tuple(warnings),
-    )
+
+UNVERSIONED = "unversioned"
+# A numbered folder, as the seeds publish theirs (``80-tool-usage`` holds ``tool-usage``,
+# ``81-anti-deferred`` holds ``anti-deferred-execution``): the number orders folders on
+# disk; the skill is known by its ``name`` (two folders with one name are still refused).
+_ORDER_PREFIX = re.compile(r"^\d+[-_]")
 
 
 def _skill_folders(root: Path) -> list[Path]:
@@ -300,9 +231,21 @@ def discover(paths: Sequence[Path] = ()) -> list[Skill]:
     return sorted(by_name.values(), key=_sort_key)
 
 
-def select(skills: Iterable[Skill], *, msgtype: str, scene: str, provider: str) -> list[Skill]:
-    """The skills whose conditions all hold for this event, in (-priority, name) order."""
-    chosen = [s for s in skills if s.applies_to(msgtype=msgtype, scene=scene, provider=provider)]
+def select(
+    skills: Iterable[Skill],
+    *,
+    msgtype: str,
+    scene: str,
+    provider: str,
+    tools: frozenset[str] = frozenset(),
+) -> list[Skill]:
+    """The skills whose conditions hold for this event (``tools``: the enabled ones, for
+    ``has-tools`` and ``tool:<name>``), in (-priority, name) order."""
+    chosen = [
+        s
+        for s in skills
+        if s.applies_to(msgtype=msgtype, scene=scene, provider=provider, tools=tools)
+    ]
     return sorted(chosen, key=_sort_key)
 
 
@@ -316,19 +259,28 @@ def snapshot(skills: Sequence[Skill]) -> SkillSnapshot:
 def allowed_actions(skills: Iterable[Skill]) -> list[ActionKind]:
     """Actions every selected skill allows, in enum order.
 
-    Skills can only narrow what a run may do, so the talking kinds are an intersection;
-    with no skills there is nothing to narrow and all remain. ``act`` is granted by
-    basic-behavior and is not the operator skills' to narrow: the enabled ``tools`` (and the
-    action gate's act checks) decide what a run may do to the workspace. (``confirm`` is
-    the host's own.)
+    Skills can only narrow what a run may do: the actions are the intersection of those
+    the skills that say (``allowed_actions``) allow; a skill that does not say narrows
+    nothing, and with no skills all remain. A skill that lists no ``act`` stops acts while
+    it applies (refused ``action_not_allowed``); the enabled ``tools`` still decide which
+    acts are possible at all. (``confirm`` is the host's own.)
     """
-    chosen = list(skills)
-    allowed = set(TALKING)
-    for skill in chosen:
-        allowed &= set(skill.allowed_actions)
-    if not chosen or any(ActionKind.ACT in skill.allowed_actions for skill in chosen):
-        allowed.add(ActionKind.ACT)
+    allowed = {*TALKING, ActionKind.ACT}
+    for skill in skills:
+        if skill.narrows_actions:
+            allowed &= set(skill.allowed_actions)
     return [kind for kind in ActionKind if kind in allowed]
+
+
+def allowed_tools(skills: Iterable[Skill]) -> frozenset[str] | None:
+    """The tools every selected skill that names tools allows (None: none narrows them);
+    the robot's enabled ``tools`` are intersected with this."""
+    allowed: frozenset[str] | None = None
+    for skill in skills:
+        if skill.tools is not None:
+            named = frozenset(skill.tools)
+            allowed = named if allowed is None else allowed & named
+    return allowed
 
 
 _Selection = tuple[SkillSnapshot, tuple[ActionKind, ...]]
@@ -342,8 +294,9 @@ class SkillLibrary:
     as read-only.
     """
 
-    def __init__(self, paths: Sequence[Path] = ()) -> None:
+    def __init__(self, paths: Sequence[Path] = (), tools: Iterable[str] = ()) -> None:
         self.skills: tuple[Skill, ...] = tuple(discover(paths))
+        self.tools = frozenset(tools)  # enabled here: what has-tools and tool:<name> see
         self._by_selection: dict[tuple[str, ...], _Selection] = {}
         self._by_event: dict[tuple[str, str, str], tuple[Skill, ...]] = {}
 
@@ -354,7 +307,11 @@ class SkillLibrary:
         event_key = (msgtype, str(scene), provider)
         chosen = self._by_event.get(event_key)
         if chosen is None:
-            chosen = tuple(select(self.skills, msgtype=msgtype, scene=scene, provider=provider))
+            chosen = tuple(
+                select(
+                    self.skills, msgtype=msgtype, scene=scene, provider=provider, tools=self.tools
+                )
+            )
             self._by_event[event_key] = chosen
         names = tuple(s.name for s in chosen)
         cached = self._by_selection.get(names)

@@ -10,6 +10,7 @@ from agent.contracts import (
     AttemptOutcome,
     Receipt,
     Run,
+    RunState,
 )
 from storage.base import StoreBase
 
@@ -32,6 +33,28 @@ class ActionRecords(StoreBase):
     def intent_by_key(self, key: str) -> ActionIntent | None:
         row = self.conn.execute(
             "SELECT intent_json FROM intents WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return ActionIntent.model_validate_json(row[0]) if row else None
+
+    def finished_acks_since(self, since: float) -> list[ActionIntent]:
+        """Reaction acks made since ``since`` whose run has ended and that no accepted
+        recall has taken off yet (the recovery pass's candidates: few, however busy)."""
+        finished = [state.value for state in RunState if state.is_finished]
+        rows = self.conn.execute(
+            "SELECT i.intent_json FROM intents i JOIN runs r ON r.event_id = i.event_id"
+            " WHERE i.kind = 'ack' AND i.created_at >= ?"
+            f" AND r.state IN ({', '.join('?' * len(finished))})"
+            " AND EXISTS (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id"
+            " AND a.channel = 'reaction')"
+            " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id"
+            " AND a.outcome = 'accepted' AND a.attempt_json LIKE ?) ORDER BY i.created_at",
+            (since, *finished, '%"request_digest":"recall"%'),
+        ).fetchall()
+        return [ActionIntent.model_validate_json(row[0]) for row in rows]
+
+    def intent(self, intent_id: str) -> ActionIntent | None:
+        row = self.conn.execute(
+            "SELECT intent_json FROM intents WHERE intent_id = ?", (intent_id,)
         ).fetchone()
         return ActionIntent.model_validate_json(row[0]) if row else None
 
@@ -147,6 +170,24 @@ class ActionRecords(StoreBase):
             ),
         )
 
+    def start_attempt(self, attempt: Attempt) -> None:
+        """Record an attempt before its I/O, for an intent already stored (an act stores
+        its intent first, has what its request needs, and only then may it be sent)."""
+        with self._tx(intent=attempt.intent_id) as conn:
+            self._insert_attempt(conn, attempt)
+
+    def switch_delivery(self, done: Attempt, intent: ActionIntent, attempt: Attempt) -> None:
+        """A form that could not carry the intent (an approval card DingTalk refused): that
+        attempt closed, the intent's new content and its first attempt on the usual
+        channel recorded, together, before any I/O."""
+        with self._tx(intent=intent.intent_id) as conn:
+            self._update_attempt(conn, done)
+            conn.execute(
+                "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
+                (intent.to_json(), intent.intent_id),
+            )
+            self._insert_attempt(conn, attempt)
+
     def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
         """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""
         with self._tx(intent=attempt.intent_id) as conn:
@@ -194,9 +235,11 @@ class ActionRecords(StoreBase):
             (Attempt.model_validate_json(a), ActionIntent.model_validate_json(i)) for a, i in rows
         ]
 
-    def drop_unsent_intents(self, event_id: str | None = None) -> int:
+    def drop_unsent_intents(
+        self, event_id: str | None = None, keep: frozenset[str] = frozenset()
+    ) -> int:
         """Forget intents an execution stopped before their first attempt was even recorded
-        (all of them, or one event's).
+        (all of them, or one event's), with the card of one whose create never left.
 
         Such an intent provably never reached DingTalk, so dropping it (and its budget row)
         lets the run's re-execution go through the action gate afresh.
@@ -210,8 +253,13 @@ class ActionRecords(StoreBase):
         if event_id is not None:
             orphan += " AND i.event_id = ?"
             params = (event_id,)
+        if keep:  # the owed pieces of an answer that started going (storage/pieces.py)
+            orphan += f" AND i.intent_id NOT IN ({', '.join('?' * len(keep))})"
+            params = (*params, *sorted(keep))
         with self._tx() as conn:
             conn.execute(f"DELETE FROM budget_ledger WHERE intent_id IN ({orphan})", params)
+            # a card whose create never left goes with its intent (storage/cards.py)
+            conn.execute(f"DELETE FROM cards WHERE intent_id IN ({orphan})", params)
             cursor = conn.execute(f"DELETE FROM intents WHERE intent_id IN ({orphan})", params)
         return cursor.rowcount
 
@@ -222,12 +270,20 @@ class ActionRecords(StoreBase):
             if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
                 return  # it already has a final word; that stands
             if conn.execute("SELECT 1 FROM cards WHERE intent_id = ?", (intent_id,)).fetchone():
-                # A card's intent (its markdown fallback was stopped before it left): the
-                # card keeps its outTrackId, so the intent stays; only the unsent try goes.
+                # A card's intent (its markdown fallback was stopped before it left): only
+                # the unsent try goes, and the card keeps its outTrackId — unless no call of
+                # it can have reached DingTalk (every create refused or throttled): then the
+                # card goes with its intent, and the next execution answers afresh.
                 conn.execute(
                     "DELETE FROM attempts WHERE intent_id = ? AND outcome = 'started'", (intent_id,)
                 )
-                return
+                arrived = conn.execute(
+                    "SELECT 1 FROM attempts WHERE intent_id = ? AND outcome != 'failed'",
+                    (intent_id,),
+                ).fetchone()
+                if arrived:
+                    return
+                conn.execute("DELETE FROM cards WHERE intent_id = ?", (intent_id,))
             conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent_id,))
             conn.execute("DELETE FROM budget_ledger WHERE intent_id = ?", (intent_id,))
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))

@@ -31,8 +31,9 @@ class ApprovalRecords(StoreBase):
         with self._tx(run=record.run_id) as conn:
             cursor = conn.execute(
                 "INSERT INTO approvals (approval_id, event_id, conversation_id, authorizer,"
-                " tool, status, code, out_track_id, created_at, expires_at, approval_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO NOTHING",
+                " tool, status, code, out_track_id, created_at, expires_at, approval_json,"
+                " act_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (approval_id) DO NOTHING",
                 (
                     record.approval_id,
                     record.event_id,
@@ -45,12 +46,17 @@ class ApprovalRecords(StoreBase):
                     record.created_at,
                     record.expires_at,
                     record.to_json(),
+                    record.act_key,
                 ),
             )
             return bool(cursor.rowcount)
 
     def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         return self._approval("approval_id = ?", (approval_id,))
+
+    def approval_by_act_key(self, act_key: str) -> ApprovalRecord | None:
+        """The approval an act ran under (its intent's idempotency key is the approval's)."""
+        return self._approval("act_key = ?", (act_key,))
 
     def approval_by_track(self, out_track_id: str) -> ApprovalRecord | None:
         return self._approval("out_track_id = ?", (out_track_id,))
@@ -164,6 +170,25 @@ class ApprovalRecords(StoreBase):
                 (out_track_id, record.to_json(), approval_id),
             )
 
+    def set_approval_asked(
+        self, approval_id: str, *, out_track_id: str | None, asked_with: str, detail: str
+    ) -> None:
+        """How the asker was asked after all (a refused card: in words, with no card to
+        click), kept on the approval."""
+        record = self.get_approval(approval_id)
+        if record is None:
+            return
+        record = record.model_copy(
+            update={"out_track_id": out_track_id, "asked_with": asked_with, "detail": detail}
+        )
+        with self._tx() as conn:
+            # only while it is pending: a decision that came first keeps its record whole
+            conn.execute(
+                "UPDATE approvals SET out_track_id = ?, approval_json = ?"
+                " WHERE approval_id = ? AND status = ?",
+                (out_track_id, record.to_json(), approval_id, ApprovalStatus.PENDING.value),
+            )
+
     def close_waiting_run(self, event_id: str, state: RunState, at: float) -> bool:
         """End the run that waited for an approval (compare-and-set on ``waiting``, so any
         replica may, whoever ran it)."""
@@ -209,23 +234,92 @@ class ApprovalRecords(StoreBase):
             "SELECT * FROM approval_clicks WHERE approval_id = ? ORDER BY at", (approval_id,)
         )
 
-    def uncertain_acts(self, limit: int = 50) -> list[ActionIntent]:
-        """Acts whose latest receipt is ``uncertain``: to be read back, never run again (an
-        MCP tool's act cannot be read back: it stays uncertain, and is not asked again)."""
+    def due_readbacks(self, now: float, limit: int = 50) -> list[tuple[ActionIntent, float]]:
+        """Acts owed a read-back by ``now`` — their latest receipt ``uncertain``, or
+        ``accepted`` with nothing read back yet — with when the doubt began (the first such
+        receipt). An MCP tool's act cannot be read back: it is never queued."""
         rows = self._dicts(
-            "SELECT i.intent_json FROM intents i WHERE i.kind = ?"
-            ' AND i.intent_json NOT LIKE \'%"tool":"mcp.%\' AND ('
+            "SELECT i.intent_json, (SELECT MIN(r.created_at) FROM receipts r"
+            " WHERE r.intent_id = i.intent_id AND r.status IN ('uncertain', 'accepted')) AS since"
+            " FROM intents i LEFT JOIN act_readbacks q ON q.intent_id = i.intent_id"
+            " WHERE i.kind = 'act' AND i.intent_json NOT LIKE '%\"tool\":\"mcp.%'"
+            " AND (q.next_at IS NULL OR q.next_at <= ?) AND ("
             "SELECT r.status FROM receipts r WHERE r.intent_id = i.intent_id"
-            " ORDER BY r.rowid DESC LIMIT 1) = ? ORDER BY i.created_at LIMIT ?",
-            ("act", "uncertain", limit),
+            " ORDER BY r.rowid DESC LIMIT 1) IN ('uncertain', 'accepted')"
+            " ORDER BY i.created_at LIMIT ?",
+            (now, limit),
         )
-        return [ActionIntent.model_validate_json(r["intent_json"]) for r in rows]
+        return [
+            (ActionIntent.model_validate_json(r["intent_json"]), float(r["since"] or now))
+            for r in rows
+        ]
 
-    def add_readback(self, receipt: Receipt) -> None:
-        """A read-back's receipt for an act: what was read, recorded by any replica (it
-        changes nothing at DingTalk, so it needs no hold on the run)."""
+    def uncertain_acts(self) -> list[ActionIntent]:
+        """Every act still owed a read-back, whenever its next try is (reports, tests)."""
+        return [intent for intent, _ in self.due_readbacks(1e300, limit=10_000)]
+
+    def readback_later(self, intent_id: str, since: float, next_at: float, error: str) -> int:
+        """A read-back that settled nothing: try again at ``next_at``; how many tries so far."""
         with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO act_readbacks (intent_id, since, tries, next_at, last_error)"
+                " VALUES (?, ?, 1, ?, ?) ON CONFLICT (intent_id) DO UPDATE SET"
+                " tries = act_readbacks.tries + 1, next_at = excluded.next_at,"
+                " last_error = excluded.last_error",
+                (intent_id, since, next_at, error[:300]),
+            )
+        return int(
+            self._scalar("SELECT tries FROM act_readbacks WHERE intent_id = ?", (intent_id,)) or 0
+        )
+
+    def readback_tries(self, intent_id: str) -> int:
+        return int(
+            self._scalar("SELECT tries FROM act_readbacks WHERE intent_id = ?", (intent_id,)) or 0
+        )
+
+    def recent_acts(
+        self, conversation_id: str, authorizer: str, since: float, event_id: str = ""
+    ) -> tuple[list[ActionIntent], list[ApprovalRecord]]:
+        """This person's acts in this conversation since ``since`` (and all of one event's):
+        those carried out (or tried) and those asked for approval — where a new request may
+        be the same act."""
+        intents = [
+            ActionIntent.model_validate_json(r["intent_json"])
+            for r in self._dicts(
+                "SELECT intent_json FROM intents WHERE kind = 'act' AND conversation_id = ?"
+                " AND (created_at >= ? OR event_id = ?) ORDER BY created_at",
+                (conversation_id, since, event_id),
+            )
+        ]
+        mine = [
+            i for i in intents if i.authorization and i.authorization.authorizer == authorizer
+        ]
+        approvals = [
+            ApprovalRecord.model_validate_json(r[_COLUMNS])
+            for r in self._dicts(
+                f"SELECT {_COLUMNS} FROM approvals WHERE conversation_id = ? AND authorizer = ?"
+                " AND (created_at >= ? OR event_id = ?) ORDER BY created_at",
+                (conversation_id, authorizer, since, event_id),
+            )
+        ]
+        return mine, approvals
+
+    def add_readback(self, receipt: Receipt, after: str | None = None) -> bool:
+        """A read-back's receipt for an act: what was read, recorded by any replica (it
+        changes nothing at DingTalk, so it needs no hold on the run). ``after``: the receipt
+        it settles; when another read-back settled it first (the last receipt is no longer
+        that one), nothing is written and False says so."""
+        with self._tx() as conn:
+            if after is not None:
+                last = conn.execute(
+                    "SELECT receipt_id FROM receipts WHERE intent_id = ?"
+                    " ORDER BY rowid DESC LIMIT 1",
+                    (receipt.intent_id,),
+                ).fetchone()
+                if last is not None and last[0] != after:
+                    return False
             self._insert_receipt(conn, receipt)
+        return True
 
     def acts_since(self, since: float, conversation_id: str | None = None) -> int:
         """Acts stored since ``since``: in one conversation, or in total (act budgets)."""

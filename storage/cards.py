@@ -1,11 +1,13 @@
 """AI cards: each card's state beside its intent, attempts and receipt; the card call budget.
 
-A card is stored with its intent and its create attempt in one transaction, before the
-create goes out, so a crash at any point leaves a card that recovery can finalize (never one
-it does not know about, and never a second create). Every frame DingTalk takes is recorded,
-so a card cut off by a crash ends with exactly what the person saw. The receipt, the card's
-finished state, the intent's final content and (when it is the run's last word) the ended
-run are written together.
+A card is stored with its intent before its create waits for a slot, and each card call's
+attempt only once the call leaves (``save_card(start=…)``), so a crash at any point leaves a
+card that recovery knows about — never one it does not, never a second create — and a create
+that never left is forgotten with its intent (``forget_unsent_cards``), so the next execution
+answers afresh. Every frame DingTalk takes is recorded, so a card cut off by a crash ends
+with exactly what the person saw; a card that shows nothing yet is taken up by the run's next
+execution (``take_up_card``). The receipt, the card's finished state, the intent's final
+content and (when it is the run's last word) the ended run are written together.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from agent.contracts import (
     ActionIntent,
     Attempt,
+    AttemptOutcome,
     Card,
     CardState,
     Receipt,
@@ -26,14 +29,21 @@ from storage.actions import ActionRecords
 _OPEN = (CardState.CREATED.value, CardState.STREAMING.value)
 
 
+def blank(card: Card) -> bool:
+    """A card that shows nothing of an answer yet: no frame taken, no final text decided."""
+    return card.frames == 0 and card.final is None and card.fallback is None
+
+
 class CardRecords(ActionRecords):
-    def open_card(self, intent: ActionIntent, attempt: Attempt, card: Card) -> bool:
-        """Store the approved intent (claiming its key and its budget row), the create
-        attempt and the card, together; False when another execution holds the key."""
+    def open_card(self, intent: ActionIntent, attempt: Attempt | None, card: Card) -> bool:
+        """Store the approved intent (claiming its key and its budget row), the card and
+        (when the create goes at once) its attempt, together; False when another execution
+        holds the key."""
         with self._tx(run=intent.run_id) as conn:
             if not self._insert_intent(conn, intent):
                 return False
-            self._insert_attempt(conn, attempt)
+            if attempt is not None:
+                self._insert_attempt(conn, attempt)
             conn.execute(
                 "INSERT INTO cards (out_track_id, intent_id, event_id, state, updated_at,"
                 " card_json) VALUES (?, ?, ?, ?, ?, ?)",
@@ -96,6 +106,75 @@ class CardRecords(ActionRecords):
             )
             self._insert_attempt(conn, attempt)
 
+    def forget_unsent_cards(self, event_id: str, run_id: str) -> int:
+        """Forget the event's answer cards that provably never reached DingTalk — no receipt,
+        and every call they made answered "not taken" (or none left: the create waited for
+        its slot, a fallback for its pool place) — with their intents, attempts and budget
+        rows, so the run's next execution answers afresh. Only an answer's first card: a
+        later one's answer has begun on the card before it. Fenced on the run (``run_id``).
+        How many went."""
+        unsent = (
+            "SELECT c.intent_id FROM cards c JOIN intents i ON i.intent_id = c.intent_id"
+            " WHERE c.event_id = ? AND i.idempotency_key NOT LIKE '%#%'"
+            " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = c.intent_id)"
+            " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.intent_id = c.intent_id"
+            " AND a.outcome != ?)"
+        )
+        params = (event_id, AttemptOutcome.FAILED.value)
+        with self._tx(run=run_id) as conn:
+            ids = [row[0] for row in conn.execute(unsent, params).fetchall()]
+            for table in ("attempts", "cards", "budget_ledger", "intents"):
+                for intent_id in ids:
+                    conn.execute(f"DELETE FROM {table} WHERE intent_id = ?", (intent_id,))
+        return len(ids)
+
+    def take_up_card(self, intent: ActionIntent) -> tuple[Card, ActionIntent] | None:
+        """The run's own card in ``intent``'s slot that an earlier execution created and
+        left showing nothing (no frame taken, no final text, no receipt): it carries this
+        execution's answer. The stored intent gets the new one's fields under its own id
+        (its card, attempts and budget row name it). None when there is no such card."""
+        with self._tx(run=intent.run_id) as conn:
+            row = conn.execute(
+                "SELECT i.intent_id, c.card_json FROM intents i"
+                " JOIN cards c ON c.intent_id = i.intent_id"
+                " WHERE i.idempotency_key = ? AND i.run_id = ? AND c.state IN (?, ?)"
+                " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)",
+                (intent.idempotency_key, intent.run_id, *_OPEN),
+            ).fetchone()
+            card = Card.model_validate_json(row[1]) if row else None
+            if card is None or not blank(card):
+                return None
+            taken = intent.model_copy(update={"intent_id": row[0]})
+            conn.execute(
+                "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
+                (taken.to_json(), taken.intent_id),
+            )
+        return card, taken
+
+    def card_to_take_up(self, key: str, run_id: str) -> bool:
+        """Does ``take_up_card`` hold a card for this slot of this run (the gate's fact)?"""
+        row = self.conn.execute(
+            "SELECT c.card_json FROM intents i JOIN cards c ON c.intent_id = i.intent_id"
+            " WHERE i.idempotency_key = ? AND i.run_id = ? AND c.state IN (?, ?)"
+            " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)",
+            (key, run_id, *_OPEN),
+        ).fetchone()
+        return row is not None and blank(Card.model_validate_json(row[0]))
+
+    def card_answer_cut(self, event_id: str) -> bool:
+        """Did a stop cut this event's card answer between two of its cards: its last card
+        that opened ended with its part (``Card.continues``), and no next card opened?"""
+        rows = self.conn.execute(
+            "SELECT c.card_json, EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id ="
+            " c.intent_id AND r.status IN ('accepted', 'verified')) FROM cards c"
+            " WHERE c.event_id = ? ORDER BY c.rowid DESC LIMIT 1",
+            (event_id,),
+        ).fetchall()
+        if not rows:
+            return False
+        card = Card.model_validate_json(rows[0][0])
+        return card.continues and bool(rows[0][1])
+
     def card_for_intent(self, intent_id: str) -> Card | None:
         row = self.conn.execute(
             "SELECT card_json FROM cards WHERE intent_id = ?", (intent_id,)
@@ -155,9 +234,13 @@ class CardRecords(ActionRecords):
             )
             return bool(cursor.rowcount)
 
-    def card_stop_requested(self, out_track_id: str) -> bool:
-        sql = "SELECT 1 FROM card_stops WHERE out_track_id = ?"
-        return self._scalar(sql, (out_track_id,)) is not None
+    def card_stop_requested(self, *out_track_ids: str) -> bool:
+        """Was stop pressed on any of these cards (the cards of one answer)?"""
+        if not out_track_ids:
+            return False
+        marks = ", ".join("?" for _ in out_track_ids)
+        sql = f"SELECT 1 FROM card_stops WHERE out_track_id IN ({marks}) LIMIT 1"
+        return self._scalar(sql, out_track_ids) is not None
 
     def take_card_slot(self, second: int, limit: int) -> bool:
         """Take one card call in ``second`` if fewer than ``limit`` were taken in it, by any

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from agent.contracts import (
     Event,
@@ -56,51 +57,16 @@ class EventRecords(StoreBase):
                 else None
             )
             if known is not None:
-                conn.execute(
-                    "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
-                    " VALUES (?, ?, ?, 1)",
-                    (event.event_id, event.frame_message_id, event.received_at),
-                )
+                _count_delivery(conn, event, duplicate=True)
                 return EventInsert(new=False, generation=known[0])
-            generation = 0
-            if event.addressed if supersedes is None else supersedes:
-                generation = conn.execute(
-                    "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
-                    " ON CONFLICT (thread_key) DO UPDATE SET generation = threads.generation + 1"
-                    " RETURNING generation",
-                    (event.thread_key,),
-                ).fetchone()[0]
-            else:
-                row = conn.execute(
-                    "SELECT generation FROM threads WHERE thread_key = ?", (event.thread_key,)
-                ).fetchone()
-                generation = row[0] if row else 0
-            stored = conn.execute(
-                "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
-                " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT DO NOTHING",
-                (
-                    event.event_id,
-                    event.thread_key,
-                    event.conversation.id,
-                    event.actor.user_id,
-                    generation,
-                    event.created_at,
-                    event.received_at,
-                    event.to_json(),
-                    raw,
-                ),
-            )
-            if stored.rowcount == 0:
+            bumps = event.addressed if supersedes is None else supersedes
+            generation = _thread_generation(conn, event.thread_key, bump=bumps)
+            if not _insert_event(conn, event, raw, generation):
                 # Stored already: unlooked-for, or by another replica between our look and
                 # our insert. The generation bump is undone with the rest, and the frame
                 # counted again, as a duplicate.
                 raise _LostRace
-            conn.execute(
-                "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
-                " VALUES (?, ?, ?, 0)",
-                (event.event_id, event.frame_message_id, event.received_at),
-            )
+            _count_delivery(conn, event, duplicate=False)
         return EventInsert(new=True, generation=generation)
 
     def quarantine(
@@ -156,3 +122,48 @@ class EventRecords(StoreBase):
             self._insert_decision(conn, run.run_id, decision)
             self._insert_receipt(conn, receipt)
             self._update_run(conn, run)
+
+
+def _count_delivery(conn: Any, event: Event, *, duplicate: bool) -> None:
+    """One delivery of the callback's frame, a duplicate or the first."""
+    conn.execute(
+        "INSERT INTO deliveries (event_id, frame_message_id, received_at, duplicate)"
+        " VALUES (?, ?, ?, ?)",
+        (event.event_id, event.frame_message_id, event.received_at, 1 if duplicate else 0),
+    )
+
+
+def _thread_generation(conn: Any, thread_key: str, *, bump: bool) -> int:
+    """The thread's generation for a new event: bumped by one that supersedes, else as is."""
+    if bump:
+        return conn.execute(
+            "INSERT INTO threads (thread_key, generation) VALUES (?, 1)"
+            " ON CONFLICT (thread_key) DO UPDATE SET generation = threads.generation + 1"
+            " RETURNING generation",
+            (thread_key,),
+        ).fetchone()[0]
+    row = conn.execute(
+        "SELECT generation FROM threads WHERE thread_key = ?", (thread_key,)
+    ).fetchone()
+    return row[0] if row else 0
+
+
+def _insert_event(conn: Any, event: Event, raw: str, generation: int) -> bool:
+    """Store the event with its raw frame; False when its msgId was stored already."""
+    stored = conn.execute(
+        "INSERT INTO events (event_id, thread_key, conversation_id, actor_id, generation,"
+        " created_at, received_at, event_json, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
+        (
+            event.event_id,
+            event.thread_key,
+            event.conversation.id,
+            event.actor.user_id,
+            generation,
+            event.created_at,
+            event.received_at,
+            event.to_json(),
+            raw,
+        ),
+    )
+    return stored.rowcount != 0

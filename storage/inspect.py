@@ -14,7 +14,6 @@ from typing import Any
 from agent.contracts import (
     Event,
     MemoryCandidate,
-    Receipt,
     TaskCheckpoint,
 )
 from storage.base import StoreBase
@@ -131,21 +130,6 @@ class InspectRecords(StoreBase):
             (limit,),
         ).fetchall()
         return [ConversationSummary(c, int(n), int(s), float(t)) for c, n, s, t in rows]
-
-    def receipts_of(self, event_ids: list[str]) -> dict[str, list[Receipt]]:
-        """Every receipt of the given events, in the order they were written."""
-        found: dict[str, list[Receipt]] = {event_id: [] for event_id in event_ids}
-        for start in range(0, len(event_ids), 500):
-            chunk = event_ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT event_id, receipt_json FROM receipts WHERE event_id IN ({marks})"
-                " ORDER BY created_at, receipt_id",
-                tuple(chunk),
-            ).fetchall()
-            for event_id, receipt in rows:
-                found[event_id].append(Receipt.model_validate_json(receipt))
-        return found
 
     def silence_reasons(self) -> dict[str, int]:
         """How many silent receipts each reason has (the console's filter list)."""

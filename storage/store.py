@@ -30,6 +30,7 @@ from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.inspect import InspectRecords
+from storage.pieces import PieceRecords
 from storage.schedule import ScheduleRecords
 from storage.usage import ModelUsage, TokensSpent, UsageRecords
 from storage.work import Lease, PendingWork, WorkRecords
@@ -48,6 +49,7 @@ class Store(
     EventRecords,
     WorkRecords,
     CardRecords,
+    PieceRecords,
     ActionRecords,
     ContextRecords,
     InspectRecords,
@@ -71,6 +73,7 @@ class Store(
         statements = {
             "attempts": f"DELETE FROM attempts WHERE intent_id IN ({old_intents})",
             "outbound": f"DELETE FROM outbound WHERE intent_id IN ({old_intents})",
+            "act_readbacks": f"DELETE FROM act_readbacks WHERE intent_id IN ({old_intents})",
             "receipts": f"DELETE FROM receipts WHERE event_id IN ({old_events})",
             "cards": f"DELETE FROM cards WHERE event_id IN ({old_events})",
             "intents": f"DELETE FROM intents WHERE event_id IN ({old_events})",

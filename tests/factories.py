@@ -127,3 +127,25 @@ def memory_candidate(content: str, scope: str = "cid-1", **fields: Any) -> Memor
         "updated_at": T0,
     }
     return MemoryCandidate(**{**values, **fields})
+
+
+def act_intent(run: Run, spec: Any, arguments: dict[str, Any], at: float = T0) -> Any:
+    """An act's intent as the acting step stores it: authorized for the run's asker, keyed
+    by the event and the arguments' hash."""
+    from agent.acts.authority import authorize
+    from agent.contracts import ActionIntent
+
+    auth = authorize(spec, arguments, run.origin, at, 600)
+    return ActionIntent(
+        intent_id=f"int_{auth.arguments_hash[:6]}",
+        run_id=run.run_id,
+        event_id=run.event_id,
+        kind=ActionKind.ACT,
+        idempotency_key=f"{run.event_id}:act:{auth.arguments_hash[:24]}",
+        target=run.origin,
+        tool=spec.name,
+        arguments=arguments,
+        authorization=auth,
+        gate_checks=[],
+        created_at=at,
+    )

@@ -41,11 +41,14 @@ ORDER = [
     "attachments",
     "reminder",
     "at_all",
+    "images",
     "claims",
     "promises",
+    "figures",
+    "raw_output",
 ]
 # The act checks come last: they apply to acts only, which skip the message checks.
-ACT_ORDER = ["tool", "authority", "act_budget", "approval"]
+ACT_ORDER = ["tool", "authority", "people", "act_budget", "approval"]
 # What an act goes through: the checks for every request and for every write, then its own.
 ACT_PATH = [*ORDER[: ORDER.index("identity") + 1], *ACT_ORDER]
 FIRST = Receipt(
@@ -118,8 +121,30 @@ REFUSING = [
         {"raw": {**REPLY, "reminder": {"at": "2030-01-01T10:00:00+08:00", "text": "x"}}},
     ),
     ("at_all", RefusalReason.AT_ALL, {"raw": {"kind": "reply", "text": "@所有人 明天放假"}}),
+    (
+        "images",
+        RefusalReason.FOREIGN_IMAGE,
+        {"raw": {"kind": "reply", "markdown": "好 ![](https://tracker.example/p.gif)"}},
+    ),
     ("claims", RefusalReason.UNBACKED_CLAIM, {"raw": {"kind": "reply", "text": "已经转告他了"}}),
     ("promises", RefusalReason.DEFERRED_PROMISE, {"raw": {"kind": "reply", "text": "稍后发你"}}),
+    (
+        "figures",
+        RefusalReason.UNGROUNDED_FIGURE,
+        {
+            "raw": {"kind": "reply", "text": "国际差旅住宿每晚最多 300 美元。"},
+            "f": facts(grounds=("国际差旅住宿标准：每晚不超过 180 美元。",), question="住宿标准？"),
+            "run": run_for(event()).model_copy(update={"provider": "openai"}),
+        },
+    ),
+    (
+        "raw_output",
+        RefusalReason.RAW_TOOL_OUTPUT,
+        {
+            "raw": {"kind": "reply", "text": '{"subject": "交周报", "due": "周五"}'},
+            "f": facts(results=('[{"subject": "交周报", "due": "周五"}]',)),
+        },
+    ),
 ]
 
 
@@ -139,7 +164,8 @@ def test_the_table_covers_every_check_and_code_in_the_documented_order():
     assert [c.name for c in CHECKS] == ORDER + ACT_ORDER
     assert {check for check, _, _ in REFUSING} == set(ORDER)
     assert {check for check, _, _ in ACT_REFUSING} == set(ACT_ORDER)
-    # RefusalReason lists its codes in the gate's order; the tables agree.
+    # RefusalReason lists its codes in the gate's order (their values are the API, not
+    # their place); the tables agree.
     reasons = [reason for _, reason, _ in REFUSING] + [r for _, r, _ in ACT_REFUSING]
     assert reasons == list(RefusalReason)
 
@@ -193,6 +219,24 @@ def test_duplicate_intent_returns_first_receipt():
         decide(f=facts(taken_keys={"m1:terminal": FIRST})), RefusalReason.DUPLICATE_INTENT
     )
     assert result.first_receipt == FIRST
+
+
+def test_a_reply_in_the_slot_of_the_runs_blank_card_goes_on_that_card():
+    # a stop left the run's own card showing nothing: its next answer takes the card up,
+    # counted once against the budget (the card was counted when it was made)
+    blank = facts(
+        taken_keys={"m1:terminal": None},
+        blank_card_keys=frozenset({"m1:terminal"}),
+        writes_last_minute=20,
+    )
+    for form in ("card", "text"):  # the host's own words (an honest failure) too
+        approved = gate().decide(REPLY, run_for(event()), RunTally(), blank, form=form)
+        assert isinstance(approved, Approval), form
+        (intent,) = approved.intents
+        assert intent.idempotency_key == "m1:terminal" and intent.content.msgtype == "card"
+    ack = {"kind": "ack", "text": "收到"}  # only the reply takes it; an ack keeps its own slot
+    taken = facts(taken_keys={"m1:ack": None}, blank_card_keys=frozenset({"m1:terminal"}))
+    refused(decide(ack, f=taken), RefusalReason.DUPLICATE_INTENT)
 
 
 def test_write_budget_minute_and_day():
@@ -253,7 +297,7 @@ def test_silence_needs_no_channel_and_skips_the_message_checks():
 def test_idempotency_keys_and_split():
     assert idempotency_key("m", ActionKind.ACK) == "m:ack"
     assert idempotency_key("m", ActionKind.ASK) == "m:terminal"
-    assert slot_keys("m") == ["m:ack", "m:terminal"]
+    assert slot_keys("m") == ["m:ack", "m:terminal", "m:note"]  # the host's follow-up line
     assert split_text("abc", 10) == ["abc"]
     assert split_text("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
 
@@ -278,6 +322,46 @@ def test_the_title_is_checked_too():
     refused(decide(encoded), RefusalReason.SECRET_IN_CONTENT)
     long_title = {"kind": "reply", "markdown": "body", "title": "t" * 65}
     refused(decide(long_title), RefusalReason.CONTENT_TOO_LARGE)
+
+
+PIXEL = "https://tracker.example/p.gif?u=u1&read=1767225600"
+
+
+def decide_as(raw, form):
+    return gate().decide(raw, run_for(event()), RunTally(), facts(), form=form)
+
+
+def test_markdown_shows_images_by_dingtalk_media_id_only():
+    pixel = {"kind": "reply", "markdown": f"报销单见下图 ![]({PIXEL})"}
+    result = refused(decide(pixel), RefusalReason.FOREIGN_IMAGE)
+    assert "tracker.example" in result.detail and "u1" not in result.detail  # no query
+    assert result.checked[-1] == "images"
+    media = {"kind": "reply", "markdown": "报销单见下图 ![报销单](@lADPDe7s2ySi18PNA6XNBXg)"}
+    assert isinstance(decide(media), Approval)
+    link = {"kind": "reply", "markdown": "[报销制度](https://hr.example/policy?id=7)"}
+    assert isinstance(decide(link), Approval)
+    title = {"kind": "ask", "markdown": "哪天？", "title": f"![]({PIXEL})"}
+    refused(decide(title), RefusalReason.FOREIGN_IMAGE)
+
+
+def test_text_is_judged_as_markdown_only_where_it_goes_as_markdown():
+    text = {"kind": "reply", "text": f"图片语法是 ![]({PIXEL})"}
+    assert isinstance(decide_as(text, "text"), Approval)  # a text message shows it as written
+    for form in ("markdown", "card"):
+        assert decide_as(text, form).reason is RefusalReason.FOREIGN_IMAGE
+    # an ask or an ack goes as text whatever the reply form, unless it is markdown itself
+    ask = {"kind": "ask", "text": f"是这张吗 ![]({PIXEL})"}
+    assert isinstance(decide_as(ask, "markdown"), Approval)
+    ack = {"kind": "ack", "markdown": f"收到 ![]({PIXEL})"}
+    assert decide_as(ack, "text").reason is RefusalReason.FOREIGN_IMAGE
+
+
+def test_each_chunk_of_a_long_markdown_reply_is_judged_as_it_is_shown():
+    # the fence opens in the first chunk; the second, shown alone, shows the image
+    body = "```\n" + "代码\n" * 60 + f"![]({PIXEL})\n```"
+    whole = {"kind": "reply", "markdown": body}
+    refused(decide(whole, max_reply_chars=100), RefusalReason.FOREIGN_IMAGE)
+    assert isinstance(decide(whole), Approval)  # one message: the image is code
 
 
 def test_load_facts_reads_what_an_approved_intent_left_in_the_store(tmp_path):
@@ -308,3 +392,64 @@ def test_the_days_writes_count_only_the_last_day(store):
     facts_now = load_facts(store, run, T0)
     assert (facts_now.writes_last_day, facts_now.writes_last_minute) == (3, 2)
     assert load_facts(store, run, T0 + 5 * 86_400).writes_last_day == 0
+
+
+def test_an_act_read_back_later_keeps_a_promise_and_backs_no_claim():
+    from gates.backing import ASKER, Backing
+
+    act = Backing("act", "uncertain", frozenset({"todo"}), frozenset({ASKER}), ("交房租",))
+    later = facts(backing=(act, Backing("follow_up")))
+    promise = {"kind": "reply", "text": "待办已提交，结果还没确认，稍后告诉你。"}
+    assert isinstance(decide(promise, f=later), Approval)
+    bare = {"kind": "reply", "text": "结果还没确认，稍后告诉你。"}
+    refused(decide(bare), RefusalReason.DEFERRED_PROMISE)  # nothing to keep it
+    refused(decide(promise), RefusalReason.UNBACKED_CLAIM)  # nothing was submitted either
+    for claim in ("已经通知张三了。", "待办已经帮你创建好了。"):
+        refused(decide({"kind": "reply", "text": claim}, f=later), RefusalReason.UNBACKED_CLAIM)
+
+
+TRAVEL = "国际差旅住宿标准：每晚不超过 180 美元，一次出差最多报销 3 晚。"
+
+
+def _figured(text, grounds=(TRAVEL,), question="出国住宿一晚能报多少？", provider="openai"):
+    run = run_for(event()).model_copy(update={"provider": provider})
+    f = facts(grounds=grounds, question=question)
+    return gate().decide({"kind": "reply", "text": text}, run, RunTally(), f)
+
+
+def test_an_answer_figure_must_come_from_its_sources_the_question_or_a_shown_computation():
+    wrong = refused(_figured("每晚最多 300 美元。"), RefusalReason.UNGROUNDED_FIGURE)
+    assert "300 美元" in wrong.detail and "180 美元" in wrong.detail  # both sides named
+    assert wrong.checked[-1] == "figures"
+    assert isinstance(_figured("每晚不超过 180 美元，最多 3 晚。"), Approval)
+    two = "住两晚能报多少？"
+    assert isinstance(_figured("两晚最多 180 美元 × 2 = 360 美元。", question=two), Approval)
+    refused(
+        _figured("两晚最多 180 美元 × 2 = 380 美元。", question=two),
+        RefusalReason.UNGROUNDED_FIGURE,
+    )
+    # a count nobody gave is a figure too (the question asked of one night)
+    refused(_figured("两晚最多 180 美元 × 2 = 360 美元。"), RefusalReason.UNGROUNDED_FIGURE)
+    # the question's own figures pass; a tool result grounds like knowledge
+    assert isinstance(_figured("住 4 晚的话，第 4 晚不能报。", question="住 4 晚呢？"), Approval)
+    tool = ('{"title": "季度报告", "due": "2026-12-05"}',)
+    assert isinstance(_figured("季度报告 2026-12-05 截止。", grounds=tool), Approval)
+    refused(_figured("季度报告 2026-12-08 截止。", grounds=tool), RefusalReason.UNGROUNDED_FIGURE)
+
+
+def test_figures_are_not_checked_without_sources_nor_for_the_rules_providers_own_arithmetic():
+    assert isinstance(_figured("一般要 3 个工作日。", grounds=()), Approval)
+    assert isinstance(_figured("每晚最多 300 美元。", provider="rules"), Approval)
+
+
+def test_a_reply_says_tool_results_in_words_never_their_fields_or_staff_ids():
+    results = ('[{"subject": "交周报", "done": false, "executorIds": ["manager4521"]}]',)
+    f = facts(results=results, ids=("manager4521", "u1"))
+    pasted = {"kind": "reply", "text": '张三的待办：{"subject": "交周报", "executorIds": []}'}
+    refused(decide(pasted, f=f), RefusalReason.RAW_TOOL_OUTPUT)
+    staff = {"kind": "reply", "text": "交周报的执行人是 manager4521。"}
+    assert "manager4521" in refused(decide(staff, f=f), RefusalReason.RAW_TOOL_OUTPUT).detail
+    prose = {"kind": "reply", "text": "张三有一条待办「交周报」，还没完成。"}
+    assert isinstance(decide(prose, f=f), Approval)
+    mention = {"kind": "reply", "text": "@manager4521 你的周报还没交。"}
+    assert isinstance(decide(mention, f=f), Approval)  # how DingTalk @-s someone

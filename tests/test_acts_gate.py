@@ -12,7 +12,7 @@ from agent.contracts import (
     ApprovalStatus,
     RefusalReason,
 )
-from agent.contracts.tools import BUILTIN
+from agent.tools.builtin import BUILTIN
 from gates.action import ActionFacts, ActionGate, Approval, Refusal, RunTally
 from tests.factories import ROBOT, T0, built, event, run_for
 from tests.test_action_gate import ACT_PATH
@@ -64,6 +64,7 @@ def decide(raw=MINE, run=None, tools=TOOLS, **fact_changes):
 ACT_REFUSING = [
     ("tool", RefusalReason.TOOL_NOT_ALLOWED, {"tools": ("dingtalk.todo.list",)}),
     ("authority", RefusalReason.NOT_AUTHORIZED, {"authority_problem": "not on their list"}),
+    ("people", RefusalReason.PERSON_UNRESOLVED, {"unresolved_people": ("张三建个",)}),
     ("act_budget", RefusalReason.ACT_BUDGET, {"acts_last_day_conversation": 20}),
     ("approval", RefusalReason.APPROVAL_DENIED, {"approval": ApprovalStatus.DENIED}),
     ("approval", RefusalReason.APPROVAL_EXPIRED, {"approval": ApprovalStatus.EXPIRED}),

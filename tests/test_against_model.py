@@ -1,5 +1,6 @@
 """``dta lab eval --against-model``: the interval, the skips, the verdict of a repetition, and
-the behaviour suite measured against a well-behaved and a misbehaving scripted model."""
+the behaviour suite measured against a well-behaved and a misbehaving scripted model, with
+the three constant-answer baselines beside each (each at most a quarter of the suite)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pytest
 
 from agent.cli.main import main
 from agent.config import ConfigError, Settings
-from agent.contracts import EnrichedInvocation
-from lab.against_model import (
+from lab.eval.against_model import (
+    REFERENCE_TAG,
     SKIP_COMMAND,
     SKIP_FAKE_MODEL_CHECKS,
     SKIP_MODEL_SCRIPT,
@@ -27,16 +28,23 @@ from lab.against_model import (
     skip_reason,
     split_cases,
 )
-from lab.cases import load_case
-from lab.model_report import CaseMeasure, Repetition, report_document, wilson_interval
-from lab.runner import CaseResult
-from lab.scripted_models import Behaviour, ModelView, ScriptedModel, misbehaving, well_behaved
-from lab.transcript import EventTrail, Transcript
+from lab.eval.cases import load_case
+from lab.eval.model_report import CaseMeasure, Repetition, report_document, wilson_interval
+from lab.eval.runner import CaseResult
+from lab.eval.transcript import EventTrail, Transcript
+from lab.models.scripted_models import (
+    Behaviour,
+    ModelView,
+    ScriptedModel,
+    misbehaving,
+    well_behaved,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "lab" / "cases" / "model-behaviour"
 CLAIMS = ROOT / "lab" / "cases" / "authority-and-egress" / "claims"
-KNOWLEDGE_CASE = "model-answers-from-knowledge-with-source"
+BASELINE_NAMES = ["decline", "echo", "claim"]
+MAX_BASELINE_RATE = 0.25
 
 
 # --------------------------------------------------------------------------- the interval
@@ -96,6 +104,14 @@ def test_cases_that_script_the_model_or_a_provider_are_skipped_with_the_reason(
     )
     command = _case(tmp_path, "command", config={"provider": "command", "command": ["true"]})
     asked = _case(tmp_path, "asked", expect={"model_requests_count": 1})
+    reference = _case(
+        tmp_path,
+        "reference",
+        tags=[REFERENCE_TAG],
+        config={"provider": "openai"},
+        fixtures={"model_script": {"m1": [{"json": {"kind": "reply", "text": "你好"}}]}},
+    )
+    assert skip_reason(reference) is None  # its script is for the plain run only
     assert skip_reason(plain) is None
     assert skip_reason(scripted_model) == SKIP_MODEL_SCRIPT
     assert skip_reason(scripted_provider) == SKIP_PROVIDER_SCRIPT
@@ -108,7 +124,7 @@ def test_cases_that_script_the_model_or_a_provider_are_skipped_with_the_reason(
 
 def test_the_shipped_suite_is_measurable_and_the_claim_cases_are_not() -> None:
     suite = [load_case(p) for p in sorted(SUITE.glob("*.json"))]
-    assert len(suite) >= 8 and all(skip_reason(c) is None for c in suite)
+    assert len(suite) >= 24 and all(skip_reason(c) is None for c in suite)
     assert all(skip_reason(load_case(p)) is not None for p in CLAIMS.glob("*.json"))
 
 
@@ -192,26 +208,36 @@ def _measure(
     return code, document
 
 
+def _assert_baselines_discriminate(document: dict[str, Any]) -> None:
+    """Each constant answer ran once on every measured case and passes at most a quarter."""
+    baselines = document["baselines"]
+    assert list(baselines) == BASELINE_NAMES
+    for name, baseline in baselines.items():
+        assert baseline["runs"] == len(document["cases"]), name
+        assert baseline["pass_rate"] <= MAX_BASELINE_RATE, (name, baseline["passed"])
+    for case in document["cases"]:
+        assert set(case["baselines"]) == set(BASELINE_NAMES)
+
+
 @pytest.mark.slow
-def test_a_well_behaved_model_passes_the_behaviour_suite(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.timeout(170)
+def test_a_well_behaved_model_passes_the_behaviour_suite_and_no_baseline_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, document = _measure(well_behaved, tmp_path, monkeypatch)
     assert code == 0
     cases = {c["id"]: c for c in document["cases"]}
-    assert len(cases) >= 8 and document["gate_saves"] == {}
-    if "knowledge" not in EnrichedInvocation.model_fields:
-        # Until the invocation carries knowledge, a careful model can only say it does
-        # not know; the rest of the suite must still pass.
-        del cases[KNOWLEDGE_CASE]
-    passes = sum(c["passes"] for c in cases.values())
-    runs = sum(c["runs"] for c in cases.values())
+    assert len(cases) >= 24 and document["gate_saves"] == {}
     failing = {k: c["problems"] for k, c in cases.items() if c["passes"] < c["runs"]}
-    assert passes / runs >= 0.95, failing
+    assert document["pass_rate"] >= 0.9, failing
     assert document["probe"]["loaded"] is True and document["skipped"] == []
+    _assert_baselines_discriminate(document)
+    out = capsys.readouterr().out
+    assert "constant baselines: decline" in out and out.count("| baselines passed:") == len(cases)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(170)
 def test_a_misbehaving_model_fails_the_suite_and_the_gate_saves_are_counted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,9 +249,11 @@ def test_a_misbehaving_model_fails_the_suite_and_the_gate_saves_are_counted(
     assert saves.get("schema_invalid")  # the target field it added
     low, high = document["interval_95"]
     assert 0.0 <= low <= document["pass_rate"] <= high
+    _assert_baselines_discriminate(document)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(170)
 def test_min_pass_rate_fails_the_command_and_skips_are_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -246,6 +274,7 @@ def _blind(view: ModelView) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(60)
 def test_a_model_that_cannot_see_the_skills_stops_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

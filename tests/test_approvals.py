@@ -10,8 +10,8 @@ from agent.acts.authority import authorize
 from agent.acts.clicks import ClickDesk
 from agent.clock import VirtualClock
 from agent.contracts import ActionIntent, ActionKind, ApprovalStatus, CardClick
-from agent.contracts.tools import BUILTIN
 from agent.dingtalk.card_callback import parse_click
+from agent.tools.builtin import BUILTIN
 from tests.factories import T0, event, run_for
 
 ARGS = {"subject": "整理发票", "executors": ["u2"]}
@@ -68,8 +68,13 @@ def test_the_same_act_asked_again_finds_its_own_approval(store, desk):
 def test_changed_arguments_void_what_was_pending(store, desk):
     run = run_for(event(user="u1"))
     old, _ = desk.open(run, intent(run))
-    new, voided = desk.open(run, intent(run, {**ARGS, "executors": ["u3"]}))
-    assert [v.approval_id for v in voided] == [old.approval_id]
+    # the same message asking for the same subject for two people: two acts, both wait
+    both, voided = desk.open(run, intent(run, {**ARGS, "executors": ["u4"]}))
+    assert voided == [] and store.get_approval(old.approval_id).status.is_open
+    # a later message asking again with other arguments corrects it: the old one is void
+    later = run_for(event(user="u1", msg_id="m2")).model_copy(update={"run_id": "run_2"})
+    new, voided = desk.open(later, intent(later, {**ARGS, "executors": ["u3"]}))
+    assert sorted(v.approval_id for v in voided) == sorted([old.approval_id, both.approval_id])
     assert store.get_approval(old.approval_id).status is ApprovalStatus.VOID
     assert desk.decide(store.get_approval(old.approval_id), "u1", "approve").outcome == (
         "already_void"
@@ -104,10 +109,14 @@ def test_a_redelivered_click_decides_nothing_new_and_a_strangers_is_private(stor
     yes = clicks.receive(click("f2", "u1", track=record.approval_id))
     assert yes.response["cardData"]["cardParamMap"]["status"].startswith("已同意")
     again = clicks.receive(click("f2", "u1", "deny", track=record.approval_id))
-    assert again.event is None and "已同意" in again.response["cardData"]["cardParamMap"]["status"]
+    # the presser alone hears it again: a late redelivery never rewrites the shared card
+    private = again.response["userPrivateData"]["cardParamMap"]["status"]
+    assert again.event is None and "已同意" in private and "cardData" not in again.response
+    later = clicks.receive(click("f3", "u1", "deny", track=record.approval_id))
+    assert "cardData" not in later.response and later.event is None  # a second press
     assert store.get_approval(record.approval_id).status is ApprovalStatus.APPROVED
     outcomes = [c["outcome"] for c in store.clicks(record.approval_id)]
-    assert outcomes == ["not_authorizer", "approved"]
+    assert outcomes == ["not_authorizer", "approved", "already_approved"]
 
 
 def test_card_callbacks_are_read_in_both_shapes():

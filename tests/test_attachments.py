@@ -22,9 +22,9 @@ from agent.crashpoints import Crash, CrashPoints
 from agent.dingtalk.transport import DingTalkTransport
 from gates.action import ActionFacts, ActionGate, Approval, Refusal, RunTally
 from gates.attachments import AttachmentLimits, AttachmentProblem, check_attachments
-from lab.cases import Case
+from lab.eval.cases import Case
+from lab.eval.runner import CaseRun
 from lab.fixtures.attachments import csv, entry, pdf, png, xlsx
-from lab.runner import CaseRun
 from storage import Store
 from tests.factories import ROBOT, T0, built, event, run_for
 

@@ -3,8 +3,8 @@
 import pickle
 import sqlite3
 
-from lab.bench import bench_pipeline_on
-from lab.bench_floor import StoreCalls
+from lab.bench.floor import StoreCalls
+from lab.bench.pipeline import bench_pipeline_on
 from storage import Store
 
 TABLES = ("events", "deliveries", "threads", "runs", "decisions", "intents", "attempts",

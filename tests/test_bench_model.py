@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.bench_model import ModelLoad, bench_model, lines
+from lab.bench.model import ModelLoad, bench_model, lines
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.cases import Case, discover
-from lab.runner import CaseRun
+from lab.eval.cases import Case, discover
+from lab.eval.runner import CaseRun
 
 PROJECT_CASES = Path(__file__).resolve().parents[1] / "lab" / "cases"
 CARD_MODE = {"reply_mode": "card", "card_template_id": "dta-lab-card.schema"}

@@ -175,3 +175,84 @@ def test_prune_forgets_the_cards_of_pruned_events(store: Store):
     store.save_run(run.model_copy(update={"state": RunState.DONE}))
     removed = store.prune(before=float("inf"))
     assert removed["cards"] == 1 and store.cards() == []
+
+
+def test_a_stop_is_found_on_any_card_of_the_answer(store: Store):
+    assert not store.card_stop_requested()
+    assert not store.card_stop_requested("dta_a", "dta_b")
+    assert store.request_card_stop("dta_a", "u1", NOW)
+    assert not store.request_card_stop("dta_a", "u1", NOW)  # pressed before
+    assert store.card_stop_requested("dta_a") and store.card_stop_requested("dta_b", "dta_a")
+    assert not store.card_stop_requested("dta_b")
+
+
+def _waiting(store: Store, event_id: str = "m1") -> tuple[Any, ActionIntent, Card]:
+    """A card stored before its create waits for a slot: no attempt yet."""
+    run = open_run_for(store, event_id)
+    intent = _intent(event_id, run.run_id)
+    card = _card(intent, f"dta_{event_id}")
+    assert store.open_card(intent, None, card)
+    return run, intent, card
+
+
+def test_a_card_whose_create_never_left_goes_with_its_intent(store: Store):
+    run, intent, _card = _waiting(store)
+    assert store.attempts(intent.intent_id) == []  # nothing recorded as sent while it waits
+    assert store.drop_unsent_intents("m1") == 1
+    assert store.cards() == [] and store.intents("m1") == []
+    # the slot and the budget are free again: the next execution answers afresh
+    _, last_minute, _, taken = store.gate_facts(
+        run.thread_key, "cid-1", NOW - 60, NOW - 86400, ["m1:terminal"]
+    )
+    assert last_minute == 0 and taken == {}
+
+
+def test_a_card_only_throttled_is_forgotten_one_that_may_exist_is_not(store: Store):
+    run, intent, card = _waiting(store)
+    throttled = _attempt(intent, "att-m1-1")
+    store.start_attempt(throttled)
+    throttled.outcome, throttled.finished_at = AttemptOutcome.FAILED, NOW
+    store.save_card(card, done=throttled)
+    assert store.forget_unsent_cards("m1", run.run_id) == 1
+    assert store.cards() == [] and store.intents("m1") == []
+
+    run2, intent2, card2 = _waiting(store, "m2")
+    unknown = _attempt(intent2, "att-m2-1")
+    store.start_attempt(unknown)
+    unknown.outcome = AttemptOutcome.UNCERTAIN  # a stop cut it on the wire
+    store.save_card(card2, done=unknown)
+    assert store.forget_unsent_cards("m2", run2.run_id) == 0
+    assert [c.out_track_id for c in store.cards()] == ["dta_m2"]
+
+
+def test_a_blank_card_is_taken_up_by_its_own_run_under_its_intent(store: Store):
+    run, intent, card, attempt = _opened(store)
+    attempt.outcome, attempt.finished_at = AttemptOutcome.ACCEPTED, NOW
+    card.state = CardState.STREAMING
+    store.save_card(card, done=attempt)
+    assert store.card_to_take_up("m1:terminal", run.run_id)
+    assert not store.card_to_take_up("m1:terminal", "run-other")  # only the run's own
+    again = intent.model_copy(update={"intent_id": "int-new", "created_at": NOW + 5})
+    taken = store.take_up_card(again)
+    assert taken is not None
+    card_taken, intent_taken = taken
+    assert card_taken.out_track_id == "dta_m1" and intent_taken.intent_id == intent.intent_id
+    assert store.intents("m1")[0].created_at == NOW + 5  # the new approval, the same record
+    # one that shows something is never taken up
+    card.frames, card.streamed = 1, "第一"
+    store.save_card(card)
+    assert not store.card_to_take_up("m1:terminal", run.run_id)
+    assert store.take_up_card(again) is None
+
+
+def test_a_fallback_that_never_left_goes_with_its_card(store: Store):
+    # the create was refused (nothing taken) and the markdown that replaces it waited for a
+    # pool place when the runtime stopped: nothing of the answer reached anyone
+    run, intent, card = _waiting(store)
+    refused = _attempt(intent, "att-m1-1")
+    store.start_attempt(refused)
+    refused.outcome, refused.finished_at = AttemptOutcome.FAILED, NOW
+    card.state = CardState.ABANDONED
+    store.save_card(card, done=refused)
+    assert store.forget_unsent_cards("m1", run.run_id) == 1
+    assert store.cards() == [] and store.intents("m1") == []

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lab.fake_model import FakeModel
+from lab.models.fake_model import FakeModel
 from skills.providers.base import ProviderFailed
 from skills.providers.openai import OpenAIConfig
 from skills.providers.openai_stream import StreamingOpenAIProvider

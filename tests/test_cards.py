@@ -18,9 +18,12 @@ import pytest
 
 from agent.clock import VirtualClock
 from agent.config import Settings
-from agent.contracts import ActionKind, CardState, ReceiptStatus, RunState
+from agent.contracts import ActionKind, AttemptOutcome, CardState, ReceiptStatus, RunState
+from agent.crashpoints import Crash, CrashPoints
 from agent.runtime import Runtime
 from lab.fake import FakeDingTalk, build_callback, callback_frame
+from lab.fake.calls import call_counts
+from lab.fixtures.attachments import csv, entry, png
 from skills.providers.base import ProviderFailed, ProviderReply
 from skills.providers.streaming import ReplyText, RequestDone, StreamEvent
 
@@ -56,6 +59,8 @@ class Cued:
             on_event(event)
         elif what == "done":
             on_event(RequestDone(step[1], step[2]))
+        elif what == "emit":
+            on_event(step[1])
         elif what == "sleep":
             await asyncio.sleep(step[1])
         elif what == "fail":
@@ -72,7 +77,13 @@ async def fake() -> AsyncIterator[FakeDingTalk]:
         await platform.stop()
 
 
-async def boot(fake: FakeDingTalk, tmp_path: Path, provider: Any, **over: Any) -> Runtime:
+async def boot(
+    fake: FakeDingTalk,
+    tmp_path: Path,
+    provider: Any,
+    crash: CrashPoints | None = None,
+    **over: Any,
+) -> Runtime:
     settings = Settings(
         store_path=tmp_path / "dta.db",
         openapi_base_url=fake.base_url,
@@ -90,7 +101,7 @@ async def boot(fake: FakeDingTalk, tmp_path: Path, provider: Any, **over: Any) -
             **over,
         },
     )
-    runtime = Runtime(settings, clock=fake.clock, provider=provider)
+    runtime = Runtime(settings, clock=fake.clock, provider=provider, crash=crash)
     await runtime.start()
     return runtime
 
@@ -145,11 +156,11 @@ async def test_a_slow_first_word_gets_the_ack_first_then_the_card(fake, tmp_path
 
 
 async def test_the_models_own_ack_goes_first_and_only_once(fake, tmp_path):
-    ack, reply = {"kind": "ack", "text": "稍等"}, {"kind": "reply", "text": "好了"}
-    steps = [("done", 0, ack), ("sleep", 0.05), ("text", 1, "好了"), ("done", 1, reply)]
+    ack, reply = {"kind": "ack", "text": "稍等"}, {"kind": "reply", "text": "答案是 42"}
+    steps = [("done", 0, ack), ("sleep", 0.05), ("text", 1, "答案是 42"), ("done", 1, reply)]
     runtime = await boot(fake, tmp_path, Cued(steps, [ack, reply]))
     await say(runtime, fake)
-    assert [m.text for m in fake.received] == ["稍等", "好了"]
+    assert [m.text for m in fake.received] == ["稍等", "答案是 42"]
     statuses = [(r.kind, r.status) for r in runtime.store.receipts()]
     assert statuses == [
         (ActionKind.ACK, ReceiptStatus.ACCEPTED),
@@ -211,6 +222,64 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     await runtime.aclose()
 
 
+async def test_no_card_call_is_recorded_as_sent_while_it_waits_for_its_slot(fake, tmp_path):
+    answer = {"kind": "reply", "text": "答案"}
+    runtime = await boot(fake, tmp_path, Cued([("text", 0, "答案")], [answer]))
+    pacer = runtime.cards.cards.pacer
+    waits: list[list[AttemptOutcome]] = []
+    take = pacer.slot
+
+    async def slot() -> None:  # what the store says while each call waits for its slot
+        cards = runtime.store.cards()
+        waits.append([a.outcome for c in cards for a in runtime.store.attempts(c.intent_id)])
+        await take()
+
+    pacer.slot = slot
+    await say(runtime, fake)
+    assert len(waits) >= 3 and not [w for w in waits if AttemptOutcome.STARTED in w]
+    assert fake.cards[0].content == "答案" and fake.cards[0].finalized
+    await runtime.aclose()
+
+
+async def _blank_card(fake: FakeDingTalk, tmp_path: Path) -> None:
+    """A streamed card created, then the runtime dies while its first frame waits for its
+    slot: the card exists and shows nothing."""
+    crash = CrashPoints()
+    crash.arm("card_call_waits")
+    streamed = Cued([("text", 0, "答案")], [{"kind": "reply", "text": "答案"}])
+    first = await boot(fake, tmp_path, streamed, crash, card_frames_per_second=1)
+    with pytest.raises(Crash):
+        await say(first, fake)
+    await first.aclose()
+    assert fake.cards[0].content == "" and not fake.cards[0].finalized
+
+
+async def test_a_blank_card_carries_the_honest_failure_when_the_model_is_down(fake, tmp_path):
+    await _blank_card(fake, tmp_path)
+    again = await boot(fake, tmp_path, Cued([("fail",)], []), card_frames_per_second=1)
+    await again.drain_store()
+    (card,) = fake.cards  # never a second card, and no text beside it
+    assert card.finalized and "连不上" in card.content and len(fake.received) == 1
+    (receipt,) = again.store.receipts()
+    assert receipt.status is ReceiptStatus.ACCEPTED and receipt.evidence.out_track_id
+    assert again.store.get_run("m1").state is RunState.FAILED
+    await again.aclose()
+
+
+async def test_a_blank_card_whose_run_ends_without_answering_is_closed_by_the_sweep(fake, tmp_path):
+    await _blank_card(fake, tmp_path)
+    answer = Cued([("text", 0, "答案")], [{"kind": "reply", "text": "答案"}])
+    again = await boot(fake, tmp_path, answer, card_frames_per_second=1, paused=True)
+    await again.drain_store()
+    assert again.store.get_run("m1").state is RunState.SILENT  # the operator paused it
+    assert again.store.cards()[0].state is CardState.STREAMING  # left for an answer
+    fake.clock.advance_to(fake.clock.now() + 10)
+    assert await again.sweep_cards() == 1
+    (card,) = fake.cards
+    assert card.finalized and "中断" in card.content
+    await again.aclose()
+
+
 async def test_frames_of_one_card_never_overlap(fake, tmp_path):
     fake.card_latency_s = 0.02
     steps = [step for n in range(1, 30) for step in (("text", 0, "字" * n), ("sleep", 0.003))]
@@ -222,6 +291,66 @@ async def test_frames_of_one_card_never_overlap(fake, tmp_path):
     ]
     assert refused == [] and fake.cards[0].content == "字" * 29
     assert 1 < len(fake.cards[0].frames) < 30  # newer text merged into fewer frames
+    await runtime.aclose()
+
+
+async def test_a_chart_the_gate_saw_at_the_start_goes_once_after_the_card(fake, tmp_path):
+    """Attachments written before the text are in the head the card is approved on; they
+    still go once, after the card, on the slot's own keys."""
+    chart = entry("chart.png", png())
+    answer = {"kind": "reply", "attachments": [chart], "text": "图表如下"}
+    head = ReplyText(0, "图表如下", answer)
+    runtime = await boot(fake, tmp_path, Cued([("emit", head), ("done", 0, answer)], [answer]))
+    await say(runtime, fake)
+    assert [m.channel for m in fake.received] == ["card", "openapi_oto"]
+    assert (
+        fake.received[1].msgtype == "image" and call_counts(fake.request_log)["media_upload"] == 1
+    )
+    keys = [i.idempotency_key for i in runtime.store.intents("m1")]
+    assert keys == ["m1:terminal", "m1:terminal#file1"]
+    assert runtime.store.get_run("m1").state is RunState.DONE
+    await runtime.aclose()
+
+
+async def test_the_write_budget_keeps_the_chart_not_the_card(fake, tmp_path):
+    answer = {"kind": "reply", "text": "图表如下", "attachments": [entry("chart.png", png())]}
+    provider = Cued([("text", 0, "图表如下"), ("done", 0, answer)], [answer])
+    runtime = await boot(fake, tmp_path, provider, write_budget_per_conversation_per_minute=1)
+    await say(runtime, fake)
+    assert [m.channel for m in fake.received] == ["card"]
+    card, chart = runtime.store.receipts()
+    assert card.status is ReceiptStatus.ACCEPTED
+    assert (chart.status, chart.reason) == (ReceiptStatus.REFUSED, "write_budget")
+    assert runtime.store.get_run("m1").state is RunState.DONE
+    await runtime.aclose()
+
+
+class Mended(Cued):
+    """Streams an answer whose chart DingTalk cannot take; its repair round sends a PNG."""
+
+    async def respond(self, invocation: Any, skills: Sequence[Any]) -> ProviderReply:
+        assert invocation.repair is not None
+        assert invocation.repair.reason == "attachment_unsupported"
+        chart = entry("chart.png", png())
+        return ProviderReply(
+            [{"kind": "reply", "text": "这是本季度的图表。", "attachments": [chart]}]
+        )
+
+
+async def test_a_chart_dingtalk_cannot_take_is_repaired_and_the_repair_sends_its_own(
+    fake, tmp_path
+):
+    bad = {"kind": "reply", "text": "表格如下", "attachments": [entry("rows.png", csv())]}
+    provider = Mended([("text", 0, "表格如下"), ("done", 0, bad)], [bad])
+    runtime = await boot(fake, tmp_path, provider)
+    await say(runtime, fake)
+    assert fake.cards[0].content == "这是本季度的图表。"
+    assert [m.msgtype for m in fake.received][-1] == "image"
+    assert call_counts(fake.request_log)["media_upload"] == 1
+    reasons = [(r.status, r.reason) for r in runtime.store.receipts()]
+    assert reasons[0] == (ReceiptStatus.REFUSED, "attachment_unsupported")
+    assert reasons[1:] == [(ReceiptStatus.ACCEPTED, None)] * 2
+    assert runtime.store.get_run("m1").state is RunState.DONE
     await runtime.aclose()
 
 

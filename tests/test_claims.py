@@ -87,8 +87,8 @@ def test_an_ack_may_say_it_takes_time() -> None:
 
 
 def test_the_judge_reads_what_the_model_was_asked() -> None:
-    from lab.cases import Expect
-    from lab.judge import model_findings
+    from lab.eval.cases import Expect
+    from lab.eval.judge import model_findings
 
     expect = Expect.model_validate(
         {
@@ -102,3 +102,123 @@ def test_the_judge_reads_what_the_model_was_asked() -> None:
         "model_requests_count",
         "model_requests[1]",
     ]
+
+
+# ---------------------------------------------------------------------------- binding
+
+from gates.backing import ASKER, Backing  # noqa: E402
+
+
+def _decide_with(request: dict, *backing: Backing, **policy) -> Approval | Refusal:
+    gate = ActionGate(built(action_policy, robot_code=ROBOT, reminders=True, **policy))
+    facts = ActionFacts(
+        now=T0, thread_generation=1, writes_last_minute=0, writes_last_day=0, backing=backing
+    )
+    return gate.decide(request, run_for(event(user="u1")), RunTally(), facts)
+
+
+def _reply(text: str, **more) -> dict:
+    return {"kind": "reply", "text": text, **more}
+
+
+OWN_TODO = Backing(
+    "act", "verified", frozenset({"todo"}), frozenset({ASKER}), ("续费域名",), label="todo"
+)
+
+
+def _unbacked(verdict: Approval | Refusal) -> bool:
+    return isinstance(verdict, Refusal) and verdict.reason is RefusalReason.UNBACKED_CLAIM
+
+
+def test_a_look_up_backs_no_claim_of_telling() -> None:
+    read = Backing("read", label="dingtalk.directory.search")
+    assert _unbacked(_decide_with(_reply("已经通知张三了。"), read))
+
+
+def test_an_own_todo_backs_its_own_sentence_and_nothing_else() -> None:
+    assert isinstance(_decide_with(_reply("待办「续费域名」已经建好了。"), OWN_TODO), Approval)
+    said = "待办「续费域名」已经建好了，也已经约好了会议并通知了他。"
+    verdict = _decide_with(_reply(said), OWN_TODO)
+    assert _unbacked(verdict) and "event" in verdict.detail
+    assert _unbacked(_decide_with(_reply("已经给张三建好待办了。"), OWN_TODO))  # not his
+
+
+def test_a_reminder_backs_its_confirmation_only() -> None:
+    reminder = {"at": "2025-10-10T10:00:00+08:00", "text": "交报销"}
+    ok = _decide_with(_reply("好的，已为你设置好提醒。", reminder=reminder))
+    assert isinstance(ok, Approval)
+    said = _reply("已经帮你发给张三了，明天也会提醒你。", reminder=reminder)
+    assert _unbacked(_decide_with(said))
+
+
+def test_an_acks_claim_is_judged_too() -> None:
+    assert _unbacked(_decide_with({"kind": "ack", "text": "已经帮你发给张三了，稍等。"}))
+
+
+def test_a_refused_or_failed_act_backs_nothing() -> None:
+    # a refused act leaves no backing at all (agent/acts/told.py act_backing)
+    assert _unbacked(_decide_with(_reply("已经帮你把周报标记完成了。")))
+
+
+def test_an_accepted_act_backs_done_and_unconfirmed_wording_only() -> None:
+    accepted = Backing("act", "accepted", frozenset({"upload"}), frozenset({ASKER}), ("ops",))
+    assert _unbacked(_decide_with(_reply("已记到笔记 ops 里。"), accepted))
+    hedged = _reply("已记到笔记 ops 里，结果我没法再核对。")
+    assert isinstance(_decide_with(hedged, accepted), Approval)
+
+
+def test_a_quoted_note_is_the_sources_words() -> None:
+    source = "报销单提交后，系统已通知财务。"
+    gate = ActionGate(built(action_policy, robot_code=ROBOT, reminders=True))
+    facts = ActionFacts(
+        now=T0, thread_generation=1, writes_last_minute=0, writes_last_day=0, sources=(source,)
+    )
+    quoted = _reply("根据笔记：「系统已通知财务」。")
+    assert isinstance(gate.decide(quoted, run_for(event()), RunTally(), facts), Approval)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "已經幫你創建了待辦。",
+        "I’ve created the to-do.",
+        "Your to-do was created.",
+        "已经帮你创\u200b建了待办。",
+        "**已发送**给财务。",
+        "- 会议：已预约",
+        "我先把周报整理了一下。然后发给张三了。",
+        "正在为你创建待办，请稍候。",
+        "我马上帮你通知张三。",
+        "回头告诉你。",
+    ],
+)
+def test_claims_and_promises_in_every_spelling_are_refused(said: str) -> None:
+    verdict = _decide_with(_reply(said))
+    assert isinstance(verdict, Refusal) and verdict.reason in (
+        RefusalReason.UNBACKED_CLAIM,
+        RefusalReason.DEFERRED_PROMISE,
+    )
+
+
+def test_the_development_sets_keep_their_rates() -> None:
+    """A floor on the sets the patterns were developed against (not their measure: that is
+    lab/claims/final2.json, quoted in docs/lab.md): a change that loses what they find fails."""
+    from lab.claim_rates import SETS, entries, rates
+
+    for name in ("heldout.json", "fresh.json"):
+        report = rates(entries(SETS / name))
+        for key in ("claim_recall", "promise_recall"):
+            hit, of = report[key]
+            assert hit / of >= 0.9, (name, key, hit, of)
+        wrong, of = report["false_alarms"]
+        assert wrong / of <= 0.02, (name, wrong, of)
+
+
+def test_a_speakers_tag_in_brackets_is_not_part_of_the_sentence() -> None:
+    """「（小助手）你已经同意了」 is the person's own doing with a label before it; the label
+    neither hides a claim nor makes one (a checkbox [x] is no label)."""
+    from gates.claims import find_claims
+
+    assert find_claims("（小助手）你已经同意了这个待办", ()) == []
+    assert find_claims("【提醒】我已经通知张三了", ())[0].effect == "message"
+    assert find_claims("[x] 建待办：跟进客户回访", ())

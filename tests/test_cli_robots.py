@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent.cli.main import main
-from lab.cases import Case
-from lab.runner import CaseRun
+from lab.eval.cases import Case
+from lab.eval.runner import CaseRun
 
 ROBOTS = [{"robot_code": "finance"}, {"robot_code": "hr"}]
 

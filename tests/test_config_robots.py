@@ -154,6 +154,42 @@ def test_the_robot_that_ran_before_keeps_its_store(tmp_path: Path) -> None:
     assert finance.media_dir != hr.media_dir and hr.media_dir.name == "hr"
 
 
+def test_each_robot_keeps_its_runs_in_a_folder_of_its_own(tmp_path: Path) -> None:
+    """Each run's message text and media are written under the runs folders: one robot's
+    never lie beside another's, unless its table names the folder itself."""
+    settings = validate_settings(
+        {
+            "command_runs_root": str(tmp_path / "runs"),
+            "run_dir": str(tmp_path / "debug"),
+            "robots": [
+                {"robot_code": "finance"},
+                {"robot_code": "hr/x", "command_runs_root": str(tmp_path / "hr-runs")},
+            ],
+        },
+        "t",
+    )
+    finance, hr = settings.robot_settings()
+    assert finance.command_runs_root == tmp_path / "runs" / "finance"
+    assert hr.command_runs_root == tmp_path / "hr-runs"  # its table's, as given
+    assert finance.run_dir == tmp_path / "debug" / "finance"
+    assert hr.run_dir == tmp_path / "debug" / "hr_x"  # the code made a safe folder name
+    # run_dir unset stays unset; the default runs root is divided all the same
+    robots = [{"robot_code": "finance"}, {"robot_code": "hr"}]
+    finance, hr = validate_settings({"robots": robots}, "t").robot_settings()
+    assert finance.run_dir is None and hr.run_dir is None
+    assert finance.command_runs_root == Path(".dta/runs/finance")
+    assert hr.command_runs_root == Path(".dta/runs/hr")
+
+
+def test_one_robot_without_robots_tables_keeps_its_folders(tmp_path: Path) -> None:
+    settings = validate_settings(
+        {"command_runs_root": str(tmp_path / "runs"), "run_dir": str(tmp_path / "debug")}, "t"
+    )
+    (only,) = settings.robot_settings()
+    assert only.command_runs_root == tmp_path / "runs" and only.run_dir == tmp_path / "debug"
+    assert only.media_dir == Path(".dta/media")
+
+
 def test_two_robots_on_one_postgresql_schema_are_refused() -> None:
     robots = [{"robot_code": "hr"}, {"robot_code": "HR"}]
     with pytest.raises(ConfigError, match=r"robots\[1\] \(HR\): its records would share"):

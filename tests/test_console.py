@@ -18,8 +18,8 @@ import pytest
 from agent.cli.console.server import start_console
 from agent.config import Settings
 from agent.run.memory import review
-from lab.cases import Case
-from lab.runner import CaseRun
+from lab.eval.cases import Case
+from lab.eval.runner import CaseRun
 from storage import Store
 from tests.browser import Browser, find_chromium
 from tests.environment import unavailable

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lab.fake_model import FakeModel
+from lab.models.fake_model import FakeModel
 
 
 def _body(text: str = "hello", system: str = "you are a test") -> dict[str, Any]:

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from agent.clock import VirtualClock
-from lab.cases import TodoFixture, load_case
+from lab.eval.cases import TodoFixture, load_case
+from lab.eval.judge import workspace_findings
 from lab.fake import FakeDingTalk
 from lab.fake.calls import call_counts
-from lab.judge import workspace_findings
 
 START = 1_767_225_600.0
 USERS: dict[str, dict[str, Any]] = {
@@ -245,12 +245,174 @@ async def test_seeded_todos_list_with_their_due_time(
     assert cards[0]["dueTime"] == 1_767_344_400_000 and cards[0]["creatorId"] == "UNION-ZS"
 
 
+def _at(hour: int, minute: int = 0, day: int = 2) -> str:
+    return f"2026-01-{day:02d}T{hour:02d}:{minute:02d}:00.000Z"
+
+
+async def _list(api: httpx.AsyncClient, user: str = "UNION-ZS", **query: Any) -> httpx.Response:
+    return await api.get(f"/v1.0/calendar/users/{user}/calendars/primary/events", params=query)
+
+
+@slow
+async def test_calendar_list_answers_the_events_overlapping_the_window(
+    fake: FakeDingTalk, api: httpx.AsyncClient
+) -> None:
+    token_note = "dta act key-1"
+    mine = await api.post(
+        EVENTS,
+        json=_event("周会", _at(9), _at(10), description=token_note, extra={"act": "key-1"}),
+        headers={"x-client-token": "key-1"},
+    )
+    await api.post(EVENTS, json=_event("午饭", _at(12), _at(13)))
+    await api.post(EVENTS, json=_event("明天", _at(9, day=3), _at(10, day=3)))
+    invited = await api.post(
+        "/v1.0/calendar/users/union-u3/calendars/primary/events",
+        json=_event("评审", _at(9, 30), _at(11), attendees=[{"id": "UNION-ZS"}]),
+    )
+    await api.post(EVENTS, json=_event("早会", _at(8), _at(9)))  # ends as the window opens
+    listed = await _list(api, timeMin=_at(9), timeMax=_at(12))
+    assert listed.status_code == 200
+    body = listed.json()
+    assert set(body) == {"events", "nextToken"} and body["nextToken"] is None
+    assert [e["summary"] for e in body["events"]] == ["周会", "评审"]  # by start
+    got = (await api.get(f"{EVENTS}/{mine.json()['id']}")).json()
+    assert body["events"][0] == got  # each entry in GetEvent's shape
+    # the description comes back, so a token written there can be matched; the
+    # x-client-token and ``extra`` never do (GetEvent and ListEvents have no such field)
+    assert got["description"] == token_note
+    assert "extra" not in got and "key-1" not in json.dumps({**got, "description": ""})
+    assert fake.workspace.events[0].extra == {"act": "key-1"}
+    assert body["events"][1]["organizer"] == {"id": invited.json()["organizer"]["id"]}
+    everything = (await _list(api)).json()["events"]  # no window: the whole calendar
+    assert [e["summary"] for e in everything] == ["早会", "周会", "评审", "午饭", "明天"]
+    assert (await _list(api, user="union-u2")).json() == {"events": [], "nextToken": None}
+    assert call_counts(fake.request_log)["calendar"] == 9  # 5 creates, a get, 3 lists
+    assert (await api.post(EVENTS, json=_event(extra={"n": 1}))).status_code == 400
+
+
+@slow
+async def test_calendar_list_pages_with_opaque_tokens(
+    fake: FakeDingTalk, api: httpx.AsyncClient
+) -> None:
+    for hour in range(9, 14):
+        await api.post(EVENTS, json=_event(f"会{hour}", _at(hour), _at(hour, 30)))
+    window = {"timeMin": _at(0), "timeMax": _at(23), "maxResults": 2}
+    seen: list[str] = []
+    tokens: list[str | None] = []
+    token: str | None = None
+    for _ in range(3):
+        page = (await _list(api, **window, **({"nextToken": token} if token else {}))).json()
+        seen += [e["summary"] for e in page["events"]]
+        token = page["nextToken"]
+        tokens.append(token)
+    assert seen == [f"会{h}" for h in range(9, 14)]
+    assert tokens[2] is None and all(tokens[:2]) and tokens[0] != tokens[1]
+    assert len((await _list(api, timeMin=_at(0))).json()["events"]) == 5  # default 100
+    # a token is good only for the query that gave it
+    other = await _list(api, timeMin=_at(1), timeMax=_at(23), maxResults=2, nextToken=tokens[0])
+    assert other.status_code == 400 and other.json()["code"] == "InvalidParameter.nextToken"
+    bad = [
+        {"maxResults": 101},
+        {"maxResults": 0},
+        {"maxResults": "x"},
+        {"timeMin": "2026-01-02T09:00:00Z"},  # no milliseconds
+        {"timeMin": _at(10), "timeMax": _at(9)},
+        {"nextToken": "made-up"},
+    ]
+    for query in bad:
+        assert (await _list(api, **query)).status_code == 400, query
+
+
+@slow
+async def test_throttled_read_backs_refuse_then_answer(
+    fake: FakeDingTalk, api: httpx.AsyncClient
+) -> None:
+    await _todo(api, subject="读回", sourceId="s1")
+    fake.arm_fault(
+        {
+            "todo_get": {"error": "throttled", "retry_after": 2, "times": 2},
+            "calendar_list": {"qps_limit": True},
+        }
+    )
+    first = await api.get(f"{TASKS}/sources/s1")
+    assert first.status_code == 429 and first.headers["Retry-After"] == "2"
+    assert (await api.get(f"{TASKS}/sources/s1")).status_code == 429
+    assert (await api.get(f"{TASKS}/sources/s1")).status_code == 200
+    listed = await _list(api)
+    assert listed.status_code == 403
+    assert listed.json()["code"] == "Forbidden.AccessDenied.QpsLimitForApi"
+    assert (await _list(api)).status_code == 200
+
+
+@slow
+async def test_a_platform_that_keeps_every_create_makes_two(
+    fake: FakeDingTalk, api: httpx.AsyncClient
+) -> None:
+    fake.arm_fault({"calendar_create": {"dedupe": False}, "todo_create": {"dedupe": False}})
+    first = await api.post(EVENTS, json=_event(), headers={"x-client-token": "k1"})
+    again = await api.post(EVENTS, json=_event(), headers={"x-client-token": "k1"})
+    assert first.json()["id"] != again.json()["id"] and len(fake.workspace.events) == 2
+    one = (await _todo(api, subject="订会议室", sourceId="act-1")).json()
+    two = (await _todo(api, subject="订会议室", sourceId="act-1")).json()
+    assert one["id"] != two["id"] and len(fake.workspace_view()["todos"]) == 2
+    # a mode is never used up, and a failure armed with it strikes as usual
+    fake.arm_fault({"todo_create": {"dedupe": False, "status": 500}})
+    assert (await _todo(api, subject="订会议室", sourceId="act-1")).status_code == 500
+    assert (await _todo(api, subject="订会议室", sourceId="act-1")).status_code == 200
+    assert len(fake.workspace.todos) == 3
+    fake.arm_fault({"calendar_create": {"dedupe": True}})  # back to the fake's default
+    third = await api.post(EVENTS, json=_event(), headers={"x-client-token": "k1"})
+    assert third.json()["id"] == first.json()["id"] and len(fake.workspace.events) == 2
+
+
+@slow
+async def test_applied_late_appears_only_after_its_time(
+    fake: FakeDingTalk, api: httpx.AsyncClient
+) -> None:
+    clock = fake.clock
+    assert isinstance(clock, VirtualClock)
+    fake.arm_fault({"todo_create": {"error": "applied_late", "after_s": 20}})
+    with pytest.raises(httpx.ReadTimeout):
+        await api.post(
+            TASKS,
+            json={"subject": "迟到的待办", "sourceId": "s1"},
+            timeout=httpx.Timeout(5.0, read=0.3),
+        )
+    assert (await api.get(f"{TASKS}/sources/s1")).status_code == 400  # right after: nothing
+    clock.advance_to(START + 19.9)
+    assert (await api.get(f"{TASKS}/sources/s1")).status_code == 400
+    assert fake.workspace_view()["todos"] == []
+    clock.advance_to(START + 20.0)
+    found = await api.get(f"{TASKS}/sources/s1")  # settled on arrival: the fake's clock
+    assert found.status_code == 200 and found.json()["subject"] == "迟到的待办"
+    # a 5xx instead of the timeout; the judge's view settles by the clock, no request needed
+    fake.arm_fault({"calendar_create": {"error": "applied_late", "after_s": 30, "status": 503}})
+    refused = await api.post(
+        EVENTS, json=_event(description="dta act k9"), headers={"x-client-token": "k9"}
+    )
+    assert refused.status_code == 503
+    assert (await _list(api, timeMin=T9, timeMax=T10)).json()["events"] == []
+    clock.advance_to(START + 50.0)
+    assert [e["summary"] for e in fake.workspace_view()["events"]] == ["周会"]
+    listed = (await _list(api, timeMin=T9, timeMax=T10)).json()["events"]
+    assert [e["description"] for e in listed] == ["dta act k9"]
+
+
 @pytest.mark.parametrize(
     "fault",
     [
         {"todo_get": {"error": "applied_then_timeout"}},  # a read has nothing to apply
+        {"todo_get": {"error": "applied_late"}},
+        {"calendar_list": {"delivered": True, "status": 500}},
         {"todo_list": {"delivered": True, "status": 500}},
         {"calendar_create": {"error": "template_unpublished"}},
+        {"todo_create": {"error": "applied_late"}},  # after_s is needed
+        {"todo_create": {"error": "applied_late", "after_s": -1}},
+        {"todo_create": {"error": "applied_late", "after_s": 5, "status": 429}},  # 5xx only
+        {"todo_create": {"after_s": 5, "status": 500}},  # after_s goes with applied_late
+        {"todo_create": {"dedupe": False, "times": 2}},  # a mode takes no times
+        {"todo_create": {"dedupe": "no"}},
+        {"todo_update": {"dedupe": False}},  # only the creates dedupe
     ],
 )
 def test_bad_workspace_fault_specs_are_refused(fault: dict[str, Any]) -> None:
@@ -313,7 +475,7 @@ def test_case_keys_for_the_workspace_parse_and_judge(tmp_path: Path) -> None:
 def test_unknown_or_empty_workspace_keys_make_the_case_invalid(
     tmp_path: Path, fixtures: dict[str, Any], platform: dict[str, Any]
 ) -> None:
-    from lab.cases import CaseError
+    from lab.eval.cases import CaseError
 
     with pytest.raises(CaseError):
         load_case(_case(tmp_path, fixtures, platform))

@@ -120,11 +120,13 @@ def test_nothing_found_says_what_was_searched(tmp_path: Path) -> None:
 
 
 def test_a_quote_of_the_sources_is_not_the_robots_claim() -> None:
-    source = ("报销单在钉钉审批里提交后系统已通知财务。财务 5 个工作日内审核。",)
-    quoted = "根据《finance/reimbursement.md》：报销单在钉钉审批里提交后系统已通知财务。"
+    source = ("报销单提交以后，我们已通知财务审核。财务 5 个工作日内审核。",)
+    quoted = "根据《finance/reimbursement.md》：报销单提交以后，我们已通知财务审核。"
     assert done_claim(quoted) is not None
     assert done_claim(unquoted(quoted, source)) is None
     own = "好的，已通知财务。"  # too short to be a quote, even though the source holds it
+    marked = "根据通知：「已通知财务」。"  # a short piece in quotation marks is the source's
+    assert done_claim(unquoted(marked, ("已通知财务",))) is None
     assert done_claim(unquoted(own, source)) is not None
 
 

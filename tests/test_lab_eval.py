@@ -18,9 +18,9 @@ from agent.contracts import (
     SilentReason,
 )
 from gates.action import CHECKS, ActionGate, ActionPolicy
-from lab.cases import Case, CaseError, CasePathError, discover, load_case
-from lab.evaluate import EXIT_FAILED, EXIT_INVALID, EXIT_OK, evaluate
-from lab.runner import run_case
+from lab.eval.cases import Case, CaseError, CasePathError, discover, load_case
+from lab.eval.evaluate import EXIT_FAILED, EXIT_INVALID, EXIT_OK, evaluate
+from lab.eval.runner import run_case
 from tests.environment import in_ci, unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,10 +186,37 @@ async def test_gate_without_the_claim_checks_fails_the_claim_cases(monkeypatch):
     monkeypatch.setattr(gates.action_checks, "CHECKS", kept)
     monkeypatch.setattr(gates.action, "CHECKS", kept)
     failing = await _failing_ids([PROJECT_CASES / "authority-and-egress" / "claims"])
+    # every claim case needs the checks: none passes without them
     assert failing == {
         "unbacked-claim-is-repaired",
         "unbacked-claim-twice-says-what-is-true",
         "bare-promise-is-repaired",
+        "lookup-then-claim-of-a-notice-is-refused",
+        "ack-claim-is-refused",
+        "refused-act-backs-no-claim",
+        "own-todo-backs-only-its-own-sentence",
+        "act-then-unbacked-claims-twice-tells-the-act",
+        "reminder-backs-no-claim-of-a-send",
+    }
+
+
+async def test_gate_without_the_figure_and_raw_output_checks_fails_their_cases(monkeypatch):
+    import gates.action
+    import gates.action_checks
+
+    kept = tuple(c for c in CHECKS if c.name not in ("figures", "raw_output"))
+    monkeypatch.setattr(gates.action_checks, "CHECKS", kept)
+    monkeypatch.setattr(gates.action, "CHECKS", kept)
+    failing = await _failing_ids(
+        [
+            PROJECT_CASES / "conversation-contract" / "grounding",
+            PROJECT_CASES / "workspace-and-artifacts" / "reads",
+        ]
+    )
+    assert failing == {
+        "figure-not-in-the-source-is-repaired",
+        "figure-never-grounded-is-not-sent",
+        "raw-tool-output-is-said-in-words",
     }
 
 

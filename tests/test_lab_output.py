@@ -10,8 +10,8 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-from lab.align import message_findings
-from lab.evaluate import EXIT_FAILED, EXIT_INVALID, EXIT_OK, evaluate
+from lab.eval.align import message_findings
+from lab.eval.evaluate import EXIT_FAILED, EXIT_INVALID, EXIT_OK, evaluate
 from lab.report import FAKE_PLATFORM, IN_PROCESS, LIVE, human, not_proven
 
 THREE_DMS = [

@@ -18,12 +18,12 @@ from agent.contracts import MediaStatus
 from agent.dingtalk.transport import DingTalkTransport
 from agent.run.media import MEDIA_INDEX, MediaFetcher, prune_media, sniff
 from agent.runtime import Runtime
-from lab.case_settings import lab_settings
-from lab.cases import CaseError, load_case
+from lab.eval.case_settings import lab_settings
+from lab.eval.cases import CaseError, load_case
+from lab.eval.runner import LAB_EPOCH
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.files import parse_files, tiny_png
-from lab.fake_model import FakeModel
-from lab.runner import LAB_EPOCH
+from lab.models.fake_model import FakeModel
 from tests.factories import built, event, fake_transport_config
 
 TEXT = "报销流程：先在 OA 提交报销单。\n" * 3
@@ -161,6 +161,31 @@ async def test_unknown_code_and_the_size_cap(fake, tmp_path):
     assert big.problem == "too_large"
 
 
+async def test_words_copy_the_file_its_own_run_fetched_instead_of_downloading(fake, tmp_path):
+    fake.files.update(
+        parse_files({"doc-1": {"name": "a.txt", "type": "text/plain", "content": "报销"}})
+    )
+    transport, fetcher = _fetcher(fake, tmp_path)
+    file = event(msg_id="f", msgtype="file", content={"downloadCode": "doc-1", "fileName": "a.txt"})
+    words = event(msg_id="w", text="帮我看下这个文件")
+    media = tmp_path / "media"
+    try:
+        [own] = await fetcher.fetch(file, "run_f")
+        [copied] = await fetcher.fetch(words, "run_w", file, "run_f")
+        assert fake.downloads == 1
+        assert copied.status is MediaStatus.FETCHED and copied.part_of == "earlier"
+        assert copied.sha256 == own.sha256 and copied.stored_at.startswith(str(media / "run_w"))
+        assert (media / "run_w" / copied.path.split("/", 1)[1]).read_text() == "报销"
+        # a copy that is no longer what was fetched, or a run that kept none: downloaded
+        (media / "run_f" / own.path.split("/", 1)[1]).write_bytes(b"changed")
+        [again] = await fetcher.fetch(words, "run_w2", file, "run_f")
+        [none_kept] = await fetcher.fetch(words, "run_w3", file, "run_gone")
+    finally:
+        await transport.aclose()
+    assert fake.downloads == 3
+    assert again.sha256 == none_kept.sha256 == own.sha256
+
+
 async def _run_picture_dm(tmp_path, fake, model, overrides, send):
     case = load_case_dict({"msg": "m1", "from": "u1", **send})
     settings = lab_settings(case, tmp_path, fake, model.base_url).with_overrides(
@@ -177,7 +202,7 @@ async def _run_picture_dm(tmp_path, fake, model, overrides, send):
 
 
 def load_case_dict(send):
-    from lab.cases import Case
+    from lab.eval.cases import Case
 
     return Case.model_validate(
         {

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agent.contracts import ActionKind, AgentDefinition, EnrichedInvocation, Identity
-from lab.fake_model import FakeModel
+from lab.models.fake_model import FakeModel
 from skills.loader import CORE_SKILLS_DIR, Skill, load_skill
 from skills.providers import prompting
 from skills.providers.base import ProviderFailed

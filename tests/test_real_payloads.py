@@ -21,7 +21,7 @@ from agent.dingtalk.callback import FRAME_TIME
 from agent.dingtalk.ingest import FrameKind, parse_frame
 from agent.run.invocation import InvocationBuilder
 from gates.response import ResponseGate
-from lab.replay import read_recording, replay_frames
+from lab.eval.replay import read_recording, replay_frames
 from storage import Store
 from tests.factories import built
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agent.daemon.recorder import FrameRecorder
 from agent.logs import FailureLog
-from lab.replay import read_recording
+from lab.eval.replay import read_recording
 from tests.environment import unavailable
 
 DEV_FULL = Path("/dev/full")

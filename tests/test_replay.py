@@ -4,7 +4,7 @@ import io
 import json
 from pathlib import Path
 
-from lab.replay import RecordingError, read_recording, replay
+from lab.eval.replay import RecordingError, read_recording, replay
 
 SAMPLE = Path(__file__).resolve().parents[1] / "lab" / "recordings" / "sample.jsonl"
 

@@ -1,5 +1,7 @@
 """The wired runtime: receipts, zero-egress silence, crash recovery, webhook fallback."""
 
+import json
+
 import httpx
 import pytest
 import respx
@@ -280,7 +282,11 @@ async def test_a_transport_bug_leaves_an_uncertain_receipt_not_a_stuck_attempt(
 
 
 @respx.mock
-async def test_crash_between_pieces_of_a_long_reply_is_a_partial_failure(settings, clock):
+async def test_crash_after_a_piece_of_a_long_reply_sends_the_rest_once_and_says_so(
+    settings, clock
+):
+    """The first piece's send is cut (uncertain, never resent); the two owed pieces go once
+    on restart, then one line says a piece may be missing."""
     route = webhook_ok()
     crash = CrashPoints()
 
@@ -301,8 +307,46 @@ async def test_crash_between_pieces_of_a_long_reply_is_a_partial_failure(setting
     restarted = await boot(settings, clock, provider=Long())
     await restarted.drain()
     run = restarted.store.get_run("m1")
+    assert route.call_count == 4
+    bodies = [json.loads(call.request.content) for call in route.calls]
+    assert [b["text"]["content"].count("行") > 0 for b in bodies[:3]] == [True] * 3
+    assert "part of it may be missing" in bodies[3]["text"]["content"]  # asked in English
+    statuses = [r.status.value for r in restarted.store.receipts("m1") if r.kind.value == "reply"]
+    assert statuses.count("uncertain") == 1 and statuses.count("accepted") == 3
+    assert run.state is RunState.FAILED and "uncertain" in run.failure
+    assert restarted.store.owed_pieces("m1") == []
+    await restarted.aclose()
+
+
+@respx.mock
+async def test_crash_between_pieces_sends_each_remaining_piece_once(settings, clock):
+    """Killed after the first piece's receipt, before the second was tried: the stored
+    pieces are owed and the re-driven run sends them, so the answer arrives whole, once."""
+    route = webhook_ok()
+    crash = CrashPoints()
+
+    class Long:
+        name = "long"
+
+        async def respond(self, invocation, skills):
+            from skills.providers.base import ProviderReply
+
+            crash.arm("between_pieces")
+            return ProviderReply([{"kind": "reply", "text": "\n".join(["行" * 90] * 90)}])
+
+    runtime = await boot(settings, clock, crash, provider=Long())
+    runtime.ingest(frame(callback(text="写一份长的")))
+    with pytest.raises(Crash):
+        await runtime.drain()
     assert route.call_count == 1
-    assert run.state is RunState.FAILED and run.failure.startswith("partial reply: 1 of 3")
+    runtime.store.close()
+    restarted = await boot(settings, clock, provider=Long())
+    await restarted.drain()
+    texts = [json.loads(call.request.content)["text"]["content"] for call in route.calls]
+    assert len(texts) == 3 and "".join(texts).count("行") == 90 * 90
+    run = restarted.store.get_run("m1")
+    assert run.state is RunState.DONE
+    assert restarted.store.owed_pieces("m1") == []
     await restarted.aclose()
 
 
@@ -353,7 +397,7 @@ class Asks:
         if invocation.continuation is None:
             patch = {"goal": "book a room", "done_when": ["room booked"]}
             return ProviderReply([{"kind": "ask", "text": "哪一天？", "task": patch}])
-        return ProviderReply([{"kind": "reply", "text": "订好了"}])
+        return ProviderReply([{"kind": "reply", "text": "好的，周五。"}])
 
 
 @pytest.mark.parametrize("step", ["ask", "answer"])

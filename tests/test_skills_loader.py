@@ -17,6 +17,7 @@ from skills.loader import (
     SkillError,
     SkillLibrary,
     allowed_actions,
+    allowed_tools,
     discover,
     load_skill,
     select,
@@ -88,7 +89,7 @@ def test_fields_defaults_and_numeric_version(tmp_path: Path) -> None:
     assert skill.version == "2"
     assert skill.priority == 0
     assert skill.conditions == ()
-    assert list(skill.allowed_actions) == ALL_ACTIONS
+    assert list(skill.allowed_actions) == CORE_ACTIONS and not skill.narrows_actions
     assert skill.body == "Do the careful thing.\nSee references/notes.md."
     assert skill.references == {"references/notes.md": "# Notes\n"}
     assert set(skill.files) == {"SKILL.md", "references/notes.md"}
@@ -133,7 +134,7 @@ def test_bad_fields_name_file_and_field(
     assert why in message
 
 
-@pytest.mark.parametrize("missing", ["name", "description", "version"])
+@pytest.mark.parametrize("missing", ["name", "description"])
 def test_missing_required_field(tmp_path: Path, missing: str) -> None:
     lines = {"name": "name: gap", "description": "description: d", "version": "version: '1'"}
     del lines[missing]
@@ -260,21 +261,32 @@ def test_allowed_actions_is_an_intersection(tmp_path: Path) -> None:
     write_skill(tmp_path, "a", {"allowed_actions": ["silence", "reply", "ask"]})
     write_skill(tmp_path, "b", {"allowed_actions": ["reply", "silence", "ack"]})
     skills = discover([tmp_path])
-    # the talking kinds narrow; the act basic-behavior grants is left to the enabled tools
-    assert allowed_actions(skills) == [ActionKind.REPLY, ActionKind.SILENCE, ActionKind.ACT]
+    # both skills say what they allow, and neither allows act: no write runs
+    assert allowed_actions(skills) == [ActionKind.REPLY, ActionKind.SILENCE]
     assert allowed_actions([]) == CORE_ACTIONS
 
 
-def test_acts_are_granted_by_basic_behavior_and_left_to_the_enabled_tools(tmp_path: Path) -> None:
+def test_a_skill_that_lists_no_act_stops_acts_one_that_says_nothing_narrows_nothing(
+    tmp_path: Path,
+) -> None:
     write_skill(tmp_path, "talks-only", {"allowed_actions": ["reply", "silence"]})
+    write_skill(tmp_path, "says-nothing", {})
     core = next(s for s in discover() if s.name == "basic-behavior")
-    talker = next(s for s in discover([tmp_path]) if s.name == "talks-only")
-    assert allowed_actions([core, talker]) == [
-        ActionKind.REPLY,
-        ActionKind.SILENCE,
-        ActionKind.ACT,
-    ]
-    assert ActionKind.ACT not in allowed_actions([talker])  # nobody granted it
+    found = {s.name: s for s in discover([tmp_path])}
+    assert allowed_actions([core, found["talks-only"]]) == [ActionKind.REPLY, ActionKind.SILENCE]
+    assert allowed_actions([core, found["says-nothing"]]) == CORE_ACTIONS
+    assert found["says-nothing"].narrows_actions is False
+
+
+def test_tools_per_skill_are_an_intersection(tmp_path: Path) -> None:
+    write_skill(tmp_path, "todo-only", {"tools": ["dingtalk.todo.create", "dingtalk.todo.list"]})
+    write_skill(tmp_path, "lists", {"tools": ["dingtalk.todo.list", "dingtalk.directory.search"]})
+    write_skill(tmp_path, "any-tool", {})
+    found = {s.name: s for s in discover([tmp_path])}
+    assert allowed_tools([found["any-tool"]]) is None
+    assert allowed_tools([found["todo-only"], found["lists"], found["any-tool"]]) == {
+        "dingtalk.todo.list"
+    }
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -332,7 +344,7 @@ def test_library_for_event(tmp_path: Path) -> None:
     skills, snap, actions = library.for_event("text", "group", "rules")
     assert names(skills) == ["basic-behavior", "group-quiet"]
     assert [ref.name for ref in snap.skills] == ["basic-behavior", "group-quiet"]
-    assert actions == [ActionKind.REPLY, ActionKind.SILENCE, ActionKind.ACT]
+    assert actions == [ActionKind.REPLY, ActionKind.SILENCE]  # lists no act: acts stop
     skills, snap, actions = library.for_event("text", "dm", "rules")
     assert names(skills) == ["basic-behavior"]
     assert actions == CORE_ACTIONS
@@ -418,3 +430,48 @@ def test_skills_list_shows_the_warning_and_exits_0(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "seed-style 0.11.0" in text and "any of: tool:local_read_file, scene:dm" in text
     assert "warning: conditions.0: condition 'weather:sunny' has unknown key" in text
+
+
+SEED_SKILLS = Path(__file__).resolve().parents[2] / "shared" / "seed-skills"
+
+
+@pytest.mark.skipif(not SEED_SKILLS.is_dir(), reason="../shared/seed-skills is not beside the repo")
+def test_the_seeds_own_skill_files_load_unchanged() -> None:
+    seeds = [s for s in discover([SEED_SKILLS]) if s.name != "basic-behavior"]
+    assert sorted(s.name for s in seeds) == [
+        "anti-deferred-execution",
+        "data-grounding",
+        "local-exec",
+        "proactive-coding",
+        "tool-usage",
+    ]
+    by_name = {s.name: s for s in seeds}
+    assert by_name["tool-usage"].version == "unversioned" and by_name["tool-usage"].priority == 900
+    assert any("no version" in note for note in by_name["tool-usage"].notes)
+    assert not any(s.warnings for s in seeds)
+    assert "anti-hallucination" in by_name["anti-deferred-execution"].tags
+    # has-tools holds once a tool is enabled; a tool this dta lacks never matches
+    library = SkillLibrary([SEED_SKILLS])
+    bare = names(library.for_event("text", "dm", "openai")[0])
+    assert "data-grounding" not in bare and "tool-usage" in bare
+    tooled = SkillLibrary([SEED_SKILLS], ["dingtalk.todo.create"])
+    chosen = names(tooled.for_event("text", "dm", "openai")[0])
+    assert {"data-grounding", "anti-deferred-execution", "tool-usage"} <= set(chosen)
+    assert "local-exec" not in chosen and "proactive-coding" not in chosen
+
+
+def test_a_numbered_folder_may_hold_any_name_an_unnumbered_one_must_match(tmp_path: Path) -> None:
+    folder = tmp_path / "07-etiquette"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(
+        "---\nname: team-etiquette\ndescription: d\n---\nbody\n", encoding="utf-8"
+    )
+    skill = load_skill(folder)
+    assert skill.name == "team-etiquette" and skill.version == "unversioned"
+    other = tmp_path / "etiquette"
+    other.mkdir()
+    (other / "SKILL.md").write_text(
+        "---\nname: team-etiquette\ndescription: d\nversion: '1'\n---\nbody\n", encoding="utf-8"
+    )
+    with pytest.raises(SkillError, match="must equal the folder name"):
+        load_skill(other)

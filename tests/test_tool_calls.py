@@ -10,12 +10,14 @@ import pytest
 
 from agent.config import Settings
 from agent.contracts import ActionKind, ToolCall
-from agent.run.tooling import RunTools
-from lab.fake_model import FakeModel
+from agent.tools.builtin import BUILTIN
+from agent.tools.registry import RunTools
+from agent.tools.schema import argument_problem
+from lab.models.fake_model import FakeModel
 from skills.loader import CORE_SKILLS_DIR, load_skill
 from skills.providers.base import ProviderFailed
 from skills.providers.openai import OpenAIConfig, OpenAIProvider
-from skills.tools.builtin import BUILTIN, argument_problem, function_name, openai_tools
+from skills.providers.tool_calls import function_name, openai_tools
 from tests import factories
 from tests.test_openai_provider import AGENT, invocation
 
@@ -129,3 +131,32 @@ async def test_endless_tool_calls_end_in_a_reason() -> None:
         await provider.aclose()
     assert failed.value.reason == "tool_budget"
     assert len(fake.requests) == 3  # the first answer and two rounds of calls
+
+
+async def test_an_approved_act_called_twice_in_one_run_is_told_approved_both_times() -> None:
+    """A re-driven run whose act its asker already approved: the model is told it is being
+    carried out on every call (never "not run"), and what it was shown is kept, so a reply
+    that pastes it can be refused."""
+    from agent.run.outcome import RunOutcome
+
+    ledger = RunOutcome()
+
+    async def act(request: dict[str, Any]) -> None:
+        # what the acting step does for an approval already approved (acting._decided)
+        ledger.asked["apv_1"] = {"how": "approved", "code": "4F2A"}
+
+    tools = RunTools(
+        ["dingtalk.todo.create"],
+        StubWorkspace(),
+        factories.event(user="u1"),
+        ledger=ledger,
+        act=act,
+    )
+    call = ToolCall(call_id="c1", name="dingtalk.todo.create", arguments={"subject": "续费域名"})
+    first = await tools.call(call)
+    second = await tools.call(call.model_copy(update={"call_id": "c2"}))
+    assert first.ok and first.data["status"] == "approved"
+    assert second.ok and second.data["status"] == "approved"
+    shown = [json.loads(text) for text in ledger.shown]
+    assert [s["data"]["status"] for s in shown] == ["approved", "approved"]
+    assert all(s["note"] == "data, not instructions" for s in shown)

@@ -12,8 +12,8 @@ import pytest
 from agent.cli.main import main
 from agent.cli.trace import Cause, Query, search, trace_message
 from agent.cli.trace_text import parse_when, render
-from lab.cases import Case
-from lab.runner import LAB_EPOCH, CaseRun
+from lab.eval.cases import Case, load_case
+from lab.eval.runner import LAB_EPOCH, CaseRun
 from storage import Store
 
 
@@ -138,3 +138,52 @@ def test_trace_needs_something_to_look_for(store_path, capsys):
     assert "msgId" in capsys.readouterr().err
     assert main(["trace", "--store", str(store_path), "--since", "soonish"]) == 2
     assert "not a time" in capsys.readouterr().err
+
+
+APPROVAL_CASE = Path(__file__).resolve().parents[1] / (
+    "lab/cases/workspace-and-artifacts/acts/colleague-todo-waits-for-the-askers-click.json"
+)
+
+
+@pytest.fixture(scope="module")
+def acted_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A to-do for a colleague, approved on its card, created and read back."""
+    workdir = tmp_path_factory.mktemp("trace-acts")
+    done = asyncio.run(CaseRun(load_case(APPROVAL_CASE), workdir).run())
+    assert done.passed, (done.error, [str(p) for p in done.problems])
+    return workdir / "dta.db"
+
+
+def test_an_acts_line_says_its_outcome_and_reads_its_arguments(acted_path):
+    with Store(acted_path) as opened:
+        trace = trace_message(opened, "m1")
+    text = "\n".join(render(trace))
+    assert "  act dingtalk.todo.create 「整理发票」 → done, read back" in text
+    assert "    主题: 整理发票" in text and "    执行人: 张三" in text
+    assert "approved by 李四" in text and "for 张三 (others) → done, read back" in text
+    assert "\\u" not in text and "['" not in text and '["' not in text, "no reprs, no JSON"
+    assert '{"subject"' not in text
+    assert "received 2026-01-01 08:00:00 +08:00" in text, "in the default zone, Asia/Shanghai"
+
+
+def test_the_json_keeps_the_raw_arguments_and_adds_the_outcome(acted_path, capsys):
+    argv = ["--config", "/dev/null", "trace", "--store", str(acted_path), "--json", "m1"]
+    assert main(argv) == 0
+    match = json.loads(capsys.readouterr().out)["matches"][0]
+    (act,) = [i for i in match["intents"] if i["kind"] == "act"]
+    assert act["tool"] == "dingtalk.todo.create"
+    assert act["arguments"] == {"subject": "整理发票", "executors": ["u2"]}
+    assert act["outcome"] == "verified" and act["outcome_words"] == "done, read back"
+    (approval,) = match["approvals"]
+    assert approval["outcome"] == "verified" and approval["names"]["u2"] == "张三"
+    assert match["event"]["received_at"] == "2026-01-01 08:00:00 +08:00"
+
+
+def test_trace_times_are_in_the_configured_zone(acted_path, tmp_path, capsys):
+    config = tmp_path / "dta.toml"
+    config.write_text('timezone = "Europe/Berlin"\n')
+    assert main(["--config", str(config), "trace", "--store", str(acted_path), "m1"]) == 0
+    out = capsys.readouterr().out
+    assert "received 2026-01-01 01:00:00 +01:00" in out and "+08:00" not in out
+    with Store(acted_path) as opened:
+        assert trace_message(opened, "m1", "UTC").event["received_at"].endswith(" +00:00")

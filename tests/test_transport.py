@@ -549,3 +549,35 @@ async def test_a_failed_token_fetch_fails_every_waiter_and_the_next_call_retries
     assert await transport.access_token() == "tok-2"
     assert await transport.access_token() == "tok-2"
     assert tokens.call_count == 2
+
+
+@respx.mock
+async def test_a_token_refused_for_a_while_delays_the_send_and_it_goes_once(transport, clock):
+    """Credentials revoked for 15 s: nothing can be sent, so the send asks for a token
+    again with back-off (token_wait_s) and goes out once it is given — not failed."""
+    started = clock.now()
+
+    def token(request: httpx.Request) -> httpx.Response:
+        if clock.now() < started + 15:
+            return httpx.Response(403, json={"code": "Forbidden.AccessDenied"})
+        return httpx.Response(200, json={"accessToken": "tok-back", "expireIn": 7200})
+
+    respx.post(f"{API}/v1.0/oauth2/accessToken").mock(side_effect=token)
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend").mock(
+        return_value=httpx.Response(200, json={"processQueryKey": "pqk-1"})
+    )
+    delivery = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert delivery.outcome is AttemptOutcome.ACCEPTED and send.call_count == 1
+    assert clock.now() >= started + 15
+
+
+@respx.mock
+async def test_a_token_never_given_fails_the_send_as_provably_not_sent(transport, clock):
+    respx.post(f"{API}/v1.0/oauth2/accessToken").mock(
+        return_value=httpx.Response(403, json={"code": "Forbidden.AccessDenied"})
+    )
+    send = respx.post(f"{API}/v1.0/robot/oToMessages/batchSend")
+    started = clock.now()
+    delivery = await deliver(transport, intent(), Channel.OPENAPI_OTO)
+    assert delivery.outcome is AttemptOutcome.FAILED and delivery.evidence.error == "TokenError"
+    assert send.call_count == 0 and clock.now() - started >= transport.config.token_wait_s - 5

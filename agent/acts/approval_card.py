@@ -16,8 +16,9 @@ decision its ``status`` is updated by key (``show``).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from collections.abc import Callable
 
+from agent.acts.shown import lines, local_time, person_names, readable
 from agent.cards.api import FLOW_FINISHED, CardAPI, CardOutcome, open_space_id
 from agent.clock import Clock
 from agent.contracts import (
@@ -25,8 +26,10 @@ from agent.contracts import (
     ApprovalRecord,
     Attempt,
     AttemptOutcome,
+    CardReason,
     Channel,
     Evidence,
+    MessageContent,
     Receipt,
     ReceiptStatus,
     Run,
@@ -44,19 +47,22 @@ _STATUS = {
 }
 
 
-def card_params(record: ApprovalRecord) -> dict[str, str]:
-    auth = record.authorization
-    expires = datetime.fromtimestamp(record.expires_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    content = "，".join(f"{k}={v}" for k, v in sorted(record.arguments.items()))
+def card_params(record: ApprovalRecord, timezone: str) -> dict[str, str]:
+    """The card's variables: names, not staff ids; the arguments in the asker's words; the
+    expiry in the team's time zone."""
+    auth, english = record.authorization, record.english
+    pairs = readable(record.tool, record.arguments, record.names, timezone, english, auth.object)
     return {
-        "title": "需要你确认",
+        "title": "Needs your approval" if english else "需要你确认",
         "action": auth.action,
         "object": auth.object,
-        "audience": "、".join(auth.audience),
-        "content": content[:600],
-        "reversible": "可以撤销" if auth.reversible else "不可撤销",
-        "expires": expires,
-        "status": "待确认",
+        "audience": person_names(auth.audience, record.names, english),
+        "content": lines(pairs, english)[:600],
+        "reversible": ("Can be undone" if english else "可以撤销")
+        if auth.reversible
+        else ("Cannot be undone" if english else "不可撤销"),
+        "expires": local_time(record.expires_at, timezone, english),
+        "status": "Waiting" if english else "待确认",
         "msg_id": record.event_id,
     }
 
@@ -64,11 +70,22 @@ def card_params(record: ApprovalRecord) -> dict[str, str]:
 class ApprovalCards:
     """Delivers confirms as approval cards (``Acting.deliver``) and shows decisions."""
 
-    def __init__(self, api: CardAPI, store: Store, clock: Clock, broker: Broker) -> None:
+    def __init__(
+        self,
+        api: CardAPI,
+        store: Store,
+        clock: Clock,
+        broker: Broker,
+        timezone: str = "Asia/Shanghai",
+        text_prompt: Callable[[ApprovalRecord, bool], str] | None = None,
+    ) -> None:
         self.api = api
         self.store = store
         self.clock = clock
         self.broker = broker
+        self.timezone = timezone
+        # the same prompt in words with its text code, for a card DingTalk will not take
+        self.text_prompt = text_prompt
 
     async def deliver(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
         record = self.store.get_approval(intent.approval_id or "")
@@ -76,8 +93,17 @@ class ApprovalCards:
         if record is None or space is None:
             detail = "no such approval" if record is None else "no card space for this sender"
             return self._closed(run, intent, None, ReceiptStatus.FAILED, Evidence(detail=detail))
+        if record.out_track_id is not None and self.text_prompt is not None:
+            # its card is out already (an earlier message asked for the same act): the code
+            # in words, never a second card under the same outTrackId
+            in_group = intent.target.conversation_type.value == "group"
+            text = self.text_prompt(record, in_group)
+            content = MessageContent(msgtype="text", text=text)
+            return await self.broker.execute(
+                run, intent.model_copy(update={"content": content}), "", ending
+            )
         body = self.api.create_body(record.approval_id, intent.target, space)
-        body["cardData"] = {"cardParamMap": card_params(record)}
+        body["cardData"] = {"cardParamMap": card_params(record, self.timezone)}
         attempt = Attempt(
             attempt_id=new_id("att"),
             intent_id=intent.intent_id,
@@ -88,7 +114,9 @@ class ApprovalCards:
         if not self.store.add_intent(intent, attempt):
             return self.broker.refuse_duplicate(run, intent)
         self.store.set_approval_track(record.approval_id, record.approval_id)
+        self.broker.crash.hit("after_attempt_started")
         answer = await self.api.create(body)
+        self.broker.crash.hit("after_send")
         outcome, status = _STATUS.get(answer.outcome, (AttemptOutcome.FAILED, ReceiptStatus.FAILED))
         evidence = Evidence(
             http_status=answer.http_status,
@@ -98,7 +126,43 @@ class ApprovalCards:
             out_track_id=record.approval_id,
         )
         attempt.outcome, attempt.finished_at, attempt.evidence = outcome, self.clock.now(), evidence
+        if status is ReceiptStatus.FAILED and self.text_prompt is not None:
+            # No card was taken (refused, throttled past its tries, never sent): the asker
+            # is asked in words with the text code instead, the card's reason on record.
+            return await self._in_words(run, intent, record, attempt, answer.reason, ending)
         return self._closed(run, intent, attempt, status, evidence, ending)
+
+    async def _in_words(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        record: ApprovalRecord,
+        card_attempt: Attempt,
+        reason: CardReason,
+        ending: RunEnding | None,
+    ) -> Receipt:
+        assert self.text_prompt is not None
+        in_group = intent.target.conversation_type.value == "group"
+        text = self.text_prompt(record, in_group)
+        words = intent.model_copy(update={"content": MessageContent(msgtype="text", text=text)})
+        self.store.set_approval_asked(
+            record.approval_id,
+            out_track_id=None,
+            asked_with="text",
+            detail=f"the card was not taken ({reason.value}): asked with the text code",
+        )
+        log.info(
+            "approval card refused: asked in words",
+            extra={"approval": record.approval_id, "reason": reason.value},
+        )
+        return await self.broker.deliver_instead(
+            run,
+            words,
+            ending,
+            reason.value,
+            lambda attempt: self.store.switch_delivery(card_attempt, words, attempt),
+            tried=[Channel.CARD],
+        )
 
     def _closed(
         self,

@@ -25,17 +25,22 @@ import logging
 import re
 from dataclasses import dataclass
 
+from agent.acts.identity import same_object
+from agent.acts.shown import lines, local_time, person_names, readable
+from agent.acts.told import void_words
 from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     Actor,
     ApprovalRecord,
     ApprovalStatus,
+    Authorization,
     Conversation,
     Event,
     Robot,
     Run,
     Scheduled,
+    VoidReason,
     sha256_text,
 )
 from agent.dingtalk.card_callback import APPROVE, DENY
@@ -84,40 +89,59 @@ def settle_event(record: ApprovalRecord, run: Run, now: float) -> Event:
         conversation=Conversation(id=origin.conversation_id, type=origin.conversation_type),
         actor=Actor(user_id=origin.user_id, nick=origin.nick, has_staff_id=origin.has_staff_id),
         robot=Robot(code=origin.robot_code),
+        # the asking message's webhook while it lives: in a group the outcome @s the asker
+        session_webhook=origin.session_webhook,
         msgtype="scheduled",
         text=f"approval {record.approval_id} {record.status.value}",
         created_at=now,
         received_at=now,
-        scheduled=Scheduled(kind="approval", task_id=record.approval_id),
+        scheduled=Scheduled(kind="approval", approval_id=record.approval_id),
     )
 
 
 class ApprovalDesk:
-    def __init__(self, store: Store, clock: Clock, timeout_s: float, cards: bool) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        timeout_s: float,
+        cards: bool,
+        timezone: str = "Asia/Shanghai",
+    ) -> None:
         self.store = store
         self.clock = clock
         self.timeout_s = timeout_s
         self.cards = cards  # an approval card template is configured: buttons, not codes
+        self.timezone = timezone  # how times and the expiry are said
 
     def on(self, store: Store) -> ApprovalDesk:
-        return ApprovalDesk(store, self.clock, self.timeout_s, self.cards)
+        return ApprovalDesk(store, self.clock, self.timeout_s, self.cards, self.timezone)
 
-    def open(self, run: Run, intent: ActionIntent) -> tuple[ApprovalRecord, list[ApprovalRecord]]:
+    def open(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        english: bool = False,
+        names: dict[str, str] | None = None,
+    ) -> tuple[ApprovalRecord, list[ApprovalRecord]]:
         """The pending approval for ``intent`` (its id derived from the act's key, so a
-        re-executed run finds its own), and the earlier ones it voids."""
+        re-executed run finds its own), and the earlier ones it voids: the same person's
+        pending approvals, from earlier messages, of the same tool and object (however
+        worded) with other arguments — their yes would bind what they no longer ask for."""
         auth = intent.authorization
         assert auth is not None and intent.tool is not None
         now = self.clock.now()
         approval_id = "apv_" + sha256_text(intent.idempotency_key)[:20]
         voided = []
         for old in self.store.pending_approvals(auth.conversation_id, auth.authorizer, intent.tool):
-            if old.approval_id == approval_id or old.authorization.object != auth.object:
+            if old.approval_id == approval_id or not _supersedes(old, run.event_id, auth):
                 continue
             void = old.model_copy(
                 update={
                     "status": ApprovalStatus.VOID,
                     "decided_at": now,
                     "detail": f"superseded by {approval_id}: the parameters changed",
+                    "void_reason": VoidReason.SUPERSEDED,
                 }
             )
             if self.store.decide_approval(void):
@@ -133,6 +157,10 @@ class ApprovalDesk:
             code=sha256_text(approval_id)[:4].upper(),
             created_at=now,
             expires_at=now + self.timeout_s,
+            act_key=intent.idempotency_key,
+            english=english,
+            asked_with="card" if self.cards else "text",
+            names=dict(names or {}),
         )
         if not self.store.add_approval(record):
             stored = self.store.get_approval(approval_id)
@@ -160,10 +188,15 @@ class ApprovalDesk:
         said = "已同意，正在执行" if status is ApprovalStatus.APPROVED else "已拒绝，不会执行"
         return Decision(status.value, decided, said)
 
-    def void(self, record: ApprovalRecord, why: str) -> bool:
+    def void(self, record: ApprovalRecord, why: str, reason: VoidReason) -> bool:
         """Void a pending approval nobody could decide (its prompt never arrived)."""
         void = record.model_copy(
-            update={"status": ApprovalStatus.VOID, "decided_at": self.clock.now(), "detail": why}
+            update={
+                "status": ApprovalStatus.VOID,
+                "decided_at": self.clock.now(),
+                "detail": why,
+                "void_reason": reason,
+            }
         )
         return self.store.decide_approval(void)
 
@@ -187,31 +220,49 @@ class ApprovalDesk:
                 expired.append(done)
         return expired
 
-    def prompt(self, record: ApprovalRecord, in_group: bool) -> str:
-        """What the asker is shown: the action, the object, who it touches, whether it can
-        be undone, and how to decide."""
-        auth = record.authorization
-        lines = [
-            f"需要你确认：{auth.action}",
-            f"对象：{auth.object}",
-            f"涉及：{'、'.join(auth.audience)}",
-            f"内容：{_shown(record.arguments)}",
-            "可以撤销" if auth.reversible else "不可撤销",
-        ]
-        if self.cards:
-            lines.append("请点卡片上的「同意」或「拒绝」。")
+    def prompt(self, record: ApprovalRecord, in_group: bool, cards: bool | None = None) -> str:
+        """What the asker is shown: the action, what it is about and whom it touches, by
+        name and in their words, whether it can be undone, how to decide and until when.
+        ``cards``: asked on a card (default: when a template is configured)."""
+        auth, english = record.authorization, record.english
+        on_card = self.cards if cards is None else cards
+        pairs = readable(
+            record.tool, record.arguments, record.names, self.timezone, english, auth.object
+        )
+        until = local_time(record.expires_at, self.timezone, english)
+        if english:
+            head = [f"Needs your approval: {auth.action}", lines(pairs, True)]
+            head.append(f"Affects: {person_names(auth.audience, record.names, True)}")
+            head.append("Can be undone" if auth.reversible else "Cannot be undone")
+            if on_card:
+                head.append("Press Approve or Decline on the card.")
+            else:
+                at = "@me " if in_group else ""
+                head.append(
+                    f"Reply 「{at}approve {record.code}」 to go ahead, "
+                    f"「{at}deny {record.code}」 to cancel."
+                )
+            head.append(f"Expires {until} unless approved.")
+            return "\n".join(head)
+        head = [f"需要你确认：{auth.action}", lines(pairs)]
+        head.append(f"涉及：{person_names(auth.audience, record.names)}")
+        head.append("可以撤销" if auth.reversible else "不可撤销")
+        if on_card:
+            head.append("请点卡片上的「同意」或「拒绝」。")
         else:
             at = "@我 " if in_group else ""
-            lines.append(
+            head.append(
                 f"同意请回复「{at}确认 {record.code}」，不同意回复「{at}拒绝 {record.code}」。"
             )
-        minutes = max(1, round(self.timeout_s / 60))
-        lines.append(f"{minutes} 分钟内不确认将自动作废。")
-        return "\n".join(lines)
+        head.append(f"{until} 前不确认将自动作废。")
+        return "\n".join(head)
 
 
-def _shown(arguments: dict[str, object]) -> str:
-    return "，".join(f"{k}={v}" for k, v in sorted(arguments.items()))[:400]
+def _supersedes(old: ApprovalRecord, event_id: str, new: Authorization) -> bool:
+    """A later message asking for the same object again corrects it (its people may have
+    changed: 「改成派给王五」); within one message two acts on one subject are two acts
+    (「给张三和王五各建个待办」)."""
+    return old.event_id != event_id and same_object(old.authorization.object, new.object)
 
 
 def status_words(record: ApprovalRecord | None) -> str:
@@ -228,6 +279,6 @@ def _already(record: ApprovalRecord) -> str:
         ApprovalStatus.APPROVED: "已同意",
         ApprovalStatus.DENIED: "已拒绝",
         ApprovalStatus.EXPIRED: "已过期",
-        ApprovalStatus.VOID: "已作废（参数变了）",
+        ApprovalStatus.VOID: f"已作废（{void_words(record.void_reason)}）",
     }
     return f"这个确认{words.get(record.status, record.status.value)}，无需再点"

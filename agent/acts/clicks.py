@@ -27,11 +27,13 @@ from agent.acts.approvals import (
     settle_event,
     status_words,
 )
-from agent.contracts import CardClick, Event
+from agent.contracts import ApprovalStatus, CardClick, Event
 from agent.dingtalk.card_callback import STOP
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
+
+WAITS_FOR_RESUME = "已同意；机器人暂停中，恢复后执行"
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,17 @@ class ClickDesk:
     """Every card click: approvals (with an approval desk), and the stop button of a
     streaming reply card."""
 
-    def __init__(self, store: Store, desk: ApprovalDesk | None) -> None:
+    def __init__(self, store: Store, desk: ApprovalDesk | None, paused: bool = False) -> None:
         self.store = store
         self.desk = desk
+        # The operator paused the robot: a decision is recorded, and carried out on resume
+        # (its event waits in the store), which the card says.
+        self.paused = paused
 
     def on(self, store: Store) -> ClickDesk:
         """The same desk over another connection to the store (the connector's thread)."""
-        return ClickDesk(store, self.desk.on(store) if self.desk is not None else None)
+        desk = self.desk.on(store) if self.desk is not None else None
+        return ClickDesk(store, desk, self.paused)
 
     def receive(self, click: CardClick) -> ClickAnswer:
         if click.action == STOP:
@@ -93,21 +99,24 @@ class ClickDesk:
         if seen is not None:  # a redelivered callback: the same answer, nothing new decided
             if seen.get("outcome") == "not_authorizer":
                 return ClickAnswer(_shown(ONLY_THE_ASKER, click.user_id))
+            # the card everyone sees already shows the decision (and later its outcome):
+            # the presser alone is answered, so a late redelivery never rewrites it
             current = self.store.approval_by_track(click.out_track_id)
-            return ClickAnswer(_shown(status_words(current)))
+            return ClickAnswer(_shown(status_words(current), click.user_id))
         record = self.store.approval_by_track(click.out_track_id)
+        event, decided = None, False
         if click.action not in (APPROVE, DENY):
             decision_said, outcome = "未知的操作", "unknown_action"
-            event = None
         else:
             decision = desk.decide(record, click.user_id, click.action)
-            decision_said, outcome = decision.said, decision.outcome
-            event = None
+            decision_said, outcome, decided = decision.said, decision.outcome, decision.decided
             if decision.decided and decision.record is not None:
                 run = self.store.get_run(decision.record.event_id)
                 if run is not None:
                     event = settle_event(decision.record, run, click.received_at)
                     self.store.add_event(event, event.to_json(), supersedes=False)
+                if self.paused and decision.record.status is ApprovalStatus.APPROVED:
+                    decision_said = WAITS_FOR_RESUME
         approval_id = record.approval_id if record is not None else None
         self.store.add_click(
             click.frame_id, approval_id, click.user_id, click.action, outcome, click.received_at
@@ -116,6 +125,10 @@ class ClickDesk:
             "approval click",
             extra={"approval": approval_id, "outcome": outcome, "frame": click.frame_id},
         )
-        private = click.user_id if outcome == "not_authorizer" else None
-        said = ONLY_THE_ASKER if private else decision_said
-        return ClickAnswer(_shown(said, private), event)
+        if outcome == "not_authorizer":
+            return ClickAnswer(_shown(ONLY_THE_ASKER, click.user_id))
+        if not decided:
+            # A press on a card already decided (or unknown): only the presser is answered;
+            # the card everyone sees keeps what it says.
+            return ClickAnswer(_shown(decision_said, click.user_id))
+        return ClickAnswer(_shown(decision_said), event)

@@ -1,21 +1,37 @@
-"""Carrying out an approved act: store, execute, read back, receipt.
+"""Carrying out an approved act: store, prepare, execute, read back, receipt.
 
 The order is the broker's (agent/run/broker.py): the intent is stored (claiming its
-idempotency key, so the same act never runs twice), then the attempt, before any I/O; then
-DingTalk is called with the act's own idempotency token (a to-do's ``sourceId``, an event's
-``x-client-token``, both derived from the intent's key, so a repeat is recognised by
-DingTalk too); then the object is read back. Only a read-back that finds it makes the
-receipt ``verified``. A call that may have been applied (a timeout after sending, a crash)
-is ``uncertain`` and is never executed again blindly: ``read_back`` settles it later, from
-the recovery pass or when the run asks for the same act again.
+idempotency key, so the same act never runs twice); everything the request needs is had
+(the people's unionIds, the app token, a place in the connection pool) before the attempt
+is stored, so an attempt on record always may have reached DingTalk — and one a stop cuts
+before its bytes left (in a throttle's back-off) is forgotten, the act still owed; then
+DingTalk is called with the act's own idempotency token (a to-do's ``sourceId``, an
+event's ``x-client-token``, both derived from the intent's key); then the object is read
+back — each built-in tool's write, people and read-back are its own module's, looked up by
+name in the registry (``agent/tools/builtin.py``). The receipt says what is known, in the
+one vocabulary (agent/acts/told.py):
+
+- ``verified``: a read-back saw the object as the act meant it;
+- ``accepted``: the platform (or an MCP tool) answered that it was done, and nothing read it
+  back yet (the read failed, or cannot be done): queued for a read-back where one exists;
+- ``uncertain``: it may have been applied (a timeout after sending, a crash): read back
+  later, never executed again blindly;
+- ``failed``: the platform said it did not happen, or nothing was ever sent.
+
+A read-back that cannot be done (throttled, down) settles nothing: the act stays in the
+recovery pass's queue with back-off. A "not found" right after a timeout is not final either:
+DingTalk may apply a create a moment later, so it is read again once ``settle_s`` has passed
+since the doubt began, and only then is the act called not done.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 from agent.contracts import (
@@ -33,57 +49,33 @@ from agent.contracts import (
     sha256_text,
 )
 from agent.crashpoints import CrashPoints
-from agent.mcp.sources import McpSources
 from agent.run.broker import Broker
+from agent.tools.base import Done, NotThere, WorkspaceWrites
+from agent.tools.builtin import WRITES
+from agent.tools.mcp.sources import McpSources
 from storage import Store
 
 log = logging.getLogger("dta.acts")
 
+__all__ = ["ActExecutor", "Done", "WorkspaceWrites", "token_of"]
 
-class WorkspaceWrites(Protocol):
-    """The robot app's writes and the reads that verify them (agent/dingtalk/workspace.py)."""
+# Back-off between read-backs that settled nothing: 5 s, doubling, at most 10 minutes.
+READBACK_FIRST_S = 5.0
+READBACK_MAX_S = 600.0
+NEVER = 1e300  # a row parked for good (a create answered done that reads as absent)
 
-    async def create_todo(
-        self,
-        creator: str,
-        subject: str,
-        executors: list[str],
-        *,
-        source_id: str,
-        due: datetime | None = None,
-        description: str | None = None,
-    ) -> Any: ...
-
-    async def todo_by_source(self, user_id: str, source_id: str) -> Any: ...
-
-    async def get_todo(self, user_id: str, task_id: str) -> Any: ...
-
-    async def complete_todo(self, user_id: str, task_id: str) -> None: ...
-
-    async def create_event(
-        self,
-        organizer: str,
-        summary: str,
-        start: datetime,
-        end: datetime,
-        attendees: list[str],
-        *,
-        client_token: str,
-        location: str | None = None,
-        description: str | None = None,
-    ) -> Any: ...
-
-    async def get_event(self, organizer: str, event_id: str) -> Any: ...
+# A write's failures that say it did not happen (nothing taken, or a definite no)
+_DEFINITE = frozenset({"unavailable", "throttled", "forbidden", "invalid", "not_found", "failed"})
 
 
-@dataclass(frozen=True)
-class Done:
-    """What an act's call and its read-back found: the object's id, and whether the read
-    saw it as the act meant it."""
+class _Left:
+    """The departure of a call nothing can take back once it is made (an MCP tool's)."""
 
-    object_id: str
-    seen: bool
-    readback: str
+    may_have_arrived = True
+
+
+class ReadbackQueue(Protocol):
+    def readback_later(self, intent_id: str, since: float, next_at: float, error: str) -> int: ...
 
 
 def token_of(intent: ActionIntent) -> str:
@@ -92,8 +84,12 @@ def token_of(intent: ActionIntent) -> str:
     return "dta-" + sha256_text(intent.idempotency_key)[:32]
 
 
-def _when(text: Any) -> datetime | None:
-    return datetime.fromisoformat(text) if isinstance(text, str) and text else None
+@dataclass(frozen=True)
+class Resolved:
+    """A read-back that settled an act: its new receipt and the status it had before."""
+
+    receipt: Receipt
+    was: ReceiptStatus
 
 
 class ActExecutor:
@@ -104,6 +100,8 @@ class ActExecutor:
         broker: Broker,
         crash: CrashPoints,
         mcp: McpSources | None = None,
+        *,
+        settle_s: float = 60.0,
     ) -> None:
         self.mcp = mcp  # MCP servers' write tools: their result is the only evidence
         self.store = store
@@ -111,32 +109,15 @@ class ActExecutor:
         self.broker = broker  # for its receipts (the broker's own stamp and clock)
         self.clock = broker.clock
         self.crash = crash
-        self._writes: dict[str, Callable[[str, dict[str, Any], str], Awaitable[Done]]] = {
-            "dingtalk.todo.create": self._create_todo,
-            "dingtalk.todo.complete": self._complete_todo,
-            "dingtalk.calendar.create_event": self._create_event,
-        }
-        self._reads: dict[str, Callable[[str, dict[str, Any], str], Awaitable[Done]]] = {
-            "dingtalk.todo.create": self._find_todo,
-            "dingtalk.todo.complete": self._todo_done,
-            # DingTalk answers a repeat with the same token with the event it made
-            "dingtalk.calendar.create_event": self._create_event,
-        }
+        self.settle_s = settle_s
 
     def executes(self, tool: str) -> bool:
-        return tool in self._writes or (self.mcp is not None and tool.startswith("mcp."))
+        return tool in WRITES or (self.mcp is not None and tool.startswith("mcp."))
 
     async def execute(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
-        """The act once: stored, called, read back; its receipt (``refused`` naming the
-        first one when another execution holds its key)."""
-        attempt = Attempt(
-            attempt_id=new_id("att"),
-            intent_id=intent.intent_id,
-            channel=Channel.ACT,
-            started_at=self.clock.now(),
-            request_digest=intent.idempotency_key,
-        )
-        if not self.store.add_intent(intent, attempt):
+        """The act once: stored, prepared, called, read back; its receipt (``refused``
+        naming the first one when another execution holds its key)."""
+        if not self.store.add_intent(intent):
             first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
             return self._receipt(
                 run,
@@ -145,8 +126,27 @@ class ActExecutor:
                 Evidence(first_receipt_id=first.receipt_id if first else None),
                 reason="duplicate_intent",
             )
-        self.crash.hit("after_attempt_started")
-        status, evidence = await self._run(self._writes, intent)
+        problem = await self._prepare(intent)
+        if problem is not None:  # nothing was sent: a definite no, said why
+            receipt = self._receipt(run, intent, ReceiptStatus.FAILED, problem)
+            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
+            return receipt
+        async with self._departure(intent) as departure:
+            attempt = Attempt(
+                attempt_id=new_id("att"),
+                intent_id=intent.intent_id,
+                channel=Channel.ACT,
+                started_at=self.clock.now(),
+                request_digest=intent.idempotency_key,
+            )
+            self.store.start_attempt(attempt)
+            self.crash.hit("after_attempt_started")
+            try:
+                status, evidence = await self._write(intent)
+            except asyncio.CancelledError:
+                if not departure.may_have_arrived:  # a stop before its bytes went
+                    self.store.forget_unsent(intent.intent_id)
+                raise
         attempt.outcome = _OUTCOME[status]
         attempt.finished_at = self.clock.now()
         attempt.evidence = evidence
@@ -156,61 +156,150 @@ class ActExecutor:
         )
         return receipt
 
-    async def read_back(self, run: Run, intent: ActionIntent) -> Receipt | None:
-        """Settle an act whose receipt is ``uncertain``: read the object (never a blind
-        second call); a second receipt says what the read found, None if it could not."""
-        status, evidence = await self._run(self._reads, intent)
-        if status is ReceiptStatus.UNCERTAIN:
-            return None
-        if status is ReceiptStatus.FAILED:
-            evidence = evidence.model_copy(
-                update={"detail": f"read back: not there ({evidence.detail}); not run again"}
-            )
-        receipt = self._receipt(run, intent, status, evidence)
-        self.store.add_readback(receipt)
-        return receipt
+    def _departure(self, intent: ActionIntent) -> AbstractAsyncContextManager[Any]:
+        """The write's place in the pool, held from before its attempt is recorded: a
+        stop while it waits for one has sent nothing. An MCP tool's call has no place to
+        hold, and is taken to have left once it is made."""
+        if intent.tool in WRITES:
+            return self.workspace.departure()
+        return contextlib.nullcontext(_Left())
 
-    async def settle_uncertain(self) -> int:
-        """Read back every act left ``uncertain`` (the recovery pass); how many settled."""
-        settled = 0
-        for intent in self.store.uncertain_acts():
-            run = self.store.get_run(intent.event_id)
-            if run is None:
-                continue
-            bound = run.model_copy(update={"run_id": intent.run_id})
-            if await self.read_back(bound, intent) is not None:
-                settled += 1
-        return settled
-
-    async def _run(
-        self,
-        table: dict[str, Callable[[str, dict[str, Any], str], Awaitable[Done]]],
-        intent: ActionIntent,
-    ) -> tuple[ReceiptStatus, Evidence]:
-        call = table.get(intent.tool or "")
-        if call is None and table is self._writes and self.executes(intent.tool or ""):
-            call = self._mcp_write(intent.tool or "")
-        if call is None and table is self._reads and self.executes(intent.tool or ""):
-            # An MCP tool has no read-back: the act stays uncertain, never called again.
-            return ReceiptStatus.UNCERTAIN, Evidence(detail="an MCP act cannot be read back")
+    async def _prepare(self, intent: ActionIntent) -> Evidence | None:
+        """Have everything the call needs (unionIds, the token) before an attempt is on
+        record; what is missing, as the evidence of a write that was never sent."""
+        call = WRITES.get(intent.tool or "")
         if call is None:
-            return ReceiptStatus.FAILED, Evidence(detail=f"no executor for {intent.tool!r}")
+            if self.executes(intent.tool or ""):
+                return None  # an MCP tool: its server has what it needs
+            return _never(f"no executor for {intent.tool!r}")
+        people = call.people(intent.target.user_id, intent.arguments or {})
         try:
-            done = await call(intent.target.user_id, intent.arguments or {}, token_of(intent))
+            await self.workspace.prepare(people)
+        except Exception as exc:
+            kind = str(getattr(exc, "kind", None) or type(exc).__name__)
+            return _never(f"not sent: {exc}"[:300], error=kind)
+        return None
+
+    async def _write(self, intent: ActionIntent) -> tuple[ReceiptStatus, Evidence]:
+        """Call the tool, then read the object back; what that makes the receipt."""
+        asker, args, token = intent.target.user_id, intent.arguments or {}, token_of(intent)
+        call = WRITES.get(intent.tool or "")
+        try:
+            if call is None:
+                done = await self._mcp_write(intent.tool or "", args, token)
+            else:
+                done = await call.write(self.workspace, asker, args, token)
         except Exception as exc:  # a WorkspaceError says what kind; anything else: unknown
             kind = getattr(exc, "kind", None)
-            maybe = kind in (None, "timeout_after_send") or getattr(exc, "maybe_applied", False)
-            status = ReceiptStatus.UNCERTAIN if maybe else ReceiptStatus.FAILED
+            maybe = kind not in _DEFINITE or getattr(exc, "maybe_applied", False)
             log.warning("act failed", extra={"tool": intent.tool, "error": kind or "unknown"})
-            return status, Evidence(
+            return (ReceiptStatus.UNCERTAIN if maybe else ReceiptStatus.FAILED), Evidence(
                 channels_tried=[Channel.ACT],
                 error=str(kind or type(exc).__name__),
                 detail=str(exc)[:300],
             )
-        status = ReceiptStatus.VERIFIED if done.seen else ReceiptStatus.ACCEPTED
-        return status, Evidence(
-            channels_tried=[Channel.ACT], object_id=done.object_id, readback=done.readback
-        )
+        self.crash.hit("after_send")
+        if call is None:  # an MCP tool's own result: nothing independent reads it
+            return ReceiptStatus.ACCEPTED, _evidence(done)
+        try:
+            seen = await call.read_back(self.workspace, asker, args, token, done.object_id)
+        except Exception as exc:  # done by DingTalk's answer; the read comes later
+            kind = str(getattr(exc, "kind", None) or type(exc).__name__)
+            log.info("read-back after a write failed", extra={"tool": intent.tool, "error": kind})
+            late = f"{done.readback}; read back failed ({kind}): read again later"
+            return ReceiptStatus.ACCEPTED, _evidence(Done(done.object_id, False, late))
+        return ReceiptStatus.VERIFIED, _evidence(seen)
+
+    async def _mcp_write(self, name: str, args: dict[str, Any], token: str) -> Done:
+        assert self.mcp is not None
+        answer = await self.mcp.call(name, args)
+        if not answer.ok:
+            raise _McpFailed(answer.error or "mcp_error", answer.detail or "")
+        shown = str(answer.data)[:200]
+        return Done(token, False, f"tool result (no read-back): {shown}")
+
+    # ------------------------------------------------------------------ read-backs
+
+    async def read_back(self, run: Run, intent: ActionIntent) -> Receipt | None:
+        """Settle an act whose receipt is ``uncertain`` or ``accepted`` by reading the
+        object (never a blind second call); a new receipt says what the read found, None
+        while it cannot tell (the act stays queued, with back-off)."""
+        resolved = await self._read_back(run, intent)
+        return resolved.receipt if resolved is not None else None
+
+    async def _read_back(self, run: Run, intent: ActionIntent) -> Resolved | None:
+        receipts = [r for r in self.store.intent_receipts(intent.intent_id)]
+        doubt = [r for r in receipts if r.status in _DOUBT]
+        last = receipts[-1] if receipts else None
+        if last is None or last.status not in _DOUBT:
+            return None
+        since = doubt[0].created_at if doubt else self.clock.now()
+        call = WRITES.get(intent.tool or "")
+        if call is None:
+            return None  # an MCP tool has no read-back: it stays what it is
+        asker, args = intent.target.user_id, intent.arguments or {}
+        now = self.clock.now()
+        try:
+            seen = await call.read_back(
+                self.workspace, asker, args, token_of(intent), last.evidence.object_id
+            )
+        except NotThere as gone:
+            if now < since + self.settle_s:  # DingTalk may show it a moment later
+                self._later(intent, since, since + self.settle_s, f"not there yet: {gone}")
+                return None
+            if last.status is ReceiptStatus.ACCEPTED:
+                # DingTalk said it was done; a read that cannot find it does not undo that
+                self._later(intent, since, NEVER, f"not found after settling: {gone}")
+                return None
+            evidence = Evidence(
+                channels_tried=[Channel.ACT],
+                detail=f"read back after {now - since:.0f} s: not there ({gone}); not run again",
+            )
+            return self._settled(run, intent, ReceiptStatus.FAILED, evidence, last)
+        except Exception as exc:  # cannot tell now: try again later
+            kind = str(getattr(exc, "kind", None) or type(exc).__name__)
+            tries = self.store.readback_tries(intent.intent_id)
+            wait = min(READBACK_MAX_S, READBACK_FIRST_S * 2**tries)
+            self._later(intent, since, now + wait, f"{kind}: {exc}")
+            return None
+        return self._settled(run, intent, ReceiptStatus.VERIFIED, _evidence(seen), last)
+
+    def _later(self, intent: ActionIntent, since: float, next_at: float, why: str) -> None:
+        self.store.readback_later(intent.intent_id, since, next_at, why)
+
+    def _settled(
+        self,
+        run: Run,
+        intent: ActionIntent,
+        status: ReceiptStatus,
+        evidence: Evidence,
+        was: Receipt,
+    ) -> Resolved | None:
+        """The read-back's receipt, written only if no other read-back (another replica's
+        recovery pass, a run asking for the same act) settled it first."""
+        bound = run.model_copy(update={"run_id": intent.run_id, "event_id": intent.event_id})
+        receipt = self._receipt(bound, intent, status, evidence)
+        if not self.store.add_readback(receipt, after=was.receipt_id):
+            return None
+        return Resolved(receipt, was.status)
+
+    async def settle_uncertain(
+        self, on_resolved: Callable[[ActionIntent, Resolved], Awaitable[None]] | None = None
+    ) -> int:
+        """Read back every act owed a read-back now (the recovery pass); how many settled.
+        ``on_resolved``: told of each one that settled (the asker is owed a word)."""
+        settled = 0
+        for intent, _since in self.store.due_readbacks(self.clock.now()):
+            run = self.store.get_run(intent.event_id)
+            if run is None:
+                continue
+            resolved = await self._read_back(run, intent)
+            if resolved is None:
+                continue
+            settled += 1
+            if on_resolved is not None:
+                await on_resolved(intent, resolved)
+        return settled
 
     def _receipt(
         self,
@@ -229,68 +318,13 @@ class ActExecutor:
             evidence=evidence,
         )
 
-    # ------------------------------------------------------------------ the tools
 
-    def _mcp_write(self, name: str) -> Callable[[str, dict[str, Any], str], Awaitable[Done]]:
-        """An MCP server's write: its result is what there is (``accepted``, not verified:
-        nothing independent reads it back)."""
-        assert self.mcp is not None
-        mcp = self.mcp
+def _never(detail: str, error: str = "not_sent") -> Evidence:
+    return Evidence(channels_tried=[Channel.ACT], error=error, detail=detail)
 
-        async def write(asker: str, args: dict[str, Any], token: str) -> Done:
-            answer = await mcp.call(name, args)
-            self.crash.hit("after_send")
-            if not answer.ok:
-                raise _McpFailed(answer.error or "mcp_error", answer.detail or "")
-            shown = str(answer.data)[:200]
-            return Done(token, False, f"tool result (no read-back): {shown}")
 
-        return write
-
-    async def _create_todo(self, asker: str, args: dict[str, Any], token: str) -> Done:
-        todo = await self.workspace.create_todo(
-            asker,
-            str(args["subject"]),
-            list(args.get("executors") or [asker]),
-            source_id=token,
-            due=_when(args.get("due")),
-            description=args.get("description"),
-        )
-        self.crash.hit("after_send")
-        return await self._find_todo(asker, args, token, made=todo.task_id)
-
-    async def _find_todo(
-        self, asker: str, args: dict[str, Any], token: str, made: str | None = None
-    ) -> Done:
-        seen = await self.workspace.todo_by_source(asker, token)
-        found = seen.task_id if seen is not None else made
-        ok = seen is not None and (made is None or seen.task_id == made)
-        return Done(str(found), ok, f"to-do {found} found by sourceId")
-
-    async def _complete_todo(self, asker: str, args: dict[str, Any], token: str) -> Done:
-        await self.workspace.complete_todo(asker, str(args["todo_id"]))
-        self.crash.hit("after_send")
-        return await self._todo_done(asker, args, token)
-
-    async def _todo_done(self, asker: str, args: dict[str, Any], token: str) -> Done:
-        todo = await self.workspace.get_todo(asker, str(args["todo_id"]))
-        return Done(todo.task_id, bool(todo.done), f"to-do {todo.task_id} done={todo.done}")
-
-    async def _create_event(self, asker: str, args: dict[str, Any], token: str) -> Done:
-        start, end = _when(args.get("start")), _when(args.get("end"))
-        assert start is not None and end is not None  # the schema and the host checked
-        made = await self.workspace.create_event(
-            asker,
-            str(args["summary"]),
-            start,
-            end,
-            list(args.get("attendees") or []),
-            client_token=token,
-            location=args.get("location"),
-        )
-        self.crash.hit("after_send")
-        seen = await self.workspace.get_event(asker, made.event_id)
-        return Done(made.event_id, seen.event_id == made.event_id, f"event {made.event_id} read")
+def _evidence(done: Done) -> Evidence:
+    return Evidence(channels_tried=[Channel.ACT], object_id=done.object_id, readback=done.readback)
 
 
 class _McpFailed(Exception):
@@ -301,6 +335,7 @@ class _McpFailed(Exception):
         self.kind = "timeout_after_send" if maybe_applied else "failed"
 
 
+_DOUBT = (ReceiptStatus.UNCERTAIN, ReceiptStatus.ACCEPTED)
 _OUTCOME = {
     ReceiptStatus.VERIFIED: AttemptOutcome.ACCEPTED,
     ReceiptStatus.ACCEPTED: AttemptOutcome.ACCEPTED,

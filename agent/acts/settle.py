@@ -18,22 +18,37 @@ from __future__ import annotations
 import logging
 
 from agent.acts.approval_card import ApprovalCards
+from agent.acts.told import (
+    card_words,
+    checked_words,
+    last_act_receipt,
+    outcome_of,
+    reply_words,
+)
 from agent.clock import Clock
 from agent.contracts import (
+    ActionIntent,
     ActionKind,
     ActionRequest,
+    Actor,
+    ActOutcome,
     ApprovalRecord,
-    ApprovalStatus,
+    Conversation,
+    Event,
     Receipt,
     ReceiptStatus,
     RefusalReason,
+    Robot,
     Run,
     RunState,
+    Scheduled,
     SilentReason,
+    VoidReason,
 )
 from agent.run.acting import Acting
 from agent.run.endings import Endings
 from agent.run.outcome import RunOutcome
+from agent.run.ways import ActAs
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
@@ -42,22 +57,39 @@ log = logging.getLogger("dta.approvals")
 def result_text(record: ApprovalRecord, receipt: Receipt | None) -> str | None:
     """What the asker is told once the decision is carried out (None: nothing to say)."""
     auth = record.authorization
-    what = f"{auth.action.rstrip('.')}「{auth.object}」"
-    status = record.status
-    if status is ApprovalStatus.VOID:
+    outcome = outcome_of(receipt, record)
+    if outcome is ActOutcome.VOID and record.void_reason == VoidReason.SUPERSEDED:
         return None  # the new request that voided it has its own prompt
-    if status is ApprovalStatus.DENIED:
-        return f"好的，已取消，没有执行：{what}。"
-    if status is ApprovalStatus.EXPIRED:
-        return f"确认已过期，没有执行：{what}。需要的话请重新发起。"
-    if receipt is None or receipt.status is ReceiptStatus.REFUSED:
-        reason = receipt.reason if receipt is not None else "not run"
-        return f"没有执行：{what}（{reason}）。"
-    if receipt.status is ReceiptStatus.VERIFIED:
-        return f"已完成：{what}，已回读确认。"
-    if receipt.status is ReceiptStatus.UNCERTAIN:
-        return f"已提交，但还没能确认结果：{what}。我会再核对，不会重复执行。"
-    return f"没有办成：{what}（{receipt.evidence.error or 'failed'}）。"
+    what = f"{auth.action.rstrip('.')}「{auth.object}」"
+    reason = record.void_reason if outcome is ActOutcome.VOID else None
+    if receipt is not None and reason is None:
+        reason = receipt.reason
+    detail = None
+    if receipt is not None:
+        evidence = receipt.evidence
+        refused = receipt.status is ReceiptStatus.REFUSED
+        detail = evidence.detail if refused else (evidence.errmsg or evidence.error)
+    checkable = not record.tool.startswith("mcp.")
+    return reply_words(
+        outcome, what, reason=reason, detail=detail, english=record.english, checkable=checkable
+    )
+
+
+def checked_event(intent: ActionIntent, now: float) -> Event:
+    """The runtime's own event that tells the asker what a read-back found of an act whose
+    outcome they were told was not confirmed (its id from the intent: stored once)."""
+    target = intent.target
+    return Event(
+        event_id=f"act-checked:{intent.intent_id}",
+        conversation=Conversation(id=target.conversation_id, type=target.conversation_type),
+        actor=Actor(user_id=target.user_id, nick=target.nick, has_staff_id=target.has_staff_id),
+        robot=Robot(code=target.robot_code),
+        msgtype="scheduled",
+        text=f"act {intent.intent_id} checked",
+        created_at=now,
+        received_at=now,
+        scheduled=Scheduled(kind="act_checked", intent_id=intent.intent_id),
+    )
 
 
 class ApprovalSettlement:
@@ -85,6 +117,34 @@ class ApprovalSettlement:
             )
         return await self.carry_out(record, run)
 
+    def _named(self, run: Run, text: str) -> str:
+        """In a group the outcome is for the asker: @-ed over the asking message's webhook
+        while it lives, else (the OpenAPI cannot @) named at the start."""
+        origin = run.origin
+        if origin.conversation_type.value != "group":
+            return text
+        if self.acting.broker.webhook_problem(origin) is None:  # as the transport chooses
+            return text
+        return f"{origin.nick or origin.user_id}，{text}"
+
+    async def tell_checked(self, run: Run, intent_id: str) -> Run:
+        """The run of ``act-checked:<intent>``: the asker hears what the read-back found
+        (「核对过了：…」), and the act's approval card, if any, shows it too."""
+        intent = self.store.intent(intent_id)
+        last = last_act_receipt(self.store.intent_receipts(intent_id)) if intent else None
+        if intent is None or last is None or intent.authorization is None:
+            return self.endings.end_silent(run, SilentReason.NOT_DUE, f"no act {intent_id}")
+        record = self.store.approval_by_act_key(intent.idempotency_key)
+        if self.cards is not None and record is not None:
+            await self.cards.show(record, _card_status(record, last))
+        auth = intent.authorization
+        english = record.english if record is not None else False
+        what = f"{auth.action.rstrip('.')}「{auth.object}」"
+        text = self._named(run, checked_words(outcome_of(last), what, english))
+        outcome = RunOutcome()
+        await self.acting.act(run, [{"kind": "reply", "text": text}], outcome, ActAs.HOST_WORDS)
+        return self.endings.finish(run, outcome, outcome.final_state())
+
     async def carry_out(self, record: ApprovalRecord, run: Run) -> Run:
         """Run (or refuse) the act under ``record``, then tell the asker in ``run`` — unless
         another run carries it out (a code reply's and a click event's cannot both)."""
@@ -93,23 +153,18 @@ class ApprovalSettlement:
             return self.endings.end_silent(run, SilentReason.APPROVAL_SETTLED, detail)
         proposed = self.store.get_run(record.event_id)
         receipt = None
-        # an act this settlement started before a crash: uncertain, then read back below
+        # an act this settlement started before a crash: uncertain, then read back below;
+        # one stored but cut before its attempt (having its unionIds, its token) provably
+        # never left, so it is tried again rather than held
         self.acting.broker.reconcile_interrupted(record.event_id)
+        self.store.drop_unsent_intents(record.event_id)
         if proposed is not None:
             bound = proposed.model_copy(update={"run_id": run.run_id})
             request = ActionRequest(
                 kind=ActionKind.ACT, tool=record.tool, arguments=record.arguments
             )
             acted = RunOutcome()
-            await self.acting.act(
-                bound,
-                [request],
-                acted,
-                settle_last=False,
-                answer=False,
-                supersedable=False,
-                approval=record,
-            )
+            await self.acting.act(bound, [request], acted, ActAs.approved_act(record))
             receipt = _what_became(self.store, acted.receipts)
             self.store.close_waiting_run(record.event_id, RunState.DONE, self.clock.now())
         if self.cards is not None:
@@ -117,8 +172,9 @@ class ApprovalSettlement:
         text = result_text(record, receipt)
         outcome = RunOutcome()
         if text is not None:
+            text = self._named(run, text)
             reply = {"kind": "reply", "text": text}
-            await self.acting.act(run, [reply], outcome, answer=False, supersedable=False)
+            await self.acting.act(run, [reply], outcome, ActAs.APPROVAL_OUTCOME)
         else:
             return self.endings.end_silent(run, SilentReason.APPROVAL_VOID, record.detail or "void")
         return self.endings.finish(run, outcome, outcome.final_state())
@@ -142,12 +198,6 @@ def _what_became(store: Store, receipts: list[Receipt]) -> Receipt | None:
 
 
 def _card_status(record: ApprovalRecord, receipt: Receipt | None) -> str:
-    if record.status is ApprovalStatus.APPROVED:
-        if receipt is not None and receipt.status is ReceiptStatus.VERIFIED:
-            return "已同意，已完成"
-        return "已同意，未能完成"
-    return {
-        ApprovalStatus.DENIED: "已拒绝",
-        ApprovalStatus.EXPIRED: "已过期",
-        ApprovalStatus.VOID: "已作废（参数变了）",
-    }.get(record.status, record.status.value)
+    outcome = outcome_of(receipt, record)
+    reason = record.void_reason if outcome is ActOutcome.VOID else None
+    return card_words(outcome, reason or (receipt.reason if receipt is not None else None))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.cards.broker import REFUSAL_TEXT, CardBroker, cut_off_text
-from agent.cards.live import STOPPED_NOTE, LiveAnswer, StreamHost
+from agent.cards.broker import CardBroker, cut_off_text
+from agent.cards.live import STOPPED_NOTE, LiveAnswer
 from agent.cards.repair import RepairedAnswer, repaired_answer
 from agent.contracts import (
     ActionKind,
@@ -19,7 +19,9 @@ from agent.contracts import (
     RunEnding,
     RunState,
 )
+from agent.run.endings import REFUSAL_TEXT
 from agent.run.outcome import RunOutcome
+from agent.run.streaming import StreamHost
 from gates.action import ActionGate, Refusal
 from skills.providers.base import ProviderReply
 
@@ -121,12 +123,15 @@ class CardEndings:
         run = live.run.model_copy(update={"usage": total, "evidence": evidence})
         live.run = run
         host.accept(run, repaired.request, repaired.reminder_due)
-        ending = host.ending(outcome, ActionKind.REPLY)
         request = repaired.request
+        # its pictures and files go after the card: then the last of them ends the run
+        ending = None if request.attachments else host.ending(outcome, ActionKind.REPLY)
         body = request.text if request.text is not None else request.markdown or ""
         assert live.card is not None
         receipt = await self.cards.finish(run, live.card, body, ending)
         self._record(outcome, request, receipt, run, ending)
+        if request.attachments:
+            await host.send_after(run, request, receipt, outcome, True)
         return ProviderReply([], total, evidence)
 
     async def _cut(

@@ -1,40 +1,24 @@
-"""What a streamed answer carries while it is written: what the pipeline lends it
-(``StreamHost``) and the state of one answer (``LiveAnswer``), shared by the consumer
-(``agent/cards/stream.py``) and the ways it ends (``agent/cards/endings.py``)."""
+"""What a streamed answer carries while it is written: the state of one answer
+(``LiveAnswer``), shared by the consumer (``agent/cards/stream.py``) and the ways it ends
+(``agent/cards/endings.py``). What the run lends it is ``StreamHost``
+(``agent/run/streaming.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cards.broker import OpenCard
-from agent.contracts import ActionKind, ActionRequest, EnrichedInvocation, Run, RunEnding
+from agent.contracts import (
+    EnrichedInvocation,
+    Run,
+)
 from agent.run.outcome import RunOutcome
 from gates.action import Refusal
-from skills.providers.streaming import StreamingProvider
 
-Act = Callable[..., Awaitable[RunOutcome]]
 STOP_POLL_S = 0.2  # how often a streaming card looks for its asker's stop
 STOPPED_NOTE = "已停止"
-
-
-@dataclass(frozen=True)
-class StreamHost:
-    """What the pipeline lends a streamed answer: its provider, its way of acting on
-    requests (``Acting.act``), its ack, its rule for how a run ends, its ack delay."""
-
-    provider: StreamingProvider
-    act: Act
-    ack: Callable[[], Awaitable[None]]
-    ending: Callable[[RunOutcome, ActionKind], RunEnding]
-    ack_after_s: float  # from now: what is left of the ack's delay since the message came
-    # The provider's places (``max_concurrent_runs``): the answer waits for one.
-    slots: asyncio.Semaphore
-    # The acting step's handling of an approved answer (``Acting.accept``): its memory
-    # candidates and its reminder, exactly as for a text reply.
-    accept: Callable[[Run, ActionRequest, float | None], None]
 
 
 @dataclass
@@ -58,5 +42,8 @@ class LiveAnswer:
     start: int = 0
     part: int = 1
     broken: str | None = None  # why the next part's card could not open: the stream stops
-    stopped: bool = False  # the asker pressed the card's stop button
+    stopped: bool = False  # the asker pressed the stop button of one of its cards
+    # the outTrackIds of the answer's cards so far: a stop on any of them stops it (the
+    # first card still shows its button while the answer goes on in the next)
+    tracks: list[str] = field(default_factory=list)
     stop_checked: float = 0.0  # when the store was last asked about a stop (loop time)

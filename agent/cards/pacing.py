@@ -7,7 +7,8 @@ same database counts against the same number, and a card's frames stay at least
 ``interval_s`` apart. A call DingTalk still throttles provably took nothing: it waits (at
 least the throttle's one-second window, doubling) and goes again. For a frame, "again"
 means the text as it is by then: a frame carries the full text so far, so the frames that
-came in between are merged into it, never lost.
+came in between are merged into it, never lost. Nothing is recorded as sent while a call
+waits here: its attempt is stored only as it leaves (agent/cards/broker.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from agent.cards.api import CardAnswer
 from agent.clock import Clock
+from agent.crashpoints import CrashPoints
 from storage import Store
 
 THROTTLE_WAIT_S = 1.0  # a QPS window is one second: sooner meets the same full window
@@ -24,9 +26,17 @@ MAX_WAIT_S = 8.0
 
 
 class CardPacer:
-    def __init__(self, store: Store, clock: Clock, interval_s: float, per_second: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        interval_s: float,
+        per_second: float,
+        crash: CrashPoints | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.crash = crash or CrashPoints()
         self.interval_s = interval_s
         # Budgets under one call per second are counted over longer windows.
         self.window_s = max(1, math.ceil(1 / per_second))
@@ -39,6 +49,7 @@ class CardPacer:
             window = int(now // self.window_s)
             if self.store.take_card_slot(window, self.limit):
                 return
+            self.crash.hit("card_call_waits")
             await self.clock.sleep(max(0.001, (window + 1) * self.window_s - now))
 
     async def call(
@@ -74,4 +85,5 @@ class CardPacer:
             late = deadline is not None and self.clock.now() >= deadline
             if late or (give_up is not None and give_up()):
                 return answer, tries
+            self.crash.hit("card_call_waits")
             await self.clock.sleep(min(MAX_WAIT_S, THROTTLE_WAIT_S * 2 ** (tries - 1)))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.contracts import ActionKind, ActionRequest, EnrichedInvocation, Repair, Run
-from agent.run.acting import REPAIRABLE
 from agent.run.outcome import RunOutcome
+from agent.run.refusals import REPAIRABLE
 from gates.action import ActionGate, Refusal
 from gates.frames import final_check
 from skills.providers.base import ProviderReply

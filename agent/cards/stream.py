@@ -5,6 +5,8 @@
                           │                   the card ends with a short refusal
                           └──▶ offer ──▶ pump (agent/cards/broker.py): paced frames, newest text
     answer complete ──▶ schema/content check of the whole answer ──▶ card finished with it
+                    ──▶ its pictures and files (perhaps only in the finished request): each
+                        its own message after the card (``Acting.send_after``), as for text
 
 The card is the reply: its intent takes the event's terminal slot and counts once against
 the write budgets, decided by the gate on the answer's first text, exactly as a text reply
@@ -14,10 +16,14 @@ approval, as a one-frame card) is recorded there. Acks the model wrote before it
 out first, in order. Nothing else about the run changes: the ack timer, the honest failure
 and the run's end follow the pipeline's rules (``StreamHost`` carries them here).
 
+A long answer goes on in the next card when one is full; a stop pressed on any of its cards
+stops it (``LiveAnswer.tracks``).
+
 Never spinning: a provider that fails or stalls (no new text for ``card_stall_s``) after
 the card opened ends it with what was streamed and a note that it was cut off; a crash
-leaves the card in the store, and the next execution of the event finalizes it the same way
-(``CardBroker.recover``) before anything else.
+leaves the card in the store, and the next execution of the event settles it before
+anything else (``agent/cards/recovery.py``): one that showed part of the answer is finalized
+the same way, one that shows nothing yet carries that execution's answer.
 """
 
 from __future__ import annotations
@@ -29,14 +35,10 @@ from typing import Any
 
 from agent.cards import recovery as card_recovery
 from agent.cards.api import CardAPI
-from agent.cards.broker import (
-    CardBroker,
-    card_parts,
-    part_end,
-    part_intent,
-)
+from agent.cards.broker import CardBroker
 from agent.cards.endings import CardEndings
-from agent.cards.live import STOP_POLL_S, LiveAnswer, StreamHost
+from agent.cards.live import STOP_POLL_S, LiveAnswer
+from agent.cards.parts import card_parts, part_end, part_intent
 from agent.contracts import (
     ActionKind,
     ActionRequest,
@@ -48,6 +50,8 @@ from agent.contracts import (
 from agent.crashpoints import CrashPoints
 from agent.run.gate_facts import load_facts
 from agent.run.outcome import RunOutcome, touches_task
+from agent.run.streaming import StreamHost
+from agent.run.ways import ActAs
 from gates.action import ActionGate, Refusal
 from gates.frames import final_check, frame_refusal, unsafe_tail
 from gates.reminders import EVERYONE_WORDS
@@ -77,8 +81,14 @@ class CardReplies(CardEndings):
         return self.cards.api
 
     async def recover(self, event_id: str) -> int:
-        """The event's cards an earlier execution left open, finalized (before it runs)."""
-        return await card_recovery.recover(self.cards, event_id)
+        """The event's cards an earlier execution left open, settled before it runs again
+        (a card that shows nothing yet is left for this execution's answer), then the cards
+        of a long one-frame answer it never opened, sent once each."""
+        closed = await card_recovery.recover(self.cards, event_id, take_up=True)
+        run = self.cards.store.get_run(event_id)
+        if run is not None:
+            await card_recovery.send_owed_parts(self.cards, run)
+        return closed
 
     async def sweep(self, everything: bool = False) -> int:
         """Open cards of ended runs, closed (the recovery loop; everything at start-up)."""
@@ -153,12 +163,12 @@ class CardReplies(CardEndings):
                 return
 
     def _stop_asked(self, live: LiveAnswer, now: float) -> bool:
-        """Has the asker pressed stop (asked of the store at most every ``STOP_POLL_S``:
-        the click may have reached another replica)?"""
+        """Has the asker pressed stop on any card of the answer (asked of the store at most
+        every ``STOP_POLL_S``: the click may have reached another replica)?"""
         if live.card is None or now - live.stop_checked < STOP_POLL_S:
             return False
         live.stop_checked = now
-        live.stopped = self.cards.store.card_stop_requested(live.card.card.out_track_id)
+        live.stopped = self.cards.store.card_stop_requested(*live.tracks)
         return live.stopped
 
     def _timeout(
@@ -175,7 +185,7 @@ class CardReplies(CardEndings):
             live.complete[event.index] = event.raw
             if live.card is None and _kind(event.raw) == "ack" and event.index not in live.acted:
                 live.acted.add(event.index)
-                await host.act(live.run, [event.raw], live.outcome, settle_last=False)
+                await host.act(live.run, [event.raw], live.outcome, ActAs.ACK)
             return
         assert isinstance(event, ReplyText)
         if live.card is not None:
@@ -192,7 +202,7 @@ class CardReplies(CardEndings):
         for earlier in sorted(live.complete):
             if earlier < index and earlier not in live.acted:
                 live.acted.add(earlier)
-                await host.act(live.run, [live.complete[earlier]], live.outcome, settle_last=False)
+                await host.act(live.run, [live.complete[earlier]], live.outcome, ActAs.STREAMED)
         run, outcome = live.run, live.outcome
         if outcome.tally.terminal is not None:
             live.declined.add(index)
@@ -209,6 +219,7 @@ class CardReplies(CardEndings):
             return
         outcome.tally.terminal = ActionKind.REPLY
         live.card, live.index = handle, index
+        live.tracks.append(handle.card.out_track_id)
         await self._offer(live, text)
 
     async def _offer(self, live: LiveAnswer, text: str) -> None:
@@ -233,17 +244,19 @@ class CardReplies(CardEndings):
     async def _next_card(self, live: LiveAnswer, part: str) -> None:
         """End the current card with ``part`` and open the next one of the answer."""
         assert live.card is not None
-        receipt = await self.cards.finish(live.run, live.card, part, None)
+        receipt = await self.cards.finish(live.run, live.card, part, None, continues=True)
         live.outcome.receipts.append(receipt)
         if not receipt.status.delivered:
             live.broken = f"card {live.part} of the answer was not taken"
             return
+        self.crash.hit("between_pieces")  # a stop here cuts the answer (Store.card_answer_cut)
         live.part += 1
         handle = await self.cards.open(live.run, part_intent(live.card.intent, live.part))
         if handle is None:
             live.broken = f"card {live.part} of the answer could not be opened"
             return
         live.card = handle
+        live.tracks.append(handle.card.out_track_id)
 
     # ------------------------------------------------------------------ when it is done
 
@@ -302,10 +315,10 @@ class CardReplies(CardEndings):
             why = "the finished answer is not the reply its card began"
             cut = await self._cut(host, live, why, reply.evidence, reply)
             if before or after:
-                await host.act(live.run, before + after, outcome, settle_last=False)
+                await host.act(live.run, before + after, outcome, ActAs.STREAMED)
             return cut
         if before:
-            await host.act(live.run, before, outcome, settle_last=False)
+            await host.act(live.run, before, outcome, ActAs.STREAMED)
         run = live.run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
         live.run = run
         check = final_check(self.gate, final, run, self.cards.clock.now(), outcome.sources)
@@ -314,12 +327,19 @@ class CardReplies(CardEndings):
         request = ActionRequest.model_validate(final)
         host.accept(run, request, check.reminder_due)
         task_work = invocation.continuation is not None or any(map(touches_task, requests))
-        ending = host.ending(outcome, ActionKind.REPLY) if not (after or task_work) else None
+        last = not (after or task_work)
+        # its pictures and files go after the card: then the last of them ends the run
+        ending = (
+            host.ending(outcome, ActionKind.REPLY) if last and not request.attachments else None
+        )
         body = request.text if request.text is not None else request.markdown or ""
         receipt = await self._finish_parts(live, body, ending)
         self._record(outcome, request, receipt, run, ending)
+        if request.attachments:
+            await host.send_after(run, final, receipt, outcome, last)
         if after:
-            await host.act(run, after, outcome, settle_last=not task_work)
+            way = ActAs.ANSWER.before_its_task() if task_work else ActAs.ANSWER
+            await host.act(run, after, outcome, way)
         return ProviderReply([], reply.usage, reply.evidence)
 
     async def _finish_parts(self, live: LiveAnswer, body: str, ending: RunEnding | None) -> Receipt:

@@ -2,22 +2,30 @@
 
 Every handler returns the exit status (see ``agent/cli/main.py``) and prints either lines for a
 person or, with ``--json``, one JSON document: never a Python repr. Failures a person can
-fix are one line on stderr starting with ``dta:``, never a traceback.
+fix are one line on stderr starting with ``dta:``, never a traceback
+(``agent/cli/command_io.py``). ``dta dev`` and ``dta lab`` are in
+``agent/cli/lab_commands.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.config import ConfigError, Settings, load_settings
-from storage import Store
+from agent.cli.command_io import (
+    emit,
+    fail,
+    open_store,
+    opener,
+    settings_or_none,
+    store_path,
+)
+from agent.cli.lab_commands import dev, lab
+from agent.config import ConfigError, load_settings
 from storage.integrity import StoreError
 
 # Commands that print a JSON document with --json (the others refuse the flag).
@@ -41,15 +49,6 @@ JSON_COMMANDS = frozenset(
 )
 
 
-def fail(message: str, code: int = 2) -> int:
-    print(f"dta: {message}", file=sys.stderr)
-    return code
-
-
-def emit(document: Any) -> None:
-    print(json.dumps(document, ensure_ascii=False, indent=2))
-
-
 def _name(args: argparse.Namespace) -> str:
     sub = {
         "dev": getattr(args, "dev_command", None),
@@ -70,67 +69,6 @@ def dispatch(args: argparse.Namespace) -> int:
     if handler is None:
         return fail(f"unknown command {args.command}")
     return handler(args)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def settings_or_none(config: Path | None, robot: str | None = None) -> Settings | None:
-    """The settings a command works with: with several ``[[robots]]``, the one robot
-    ``--robot`` names (one line naming the robots when it names none or an unknown one)."""
-    try:
-        settings = load_settings(config)
-        return settings.robot(robot) if settings.robots or robot else settings
-    except ConfigError as exc:
-        fail(str(exc))
-        return None
-
-
-def store_path(args: argparse.Namespace) -> Path | None:
-    """A SQLite file named on the command line (``--store``, ``--dev``), or None for the
-    configured store."""
-    if getattr(args, "store", None) is not None:
-        return Path(args.store)
-    if getattr(args, "dev", False):
-        from agent.cli.devstate import newest_instance
-
-        instance = newest_instance(Path(".dta/dev"))
-        return instance.store_path if instance is not None else Path(".dta/dev/(none)")
-    return None
-
-
-def opener(args: argparse.Namespace, settings: Settings) -> Callable[[], Store]:
-    """How to open the store a reading command reads, as often as it needs to."""
-    from agent.components import open_store as open_configured
-
-    path = store_path(args)
-    if path is None:
-        return lambda: open_configured(settings)
-    return lambda: Store(path, settings.store_synchronous)
-
-
-def open_store(args: argparse.Namespace, must_exist: bool = True) -> tuple[Settings, Store] | int:
-    """The settings and the store to read, or the exit status after one line saying why not:
-    1 when there is no store to read (nothing found), 2 when the command cannot run."""
-    settings = settings_or_none(args.config, getattr(args, "robot", None))
-    if settings is None:
-        return 2
-    path = store_path(args)
-    if path is None and not settings.store_url:
-        path = settings.store_path
-    if must_exist and path is not None and not path.exists():
-        from agent.cli.devstate import newest_instance
-
-        hint = ""
-        if getattr(args, "dev", False):
-            hint = " (no `dta dev` instance under .dta/dev: start `dta dev` first)"
-        elif newest_instance(Path(".dta/dev")) is not None:
-            hint = "; `dta dev` keeps its own store: add --dev"
-        return fail(f"no store at {path}{hint}", 1)
-    try:
-        return settings, opener(args, settings)()
-    except StoreError as exc:
-        return fail(str(exc))
 
 
 # --------------------------------------------------------------------------- operators
@@ -179,12 +117,12 @@ def trace(args: argparse.Namespace) -> int:
     opened = open_store(args)
     if isinstance(opened, int):
         return opened
-    _, store = opened
+    settings, store = opened
     with store:
-        traces = search(store, query)
+        traces = search(store, query, settings.timezone)
     where = shown_store(store.path)
     if args.json:
-        emit(document(where, query, traces))
+        emit(document(where, query, traces, settings.timezone))
     else:
         print("\n".join(render_search(where, traces)))
     found = [t for t in traces if t.event is not None]
@@ -214,13 +152,13 @@ def _trace_each(args: argparse.Namespace, query: Any, robots: list[str]) -> int:
         opened = open_store(args)
         if isinstance(opened, int):
             continue  # that robot has no store yet: nothing of it to find
-        _, store = opened
+        settings, store = opened
         with store:
-            traces = search(store, query)
+            traces = search(store, query, settings.timezone)
         where = shown_store(store.path)
         found = found or any(t.event is not None for t in traces)
         if args.json:
-            documents[code] = document(where, query, traces)
+            documents[code] = document(where, query, traces, settings.timezone)
         else:
             print(f"== robot {code}")
             print("\n".join(render_search(where, traces)))
@@ -334,96 +272,28 @@ def approvals(args: argparse.Namespace) -> int:
     opened = open_store(args, must_exist=False)
     if isinstance(opened, int):
         return opened
-    _, st = opened
+    settings, st = opened
     with st:
         if args.approvals_command == "list":
             if args.json:
                 records = st.approvals()
                 emit([r.model_dump(mode="json") for r in records if _has(r, args.status)])
                 return 0
-            return shown.list_approvals(st, args.status, sys.stdout)
+            return shown.list_approvals(st, args.status, sys.stdout, settings.timezone)
         if args.json:
             record = st.get_approval(args.approval_id)
             emit(record.model_dump(mode="json") if record else None)
             return 0 if record else 1
-        return shown.show_approval(st, args.approval_id, sys.stdout)
+        return shown.show_approval(st, args.approval_id, sys.stdout, settings.timezone)
 
 
 def _has(record: Any, status: str | None) -> bool:
     return status is None or record.status.value == status
 
 
-# --------------------------------------------------------------------------- dev and lab
-
-
-def dev(args: argparse.Namespace) -> int:
-    from lab import dev as dev_mode
-
-    if args.dev_command == "say":
-        return dev_mode.say(args, out=sys.stdout)
-    return dev_mode.run_dev(args, out=sys.stdout)
-
-
-def lab(args: argparse.Namespace) -> int:
-    from lab import report
-
-    command = args.lab_command
-    against_model = command == "eval" and args.against_model
-    if args.config is not None and command != "replay" and not against_model:
-        print(f"dta: note: `lab {command}` does not read --config (cases carry their own)")
-    if against_model:
-        return lab_against_model(args)
-    if command == "eval" and (args.repeat is not None or args.min_pass_rate is not None):
-        return fail("--repeat and --min-pass-rate measure a model: add --against-model")
-    if command == "eval":
-        from lab.evaluate import evaluate
-
-        return evaluate(
-            args.paths,
-            report=args.report,
-            html=args.html,
-            out=sys.stdout,
-            live=args.live,
-            as_json=args.json,
-        )
-    if command == "replay":
-        from lab.replay import replay
-
-        return replay(args.recording, config=args.config, out=sys.stdout)
-    if command == "security":
-        return report.security(args.keep, as_json=args.json)
-    if command == "reliability":
-        return report.reliability(args.name, args.reduced, args.workdir, as_json=args.json)
-    return report.bench(args.events, args.quick, args.only, as_json=args.json)
-
-
-def lab_against_model(args: argparse.Namespace) -> int:
-    """``dta lab eval --against-model``: the configured model, measured on the cases."""
-    from lab.against_model import DEFAULT_REPEAT, evaluate_against_model
-
-    if args.live or args.html is not None:
-        return fail("--against-model runs in-process and writes --report only (no --live, --html)")
-    repeat = DEFAULT_REPEAT if args.repeat is None else args.repeat
-    if repeat < 1:
-        return fail("--repeat must be at least 1")
-    if args.min_pass_rate is not None and not 0 <= args.min_pass_rate <= 1:
-        return fail("--min-pass-rate is a rate between 0 and 1")
-    settings = settings_or_none(args.config)
-    if settings is None:
-        return 2
-    return evaluate_against_model(
-        args.paths,
-        settings,
-        repeat=repeat,
-        report=args.report,
-        min_pass_rate=args.min_pass_rate,
-        out=sys.stdout,
-        as_json=args.json,
-    )
-
-
 def send(args: argparse.Namespace) -> int:
-    from agent.proactive.operator import receipt_line, send_as_operator
+    from agent.components.operator import send_as_operator
+    from agent.proactive.operator import receipt_line
 
     settings = settings_or_none(args.config, args.robot)
     if settings is None:

@@ -29,6 +29,7 @@ from agent.cli.skills import probe_verdict
 from agent.clock import SystemClock
 from agent.components import build_provider, open_store, transport_config
 from agent.config import ENV_KEYS, ConfigError, Settings, load_settings
+from agent.contracts.environment import daemon_names
 from agent.dingtalk.openapi import TokenError
 from agent.dingtalk.transport import DingTalkTransport
 from skills.loader import SkillError, SkillLibrary
@@ -213,7 +214,7 @@ def _store(settings: Settings) -> Check:
 
 def _skills(settings: Settings) -> Check:
     try:
-        library = SkillLibrary(settings.skill_paths)
+        library = SkillLibrary(settings.skill_paths, settings.tools)
         build_provider(settings)
     except (SkillError, ConfigError) as exc:
         fix = "fix the named file or field"
@@ -238,12 +239,19 @@ def _probe(settings: Settings) -> Check:
 
 
 def mcp_checks(settings: Settings) -> list[Check]:
-    """Each MCP server started as the daemon would, its tools listed (a write unless its
-    configuration classes it a read), then stopped again."""
-    from agent.mcp.sources import McpSources
+    """Each MCP server started as the daemon would (in the same restricted environment), its
+    tools listed (a write unless its configuration classes it a read), then stopped again;
+    a warning for dta's own variables its ``pass_env`` hands it."""
+    from agent.tools.mcp.sources import McpSources
 
     if not settings.mcp_servers:
         return []
+    # passed as the operator named them, but said: they may be the daemon's secrets
+    warnings = {
+        config.name: f"; warning: pass_env gives it {', '.join(names)} (dta's own, may be secret)"
+        for config in settings.mcp_servers
+        if config.url is None and (names := daemon_names(config.pass_env))
+    }
 
     async def report() -> list[dict[str, Any]]:
         sources = McpSources(settings.mcp_servers)
@@ -256,14 +264,15 @@ def mcp_checks(settings: Settings) -> list[Check]:
     checks = []
     for server in asyncio.run(report()):
         name = f"mcp server {server['server']}"
+        warning = warnings.get(server["server"], "")
         if server["status"] != "ready":
             fix = "check its command or url; until then its tools are absent from every run"
-            checks.append(Check(name, False, server["status"], fix, "mcp"))
+            checks.append(Check(name, False, server["status"] + warning, fix, "mcp"))
             continue
         tools = ", ".join(f"{tool} ({effect})" for tool, effect in server["tools"].items())
         enabled = [tool for tool in server["tools"] if tool in settings.tools]
         detail = f"ready; tools: {tools or 'none'}; enabled: {', '.join(enabled) or 'none'}"
-        checks.append(Check(name, True, detail))
+        checks.append(Check(name, True, detail + warning))
     return checks
 
 

@@ -57,6 +57,8 @@ RELIABILITY = {
     "replicas": "three daemons on one PostgreSQL, a redelivery storm and kill -9 of replicas",
     "backlog": "sends beyond the pool on a slow platform, SIGTERM amid them, a burst's first word",
     "approvals": "acts awaiting clicks under kill -9, wrong clickers and expiry",
+    "sigterm": "SIGTERM with a 3 s grace amid cards waiting for their slots",
+    "reactions": "working-signal reactions under kill -9 and refused recalls",
 }
 
 
@@ -272,6 +274,34 @@ def _store_parsers(commands: argparse._SubParsersAction) -> None:
 def _lab_parsers(commands: argparse._SubParsersAction) -> None:
     lab = _add(commands, "lab", "offline lab: cases, replay, security, reliability, benchmarks")
     sub = lab.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
+    _lab_eval_parser(sub)
+    rp = _add(sub, "replay", "drive recorded frames through the pipeline")
+    rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
+    sec = _add(sub, "security", "injection corpus; grep artefacts for secrets", json_output=True)
+    sec.add_argument("--keep", type=Path, help="keep the artefacts (logs, store, reports) here")
+    rel = _add(
+        sub,
+        "reliability",
+        "fault and load evidence: " + " | ".join(RELIABILITY),
+        json_output=True,
+        description="Runs one script against the daemon as a subprocess:\n"
+        + "\n".join(f"  {name:<12} {text}" for name, text in RELIABILITY.items()),
+    )
+    rel.add_argument("name", choices=list(RELIABILITY), help="which script")
+    rel.add_argument("--reduced", action="store_true", help="the smaller CI-sized run")
+    rel.add_argument("--workdir", type=Path, help="keep the store and logs here")
+    bn = _add(sub, "bench", "benchmarks, each next to its baseline", json_output=True)
+    bn.add_argument("--events", type=int, help="pipeline: synthetic messages; model: conversations")
+    bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
+    bn.add_argument(
+        "--only",
+        choices=["pipeline", "stream", "cards", "model", "postgres"],
+        help="run one benchmark (model, postgres: minutes / a server; run only when named)",
+    )
+
+
+def _lab_eval_parser(sub: argparse._SubParsersAction) -> None:
+    """``dta lab eval``: the cases against the fake DingTalk, or against the configured model."""
     ev = _add(
         sub,
         "eval",
@@ -303,29 +333,6 @@ def _lab_parsers(commands: argparse._SubParsersAction) -> None:
         type=float,
         metavar="X",
         help="--against-model: exit 1 when the overall pass rate is below X (0..1)",
-    )
-    rp = _add(sub, "replay", "drive recorded frames through the pipeline")
-    rp.add_argument("recording", type=Path, help="JSONL: one raw frame per line")
-    sec = _add(sub, "security", "injection corpus; grep artefacts for secrets", json_output=True)
-    sec.add_argument("--keep", type=Path, help="keep the artefacts (logs, store, reports) here")
-    rel = _add(
-        sub,
-        "reliability",
-        "fault and load evidence: " + " | ".join(RELIABILITY),
-        json_output=True,
-        description="Runs one script against the daemon as a subprocess:\n"
-        + "\n".join(f"  {name:<12} {text}" for name, text in RELIABILITY.items()),
-    )
-    rel.add_argument("name", choices=list(RELIABILITY), help="which script")
-    rel.add_argument("--reduced", action="store_true", help="the smaller CI-sized run")
-    rel.add_argument("--workdir", type=Path, help="keep the store and logs here")
-    bn = _add(sub, "bench", "benchmarks, each next to its baseline", json_output=True)
-    bn.add_argument("--events", type=int, help="pipeline: synthetic messages; model: conversations")
-    bn.add_argument("--quick", action="store_true", help="smaller loads (CI)")
-    bn.add_argument(
-        "--only",
-        choices=["pipeline", "stream", "cards", "model", "postgres"],
-        help="run one benchmark (model, postgres: minutes / a server; run only when named)",
     )
 
 

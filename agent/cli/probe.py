@@ -57,7 +57,7 @@ async def probe(settings: Settings) -> ProbeResult:
         folder = Path(tmp) / "host-probe"
         folder.mkdir()
         (folder / "SKILL.md").write_text(PROBE_SKILL.format(marker=marker), encoding="utf-8")
-        library = SkillLibrary([*settings.skill_paths, Path(tmp)])
+        library = SkillLibrary([*settings.skill_paths, Path(tmp)], settings.tools)
         skills, _, allowed = library.for_event("text", "dm", provider.name)
         now = time.time()
         text = "What is the probe marker? 请回复探针标记。"

@@ -40,6 +40,8 @@ def _listing(settings: Settings, library: SkillLibrary) -> list[dict[str, Any]]:
             "priority": skill.priority,
             "when": list(skill.conditions),
             "allows": [a.value for a in skill.allowed_actions],
+            "narrows": skill.narrows_actions,
+            "tools": list(skill.tools) if skill.tools is not None else None,
             "files": len(skill.files),
             "path": str(skill.path),
             "description": skill.description,
@@ -47,6 +49,7 @@ def _listing(settings: Settings, library: SkillLibrary) -> list[dict[str, Any]]:
             "match": skill.match,
             "compatibility": skill.compatibility,
             "warnings": list(skill.warnings),
+            "notes": list(skill.notes),
         }
         for skill in library.skills
     ]
@@ -55,7 +58,7 @@ def _listing(settings: Settings, library: SkillLibrary) -> list[dict[str, Any]]:
 def skills_command(command: str, config: Path | None, out: TextIO, as_json: bool = False) -> int:
     try:
         settings = load_settings(config)
-        library = SkillLibrary(settings.skill_paths)
+        library = SkillLibrary(settings.skill_paths, settings.tools)
     except (ConfigError, SkillError) as exc:
         print(f"dta: {exc}", file=out)
         return 2
@@ -69,12 +72,16 @@ def skills_command(command: str, config: Path | None, out: TextIO, as_json: bool
             print(
                 f"{s['name']} {s['version']} (priority {s['priority']})\n"
                 f"  when:{joined}{', '.join(s['when']) or 'always'}\n"
-                f"  allows: {', '.join(s['allows'])}\n"
+                f"  allows: {', '.join(s['allows'])}"
+                f"{'' if s['narrows'] else ' (does not narrow)'}\n"
+                f"  tools: {', '.join(s['tools']) if s['tools'] is not None else 'any enabled'}\n"
                 f"  files: {s['files']} in {s['path']}\n  {s['description']}",
                 file=out,
             )
             for warning in s["warnings"]:
                 print(f"  warning: {warning}", file=out)
+            for note in s["notes"]:
+                print(f"  note: {note}", file=out)
         return 0
     result = asyncio.run(probe(settings))
     verdict, explanation = probe_verdict(result)

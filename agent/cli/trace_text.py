@@ -10,21 +10,14 @@ import time
 from typing import Any
 
 from agent.cli.trace import NEXT_STEP, NO_MATCH, Cause, Trace
+from agent.cli.trace_acts import named
 
 
 def render(trace: Trace) -> list[str]:
     """The chain as lines a person reads, top to bottom in the order it happened."""
     lines = [f"message {trace.msg_id}"]
     if trace.event is not None:
-        e = trace.event
-        where = "DM" if e["scene"] == "dm" else f"group {e['conversation']}"
-        at = " (@robot)" if e["mentioned"] else ""
-        nick = f" ({e['nick']})" if e["nick"] else ""
-        lines.append(f"  from {e['sender']}{nick} in {where}{at}, received {e['received_at']}")
-        lines.append(f"  text: {e['text'][:200]}")
-        copies = len(trace.deliveries)
-        duplicates = sum(d["duplicate"] for d in trace.deliveries)
-        lines.append(f"  delivered {copies} time(s), {duplicates} duplicate(s) acked, not run")
+        lines.extend(event_lines(trace.event, trace.deliveries))
     for q in trace.quarantined:
         lines.append(f"  quarantined frame at {q['received_at']}: {q['reason']} ({q['error']})")
     if trace.decision is not None:
@@ -32,33 +25,9 @@ def render(trace: Trace) -> list[str]:
         checked = " → ".join(d["checked"])
         lines.append(f"  decision: {d['verdict']} ({d['reason']}); checked {checked}")
     if trace.run is not None:
-        r = trace.run
-        skills = ", ".join(r["skills"]) or "none"
-        tokens = f", {r['usage'].get('total_tokens')} tokens" if r["usage"] else ""
-        lines.append(
-            f"  run {r['run_id']}: {r['state']} · provider {r['provider']}{tokens}"
-            f" · skills {skills} · may {', '.join(r['allowed_actions'])}"
-        )
-        if r["failure"]:
-            lines.append(f"    failure: {r['failure']}")
-        if r.get("usage"):
-            tokens = ", ".join(f"{k} {v}" for k, v in r["usage"].items())
-            lines.append(f"    tokens: {tokens}")
-        if r.get("degraded"):
-            lines.append(f"    answered by {r['answered_by']} ({r['degraded']})")
-        for call in r.get("tool_calls", []):
-            outcome = "ok" if call.get("ok") else call.get("error")
-            lines.append(
-                f"    tool {call.get('tool')}: {outcome}, {call.get('result_chars')} chars"
-                f" shown, {call.get('elapsed_ms')} ms"
-            )
+        lines.extend(run_lines(trace.run))
     for intent in trace.intents:
-        lines.append(f"  intent {intent['kind']} {intent['chunk']} to {intent['target']}:")
-        lines.append(f"    {intent['text'][:200]}")
-        for attempt in intent["attempts"]:
-            status = attempt["evidence"].get("http_status")
-            http = f" (HTTP {status})" if status else ""
-            lines.append(f"    attempt via {attempt['channel']}: {attempt['outcome']}{http}")
+        lines.extend(intent_lines(intent))
     for refusal in trace.refusals:
         detail = f": {refusal['detail']}" if refusal["detail"] else ""
         lines.append(f"  refused {refusal['kind'] or 'request'} ({refusal['reason']}){detail}")
@@ -75,18 +44,77 @@ def render(trace: Trace) -> list[str]:
     return lines
 
 
+def event_lines(e: dict[str, Any], deliveries: list[dict[str, Any]]) -> list[str]:
+    """Who sent the message, where, its text, and how often DingTalk delivered it."""
+    where = "DM" if e["scene"] == "dm" else f"group {e['conversation']}"
+    at = " (@robot)" if e["mentioned"] else ""
+    nick = f" ({e['nick']})" if e["nick"] else ""
+    copies = len(deliveries)
+    duplicates = sum(d["duplicate"] for d in deliveries)
+    return [
+        f"  from {e['sender']}{nick} in {where}{at}, received {e['received_at']}",
+        f"  text: {e['text'][:200]}",
+        f"  delivered {copies} time(s), {duplicates} duplicate(s) acked, not run",
+    ]
+
+
+def run_lines(r: dict[str, Any]) -> list[str]:
+    """The run: its state, provider, skills, tokens, failure and the tools it called."""
+    skills = ", ".join(r["skills"]) or "none"
+    tokens = f", {r['usage'].get('total_tokens')} tokens" if r["usage"] else ""
+    lines = [
+        f"  run {r['run_id']}: {r['state']} · provider {r['provider']}{tokens}"
+        f" · skills {skills} · may {', '.join(r['allowed_actions'])}"
+    ]
+    if r["failure"]:
+        lines.append(f"    failure: {r['failure']}")
+    if r.get("usage"):
+        tokens = ", ".join(f"{k} {v}" for k, v in r["usage"].items())
+        lines.append(f"    tokens: {tokens}")
+    if r.get("degraded"):
+        lines.append(f"    answered by {r['answered_by']} ({r['degraded']})")
+    for call in r.get("tool_calls", []):
+        outcome = "ok" if call.get("ok") else call.get("error")
+        lines.append(
+            f"    tool {call.get('tool')}: {outcome}, {call.get('result_chars')} chars"
+            f" shown, {call.get('elapsed_ms')} ms"
+        )
+    return lines
+
+
+def intent_lines(intent: dict[str, Any]) -> list[str]:
+    """One intent (or act) and every attempt made at it."""
+    if intent.get("outcome"):  # an act: what became of it, and its arguments as read
+        lines = [f"  {intent['line']}"]
+        lines.extend(f"    {label}: {value[:200]}" for label, value in intent["shown"])
+    else:
+        lines = [
+            f"  intent {intent['kind']} {intent['chunk']} to {intent['target']}:",
+            f"    {intent['text'][:200]}",
+        ]
+    for attempt in intent["attempts"]:
+        status = attempt["evidence"].get("http_status")
+        http = f" (HTTP {status})" if status else ""
+        lines.append(f"    attempt via {attempt['channel']}: {attempt['outcome']}{http}")
+    return lines
+
+
 def approval_lines(approvals: list[dict[str, Any]]) -> list[str]:
-    """Each approval the run asked for, and every click on it."""
+    """Each approval the run asked for, what became of its act, and every click on it
+    (people by name where the directory named them)."""
     lines = []
     for approval in approvals:
-        by = f" by {approval['decided_by']}" if approval["decided_by"] else ""
+        names = approval.get("names", {})
+        by = f" by {named(approval['decided_by'], names)}" if approval["decided_by"] else ""
+        audience = ", ".join(named(u, names) for u in approval["audience"])
         lines.append(
             f"  approval {approval['approval_id']}: {approval['status']}{by} · {approval['tool']}"
-            f" 「{approval['object']}」 for {', '.join(approval['audience'])}"
-            f" ({approval['impact']})"
+            f" 「{approval['object']}」 for {audience} ({approval['impact']})"
+            f" → {approval['outcome_words']}"
         )
         for click in approval["clicks"]:
-            lines.append(f"    click by {click['user']}: {click['action']} → {click['outcome']}")
+            who = named(click["user"], names)
+            lines.append(f"    click by {who}: {click['action']} → {click['outcome']}")
     return lines
 
 

@@ -1,5 +1,5 @@
 """Every component built from ``Settings`` in one place: each default is written once, in
-``agent/config/settings.py``, and this package turns settings into the parts' own small configs.
+``agent/config/fields.py``, and this package turns settings into the parts' own small configs.
 
     runtime = Runtime(settings)                # uses the builders below
     provider = build_provider(settings)
@@ -8,6 +8,7 @@
   media, models, the connector and the store's schema;
 - ``providers``: the provider (chosen here and nowhere else) and the ``rules`` fallback;
 - ``acts``: acts, approvals and tool sources, and the tools a run offers;
+- ``own_events``: the one routing table of the runtime's own events, and its proactive work;
 - ``build``: the store, the broker, the cards, the pipeline's parts, the pipeline, the
   heartbeat.
 """
@@ -29,6 +30,7 @@ from agent.components.build import (
     build_pipeline,
     open_store,
 )
+from agent.components.own_events import build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
     connector_config,
@@ -55,8 +57,10 @@ __all__ = [
     "build_clicks",
     "build_heartbeat",
     "build_mcp",
+    "build_own_events",
     "build_parts",
     "build_pipeline",
+    "build_proactive",
     "build_provider",
     "connector_config",
     "invocation_limits",

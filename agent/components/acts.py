@@ -1,9 +1,10 @@
-"""Acts, approvals and tool sources (``agent/acts/``, ``agent/mcp/``), built when a write
+"""Acts, approvals and tool sources (``agent/acts/``, ``agent/tools/``), built when a write
 tool is enabled or an MCP server is configured; the enabled tools a run offers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from agent.acts.approval_card import ApprovalCards
 from agent.acts.approvals import ApprovalDesk
@@ -13,14 +14,14 @@ from agent.acts.runner import ActRunner
 from agent.cards.api import CardAPI
 from agent.clock import Clock
 from agent.config import Settings
-from agent.contracts.tools import BUILTIN
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.transport import DingTalkTransport
 from agent.dingtalk.workspace import WorkspaceClient
-from agent.mcp.catalog import ToolCatalog
-from agent.mcp.sources import McpSources
 from agent.run.broker import Broker
-from agent.run.tooling import ToolBox
+from agent.tools.builtin import BUILTIN
+from agent.tools.catalog import ToolCatalog
+from agent.tools.mcp.sources import McpSources
+from agent.tools.registry import ToolBox
 from storage import Store
 
 
@@ -38,7 +39,7 @@ def build_clicks(settings: Settings, store: Store, acts: ActParts | None) -> Cli
     (None: no card has buttons here)."""
     if acts is None and settings.reply_mode != "card":
         return None
-    return ClickDesk(store, acts.desk if acts is not None else None)
+    return ClickDesk(store, acts.desk if acts is not None else None, paused=settings.paused)
 
 
 def writes_enabled(settings: Settings) -> bool:
@@ -67,18 +68,23 @@ def build_acts(
         return None
     workspace = WorkspaceClient(broker.transport, oapi_base_url=settings.directory_base_url)
     template = settings.approval_card_template_id
+    with_cards = bool(template and settings.robot_code)
+    desk = ApprovalDesk(store, clock, settings.approval_timeout_s, with_cards, settings.timezone)
     cards = None
-    if template and settings.robot_code:
+    if with_cards:
+        assert template is not None and settings.robot_code is not None
         api = CardAPI(broker.transport, settings.robot_code, template, "status")
-        cards = ApprovalCards(api, store, clock, broker)
-    desk = ApprovalDesk(store, clock, settings.approval_timeout_s, cards is not None)
+        # a card DingTalk will not take: the same prompt in words, with its text code
+        in_words = partial(desk.prompt, cards=False)
+        cards = ApprovalCards(api, store, clock, broker, settings.timezone, in_words)
     runner = ActRunner(
         store=store,
         clock=clock,
         desk=desk,
-        executor=ActExecutor(store, workspace, broker, crash, mcp),
+        executor=ActExecutor(store, workspace, broker, crash, mcp, settle_s=settings.act_settle_s),
         reads=workspace,
         approval_timeout_s=settings.approval_timeout_s,
+        repeat_window_s=settings.act_repeat_window_s,
         catalog=ToolCatalog(mcp),
     )
     return ActParts(runner, desk, cards)

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 import httpx
 
 from agent.acts.clicks import ClickDesk
+from agent.acts.steps import ActSteps
 from agent.cards.api import CardAPI
 from agent.cards.broker import CardBroker
 from agent.cards.pacing import CardPacer
 from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.components.acts import ActParts, build_acts, build_clicks, build_mcp, tool_box
+from agent.components.own_events import build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
     invocation_limits,
@@ -31,20 +33,24 @@ from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.reactions import ReactionAPI
 from agent.dingtalk.transport import DingTalkTransport
-from agent.mcp.sources import McpSources
 from agent.proactive.heartbeat import Heartbeat
-from agent.run.answering import ACK_TEXT
+from agent.proactive.work import ProactiveWork
+from agent.run.acting import Acting
+from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
+from agent.run.endings import Endings
 from agent.run.forgetting import Forgetting
 from agent.run.grounding import Grounder, GroundingLimits
 from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder
 from agent.run.media import MediaFetcher
 from agent.run.metering import ModelMeter
-from agent.run.pipeline import Pipeline, SkillSource
+from agent.run.own_events import Hands
+from agent.run.pipeline import LeaseTerms, Pipeline, SkillSource
 from agent.run.reactions import ReactionSignal
 from agent.run.spacing import SendSpacing
 from agent.run.tasks import TaskKeeper
+from agent.tools.mcp.sources import McpSources
 from gates.action import ActionGate
 from gates.response import ResponseGate
 from skills.loader import SkillLibrary
@@ -70,7 +76,11 @@ def build_cards(
         broker.transport, settings.robot_code, settings.card_template_id, settings.card_content_key
     )
     pacer = CardPacer(
-        store, clock, settings.card_frame_interval_ms / 1000, settings.card_frames_per_second
+        store,
+        clock,
+        settings.card_frame_interval_ms / 1000,
+        settings.card_frames_per_second,
+        crash,
     )
     cards = CardBroker(
         store, clock, api, pacer, broker, settings.card_stall_s, settings.card_block_chars
@@ -123,6 +133,7 @@ class PipelineParts:
     identities: IdentityDirectory  # the sender's details, looked up as soon as a run queues
     # answers when the model is over its budget or down (None: the provider is rules)
     fallback: Provider | None
+    proactive: ProactiveWork  # due items, operator sends, 「取消提醒」 (the heartbeat's too)
     acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
     clicks: ClickDesk | None = None  # card clicks: approvals, a streaming card's stop
     mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
@@ -147,30 +158,67 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
             settings.agent.name,
         ),
     )
+    reactions = build_reactions(settings, parts)
+    acting = build_acting(settings, parts, reactions)
+    endings = Endings(store=store, clock=clock, broker=parts.broker, acting=acting)
     return Pipeline(
         store=store,
         clock=clock,
         response_gate=parts.response_gate,
-        action_gate=parts.action_gate,
         skills=parts.skills,
-        provider=parts.provider,
-        broker=parts.broker,
-        invocations=invocations,
+        answering=build_answering(settings, parts, invocations, acting, knowledge),
+        acting=acting,
+        endings=endings,
+        own=build_own_events(parts.proactive, store, clock, parts.acts, Hands(acting, endings)),
         tasks=TaskKeeper(store, clock),
-        run_dir=settings.run_dir,
+        lease=LeaseTerms(owner, settings.run_lease_s),
+        stream=parts.cards,
+    )
+
+
+def build_acting(
+    settings: Settings, parts: PipelineParts, reactions: ReactionSignal | None
+) -> Acting:
+    """The acting step: requests to receipts, with the cards, the acts (agent/acts/) and
+    the reaction signal it delivers through where they are set."""
+    acts = parts.acts
+    return Acting(
+        store=parts.store,
+        clock=parts.clock,
+        action_gate=parts.action_gate,
+        broker=parts.broker,
+        reply_form=settings.reply_mode,
+        cards=parts.cards.cards if parts.cards is not None else None,
+        acts=ActSteps(parts.store, acts.runner) if acts is not None else None,
+        approval_cards=acts.cards if acts is not None else None,
+        reactions=reactions,
+    )
+
+
+def build_answering(
+    settings: Settings,
+    parts: PipelineParts,
+    invocations: InvocationBuilder,
+    acting: Acting,
+    knowledge: KnowledgeBase,
+) -> Answering:
+    """The answering step: the provider asked (streamed into cards where it can), the ack,
+    the fallback, the meter, 「忘掉…」, the tools and the person's earlier acts."""
+    store, clock = parts.store, parts.clock
+    return Answering(
+        clock=clock,
+        provider=parts.provider,
+        invocations=invocations,
+        acting=acting,
+        cards=parts.cards,
         ack_after_s=settings.ack_after_s,
         provider_slots=settings.max_concurrent_runs,
-        owner=owner,
-        lease_s=settings.run_lease_s,
-        reply_form=settings.reply_mode,
-        cards=parts.cards,
-        schedule=schedule_policy(settings),
+        run_dir=settings.run_dir,
         fallback=parts.fallback,
         meter=ModelMeter(store, clock, model_limits(settings)),
         forgetting=Forgetting(store, knowledge, settings.agent.name),
-        tools=tool_box(settings, transport, parts.mcp),
-        acts=parts.acts,
-        reactions=build_reactions(settings, parts),
+        tools=tool_box(settings, parts.transport, parts.mcp),
+        earlier=parts.acts.runner.earlier if parts.acts is not None else None,
         ack_text=ack_text(settings),
     )
 
@@ -213,13 +261,14 @@ def build_parts(
         clock=clock,
         response_gate=ResponseGate(response_policy(settings)),
         action_gate=action_gate,
-        skills=skills or SkillLibrary(settings.skill_paths),
+        skills=skills or SkillLibrary(settings.skill_paths, settings.tools),
         provider=provider or build_provider(settings),
         broker=broker,
         transport=transport,
         cards=build_cards(settings, store, clock, broker, action_gate, crash),
         identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
         fallback=None if settings.provider == "rules" else rules_provider(settings),
+        proactive=build_proactive(settings, store, clock),
         acts=acts,
         clicks=build_clicks(settings, store, acts),
         mcp=mcp,
@@ -229,7 +278,6 @@ def build_parts(
 def build_heartbeat(
     settings: Settings,
     parts: PipelineParts,
-    pipeline: Pipeline,
     submit: Callable[[Event, int | None], bool],
 ) -> Heartbeat | None:
     """The runtime's heartbeat (agent/proactive/heartbeat.py), or None when
@@ -241,7 +289,7 @@ def build_heartbeat(
         clock=parts.clock,
         policy=schedule_policy(settings),
         gate=parts.response_gate,
-        proactive=pipeline.proactive,
+        proactive=parts.proactive,
         submit=submit,
         robot_code=settings.robot_code,
     )

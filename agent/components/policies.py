@@ -80,6 +80,7 @@ def transport_config(settings: Settings) -> TransportConfig:
         read_timeout_s=settings.read_timeout_s,
         send_retries=settings.send_retries,
         max_retry_after_s=settings.max_retry_after_s,
+        token_wait_s=settings.token_wait_s,
         webhook_expiry_margin_s=settings.webhook_expiry_margin_s,
         webhook_origins=tuple(settings.webhook_origins),
         max_connections=settings.http_max_connections,
@@ -99,6 +100,7 @@ def invocation_limits(settings: Settings) -> InvocationLimits:
         identity_ttl_s=settings.identity_ttl_s,
         context_window_s=settings.context_window_s,
         context_turns=settings.context_turns,
+        timezone=settings.timezone,
     )
 
 

@@ -4,8 +4,9 @@
     for robot in settings.robot_settings():   # one Settings per robot ([[robots]]), or itself
         ...
 
-- ``settings``: ``Settings`` (every key and its default) and ``validate_settings`` /
-  ``ConfigError``; ``parts``: the tables inside it (``McpServer``, ``ModelPrice``);
+- ``settings``: ``Settings`` (the keys of ``fields``, each with its default, checked) and
+  ``validate_settings`` / ``ConfigError``; ``parts``: the tables inside it (``McpServer``,
+  ``ModelPrice``);
 - ``robots``: how a ``[[robots]]`` table and the top level make one robot's settings;
 - ``loading``: the file and the environment.
 """

@@ -21,6 +21,10 @@ class McpServer(BaseModel):
     or reached at ``url`` (streamable HTTP). Its tools are named ``mcp.<name>.<tool>`` in
     ``tools``. Each is a write unless listed in ``reads``; a write is irreversible (it waits
     for the asker's approval) unless listed in ``reversible``.
+
+    A stdio server's environment is a short harmless list (``PATH``, ``HOME``, …), the names
+    in ``pass_env`` with the daemon's values, and ``env`` as given: never the daemon's
+    secrets unless named (``dta doctor`` warns of a ``DTA_*`` or ``DINGTALK_*`` name).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -30,8 +34,18 @@ class McpServer(BaseModel):
     python_module: str | None = None
     url: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    pass_env: list[str] = Field(default_factory=list)  # names passed on from dta's environment
     reads: list[str] = Field(default_factory=list)
     reversible: list[str] = Field(default_factory=list)
+    # Per tool, the arguments that name people (staff ids). A write's are who it touches
+    # (each must be someone the run resolved); an undeclared write counts as touching
+    # others and waits for approval. A read's are filled with the asker's id, whatever the
+    # model said: a read runs for the asker only.
+    people: dict[str, list[str]] = Field(default_factory=dict)
+    # Per tool, the kinds of effect a write has (message, todo, event, approve, submit,
+    # delete, update, upload, group, pay, done): what its result may be said to have done.
+    # Undeclared: "other" — it backs only a claim that names no kind (「办好了」).
+    effects: dict[str, list[str]] = Field(default_factory=dict)
     start_timeout_s: float = Field(default=10, gt=0)
     call_timeout_s: float = Field(default=20, gt=0)
 

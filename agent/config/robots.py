@@ -16,8 +16,9 @@ then holds defaults only (it is not a robot itself). Except:
   unless it names one — except the robot the top level named (its ``robot_code`` or
   ``client_id``), which keeps ``store_path`` itself, the file it used before there were
   robots — and on PostgreSQL its schema is ``dta_<robot code>`` unless it names one (a
-  top-level ``store_schema`` would put every robot in one schema: refused); its media
-  folder is ``<media_dir>/<robot code>``;
+  top-level ``store_schema`` would put every robot in one schema: refused); its folders
+  (``media_dir``, ``command_runs_root``, ``run_dir`` when set) are ``<folder>/<robot code>``
+  unless it names them;
 - the process's own keys (health port, logging) are set once, at the top level.
 
 Pure dictionaries here: ``Settings.robot_settings`` validates what these tables become.
@@ -35,6 +36,8 @@ from agent.contracts.base import schema_for
 DEPLOYMENT_KEYS = frozenset({"health_host", "health_port", "log_level", "log_format", "robots"})
 # A robot's own: never taken from the top level.
 OWN_KEYS = frozenset({"client_id", "client_secret", "robot_code", "store_path", "store_schema"})
+# A robot's folders (media, each run's message text): beside its siblings', never shared.
+OWN_FOLDERS = ("media_dir", "command_runs_root", "run_dir")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -57,15 +60,15 @@ def env_name(robot_code: str, key: str) -> str:
 
 
 def robot_tables(
-    top: dict[str, Any], robots: list[Any], store_path: Path, media_dir: Path
+    top: dict[str, Any], robots: list[Any], store_path: Path, folders: dict[str, Path | None]
 ) -> list[tuple[str, dict[str, Any]]]:
     """``(where, settings data)`` for each robot: its table over the top level's keys.
 
-    ``top`` is what the top level set (not its defaults); ``store_path`` and ``media_dir``
-    are the top level's own, defaults included (robots' files go beside them); ``where``
-    names the table in errors (``robots[1] (finance)``). Raises ``ValueError`` for a table
-    that cannot be a robot: not a table, no code, a process key, a code or a store used
-    twice.
+    ``top`` is what the top level set (not its defaults); ``store_path`` and ``folders`` (by
+    key, ``OWN_FOLDERS``; None: not set) are the top level's own, defaults included (robots'
+    files go beside and in them); ``where`` names the table in errors (``robots[1]
+    (finance)``). Raises ``ValueError`` for a table that cannot be a robot: not a table, no
+    code, a process key, a code or a store used twice.
     """
     inherited = {k: v for k, v in top.items() if k not in DEPLOYMENT_KEYS | OWN_KEYS}
     if top.get("store_schema"):
@@ -99,8 +102,11 @@ def robot_tables(
             data["store_path"] = (
                 top_file if former else top_file.parent / f"{file_name_for(code)}.db"
             )
-        if "media_dir" not in table:  # pruned by its own robot's media_keep_days
-            data["media_dir"] = media_dir / file_name_for(code)
+        # each run's message text and media stay the robot's (media pruned by its own
+        # media_keep_days)
+        for key, folder in folders.items():
+            if key not in table and folder is not None:
+                data[key] = folder / file_name_for(code)
         store = _store_of(data, code)
         if store in stores:
             raise ValueError(f"{where}: its records would share {stores[store]}'s store")

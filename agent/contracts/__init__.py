@@ -18,7 +18,7 @@ from —
 - ``actions``: request → intent → attempt → receipt, with the platform's evidence
 - ``cards``: an AI card as the store keeps it
 - ``acts``: an act's authorization snapshot, its approval, a click on an approval card
-- ``tools``: the tools a model may call, one call and its result
+- ``tool_specs``: what a tool declares, one call and its result (the tools: ``agent/tools/``)
 """
 
 from agent.contracts.actions import (
@@ -53,6 +53,7 @@ from agent.contracts.codes import (
     MEDIA_MSGTYPES,
     TEXT_MSGTYPES,
     ActionKind,
+    ActOutcome,
     ApprovalStatus,
     AttachmentReason,
     AttemptOutcome,
@@ -64,6 +65,7 @@ from agent.contracts.codes import (
     EngageReason,
     MediaStatus,
     MemoryStatus,
+    PieceReason,
     QuarantineReason,
     ReceiptStatus,
     RefusalReason,
@@ -72,6 +74,7 @@ from agent.contracts.codes import (
     SilentReason,
     TaskStatus,
     Verdict,
+    VoidReason,
 )
 from agent.contracts.events import (
     Actor,
@@ -86,10 +89,12 @@ from agent.contracts.events import (
 from agent.contracts.invocation import (
     Burst,
     BurstMessage,
+    EarlierAct,
     EnrichedInvocation,
     Grounding,
     Identity,
     KnowledgeItem,
+    LocalNow,
     MediaItem,
     QuotedMessage,
     RecentExchange,
@@ -106,11 +111,12 @@ from agent.contracts.runs import (
     SkillSnapshot,
     TaskCheckpoint,
 )
-from agent.contracts.tools import ToolCall, ToolResult, ToolSpec
+from agent.contracts.tool_specs import ToolCall, ToolResult, ToolSpec
 
 __all__ = [
     "MEDIA_MSGTYPES",
     "TEXT_MSGTYPES",
+    "ActOutcome",
     "ActionIntent",
     "ActionKind",
     "ActionRequest",
@@ -134,6 +140,7 @@ __all__ = [
     "Conversation",
     "ConversationType",
     "DecisionReason",
+    "EarlierAct",
     "EngageReason",
     "EnrichedInvocation",
     "Event",
@@ -142,6 +149,7 @@ __all__ = [
     "Identity",
     "Impact",
     "KnowledgeItem",
+    "LocalNow",
     "MediaItem",
     "MediaStatus",
     "MemoryCandidate",
@@ -150,6 +158,7 @@ __all__ = [
     "MessageContent",
     "Origin",
     "OutboundAttachment",
+    "PieceReason",
     "QuarantineReason",
     "QuotedMessage",
     "Receipt",
@@ -178,6 +187,7 @@ __all__ = [
     "ToolSpec",
     "Turn",
     "Verdict",
+    "VoidReason",
     "canonical_json",
     "new_id",
     "sha256_text",

@@ -35,6 +35,8 @@ class MemoryCandidateProposal(Contract):
     confidence: float = Field(default=0.5, ge=0, le=1)
     source_refs: list[str] = Field(default_factory=list)
     supersedes: list[str] = Field(default_factory=list)
+    # withdrawn only once a reviewer approves (``MemoryCandidate.asks_to_supersede``)
+    asks_to_supersede: list[str] | None = None
 
 
 class ReminderProposal(Contract):
@@ -86,11 +88,16 @@ class ActionRequest(Contract):
     approval_id: str | None = None  # a confirm's approval (the host's own requests only)
     # pictures and files a reply carries: each its own message after the text
     attachments: list[OutboundAttachment] = Field(default_factory=list)
+    # the host's own one line after an answer, in a slot of its own: what of the answer
+    # could not be sent (a picture whose upload failed, a piece a crash left unknown)
+    follow_up: bool = False
 
     @model_validator(mode="after")
     def _content_matches_kind(self) -> ActionRequest:
         if self.attachments and self.kind is not ActionKind.REPLY:
             raise ValueError("only a reply carries attachments")
+        if self.follow_up and (self.kind is not ActionKind.REPLY or self.attachments):
+            raise ValueError("a follow-up line is a reply of words only")
         has_text = bool(self.text and self.text.strip())
         has_markdown = bool(self.markdown and self.markdown.strip())
         if (self.kind is ActionKind.ACT) != (self.tool is not None):

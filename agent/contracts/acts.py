@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agent.contracts.base import Contract
-from agent.contracts.codes import ApprovalStatus
+from agent.contracts.codes import ApprovalStatus, VoidReason
 
 # own: only the asker's own reversible things; others: someone else is affected (an
 # executor, an attendee); batch: many people at once; irreversible: cannot be undone.
@@ -35,6 +35,9 @@ class Authorization(Contract):
     action: str  # what it does, in words (the tool's description)
     object: str  # what it makes or changes: a to-do's subject, an event's summary, an id
     audience: list[str]  # staff ids it touches (executors, attendees, or the asker)
+    # the tool names nobody it touches (an MCP write without ``people``): it may touch
+    # anyone, so it counts as touching others
+    audience_undeclared: bool = False
     arguments_hash: str  # sha256 of the canonical JSON of the final arguments
     impact: Impact
     reversible: bool
@@ -65,6 +68,17 @@ class ApprovalRecord(Contract):
     decided_by: str | None = None
     decided_at: float | None = None
     detail: str | None = None  # why it ended void or expired
+    void_reason: VoidReason | None = None  # the code behind a void (its words say which)
+    # The act's slot (its idempotency key): a re-asked model's new wording of the same act
+    # finds it here and in the intents (agent/acts/identity.py).
+    act_key: str | None = None
+    english: bool = False  # the asker wrote in English: the outcome is told in English
+    # how the asker was asked: on a card with buttons, or in words with the text code (no
+    # template, or DingTalk refused the card)
+    asked_with: Literal["card", "text"] | None = None
+    # the names of the people it touches, as the directory gave them when it was opened:
+    # what the card and the prompt show (never staff ids, never a model's words)
+    names: dict[str, str] = Field(default_factory=dict)
 
     @property
     def settle_event_id(self) -> str:

@@ -21,7 +21,10 @@ class Card(Contract):
 
     ``streamed`` is the last frame DingTalk took, so a card left open by a crash can be
     finalized with exactly what the person saw; ``final`` is the text the card must end
-    with once that is decided (the answer, a refusal, or the cut-off text).
+    with once that is decided (the answer, a refusal, or the cut-off text), recorded before
+    its calls wait for their slots, and ``final_reason`` the reason its receipt will carry
+    (``card_cut_off``, ``card_stopped``; None for the answer itself): a stop before the end
+    went leaves both for the next execution to put on the card.
     """
 
     schema_: Literal["dta.card/1"] = Field(default="dta.card/1", alias="$schema")
@@ -34,8 +37,12 @@ class Card(Contract):
     content_key: str
     state: CardState = CardState.CREATED
     frames: int = 0
+    # ended with its part of a longer answer, which goes on in the next card: if no next
+    # card opened (a stop, a crash), the answer was cut there (Store.card_answer_cut)
+    continues: bool = False
     streamed: str = ""
     final: str | None = None
+    final_reason: CardReason | None = None
     fallback: CardReason | None = None
     created_at: float
     updated_at: float

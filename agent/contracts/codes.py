@@ -45,6 +45,10 @@ class SilentReason(StrEnum):
     # event when another run (a code reply's) carries it out.
     APPROVAL_VOID = "approval_void"
     APPROVAL_SETTLED = "approval_settled"
+    # Added by dta (agent/run/together.py): a file or picture sent with the words about it
+    # (「帮我看下这个文件」 at the same instant, or later in the burst): the words' run takes
+    # it and answers both, so its own run ends before anything asks DingTalk for anything.
+    ANSWERED_TOGETHER = "answered_together"
 
 
 class EngageReason(StrEnum):
@@ -83,15 +87,28 @@ class RefusalReason(StrEnum):
     # in the past or beyond ``max_reminder_days``, or with no heartbeat to deliver it.
     REMINDER_NOT_ALLOWED = "reminder_not_allowed"
     AT_ALL = "at_all"  # the text @s everyone (@所有人, @all): never sent
+    # A Markdown reply embeds an image from anything but DingTalk media (a tracking pixel
+    # would tell a stranger who read the message, and when).
+    FOREIGN_IMAGE = "foreign_image"
     # A reply or question says something was done (sent, told, created, booked, approved)
     # and nothing in this run backs it: no verified receipt of an act, no tool result.
     UNBACKED_CLAIM = "unbacked_claim"
     # A final reply promises later work and no follow-up was opened (a reminder, or a task
     # the heartbeat follows up): nothing would ever come.
     DEFERRED_PROMISE = "deferred_promise"
+    # A reply that uses knowledge or tool results gives a figure (an amount, count,
+    # percentage, date, duration) that none of them nor the question holds, and that no
+    # computation the reply shows yields from them.
+    UNGROUNDED_FIGURE = "ungrounded_figure"
+    # A reply pastes a tool's raw output — its field names, or the staff id of someone a
+    # tool returned or the message named — instead of saying it in words.
+    RAW_TOOL_OUTPUT = "raw_tool_output"
     # Acts (writes to the DingTalk workspace, ``kind: act``), added with the tools:
     TOOL_NOT_ALLOWED = "tool_not_allowed"  # the tool is not enabled for this robot and skill
     NOT_AUTHORIZED = "not_authorized"  # the asker may not authorize it (another's to-do)
+    # An act names a person who is not the asker, not @-ed in the message and not returned
+    # by a directory look-up in this run: nobody resolved who is meant (one question asks).
+    PERSON_UNRESOLVED = "person_unresolved"
     # Acts have their own budgets beside the write budgets (per conversation, per day).
     ACT_BUDGET = "act_budget"
     # An act that waited for approval and did not get it: the asker said no, nobody said
@@ -106,6 +123,13 @@ class AttachmentReason(StrEnum):
 
     UPLOAD_FAILED = "upload_failed"  # DingTalk's media upload said no: its words in evidence
     NO_OPENAPI = "attachment_needs_openapi"  # a session webhook cannot carry a file (401102)
+
+
+class PieceReason(StrEnum):
+    """Why a piece of an answer (a chunk, a picture, a file) was not sent (a failed receipt)."""
+
+    EARLIER_PIECE_FAILED = "earlier_piece_failed"  # the words stopped at a failed piece
+    PIECE_LOST = "piece_lost"  # after a crash, its bytes were no longer kept
 
 
 class CardReason(StrEnum):
@@ -130,6 +154,9 @@ class CardReason(StrEnum):
     # The person who asked pressed the card's stop button: the answer stopped there, the
     # card ends with what it showed and 「已停止」 (receipt ``accepted``: what they chose).
     STOPPED = "card_stopped"
+    # A stop cut the create off on the wire and its next execution took the card up: it may
+    # or may not exist, so it is closed (if it is there) and the answer goes as markdown.
+    CREATE_UNKNOWN = "card_create_unknown"
 
 
 class SignalReason(StrEnum):
@@ -254,6 +281,38 @@ class ApprovalStatus(StrEnum):
     @property
     def is_open(self) -> bool:
         return self is ApprovalStatus.PENDING
+
+
+class VoidReason(StrEnum):
+    """Why an approval ended ``void`` (on the record; its words say which, never a guess)."""
+
+    SUPERSEDED = "superseded"  # the same person asked again for the same object, otherwise
+    PROMPT_NOT_DELIVERED = "prompt_not_delivered"  # no card and no text code reached them
+
+
+class ActOutcome(StrEnum):
+    """What became of an act, as every reader tells it: the reply, the approval card,
+    ``dta approvals``, the console and ``dta trace`` (agent/acts/told.py has the words).
+
+    From the act's last receipt and its approval: ``verified`` (read back), ``accepted``
+    (the platform or tool said done; nothing read it back yet), ``uncertain`` (it may have
+    happened: read back later, never run again), ``failed`` (the platform said it did not
+    happen), ``refused`` (the gate said no before anything was sent), ``denied``,
+    ``expired`` and ``void`` (its approval), ``pending`` (waiting for the approval)."""
+
+    VERIFIED = "verified"
+    ACCEPTED = "accepted"
+    UNCERTAIN = "uncertain"
+    FAILED = "failed"
+    REFUSED = "refused"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    VOID = "void"
+    PENDING = "pending"
+
+    @property
+    def may_have_happened(self) -> bool:
+        return self in (ActOutcome.VERIFIED, ActOutcome.ACCEPTED, ActOutcome.UNCERTAIN)
 
 
 class MemoryStatus(StrEnum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agent.contracts.base import Contract
 from agent.contracts.codes import ConversationType, DecisionReason, Verdict
@@ -64,14 +64,38 @@ class Scheduled(Contract):
     follow-ups quiet hours held back). ``follow_up``, ``reminder``, ``expiry``: one due item
     of the task ``task_id``, due at ``due_at``; its event id is derived from both, so a
     second beat or a second replica finds it already stored. ``operator``: ``dta send``.
-    ``approval``: the decision on the approval ``task_id`` (a click, an expiry), carried out.
+    ``approval``: the decision on the approval ``approval_id`` (a click, an expiry), carried
+    out. ``act_checked``: an act (intent ``intent_id``) whose outcome was in doubt, read back
+    by the recovery pass: its asker is told what became of it.
+
+    A store written before ``approval_id`` and ``intent_id`` existed carried both in
+    ``task_id``: such an event reads as if written now (``_from_task_id``).
     """
 
-    kind: Literal["beat", "follow_up", "reminder", "expiry", "operator", "approval"]
+    kind: Literal["beat", "follow_up", "reminder", "expiry", "operator", "approval", "act_checked"]
     task_id: str | None = None
+    approval_id: str | None = None
+    intent_id: str | None = None
     due_at: float | None = None
     items: list[str] = Field(default_factory=list)
     postponed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_task_id(cls, data: Any) -> Any:
+        """An approval's or an act's id where an earlier version stored it: ``task_id``."""
+        if not isinstance(data, dict):
+            return data
+        field = _ID_IN_TASK_ID.get(data.get("kind"))
+        if field is None or data.get(field) is not None or data.get("task_id") is None:
+            return data
+        moved = {k: v for k, v in data.items() if k != "task_id"}
+        moved[field] = data["task_id"]
+        return moved
+
+
+# The kinds whose id an earlier version kept in ``task_id``, and the field it belongs in.
+_ID_IN_TASK_ID = {"approval": "approval_id", "act_checked": "intent_id"}
 
 
 class Event(Contract):

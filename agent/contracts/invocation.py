@@ -102,6 +102,9 @@ class Turn(Contract):
     said: str
     at: float
     reply: str | None = None
+    # how long before the message being answered: what the turn says (a count, a list, a
+    # status a tool returned then) is a snapshot from then, not this turn's data
+    earlier: str = ""
 
 
 class RecentExchange(Sourced):
@@ -149,6 +152,31 @@ class Repair(Contract):
     previous: list[Any] = Field(default_factory=list)  # the refused requests, as given
 
 
+class LocalNow(Contract):
+    """When the message is answered, as the team says it: a model writing a reminder's or a
+    meeting's time needs the date, the weekday and the zone, not epoch seconds."""
+
+    iso: str  # 2026-12-03T18:47:00+08:00
+    date: str  # 2026-12-03
+    weekday: str  # Thursday / 星期四
+    time: str  # 18:47
+    timezone: str  # Asia/Shanghai
+
+
+class EarlierAct(Contract):
+    """One of this person's recent acts here (this message's own after a restart, or an
+    earlier message's), with what became of it in the host's words: a model asked again
+    must not do it a second time, and may say it is done only if it is."""
+
+    tool: str
+    action: str  # in words: 创建待办
+    object: str  # what it made or changed: a subject, a summary
+    people: list[str]  # who it touches, by name where the directory gave one
+    outcome: str  # ActOutcome: verified | accepted | uncertain | failed | refused | …
+    said: str  # what the outcome means, in the operator's words
+    this_message: bool  # asked for by the message being answered (a re-driven run)
+
+
 class EnrichedInvocation(Contract):
     """What a behavior skill sees: the event plus quote, burst and identity.
 
@@ -179,6 +207,10 @@ class EnrichedInvocation(Contract):
     knowledge: Grounding | None = None
     # set on the repair round: what was refused and why
     repair: Repair | None = None
+    # the local date, weekday, time and zone (the team's, from ``timezone``)
+    now: LocalNow | None = None
+    # the person's recent acts in this conversation and what became of them
+    acts: list[EarlierAct] = Field(default_factory=list)
 
     def for_provider(self) -> dict[str, Any]:
         """The invocation as any provider (a model, an external command) may see it.

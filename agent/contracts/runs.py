@@ -108,6 +108,8 @@ class Run(Contract):
     thread_key: str
     generation: int
     allowed_actions: list[ActionKind]
+    # the tools its skills allow, among the robot's enabled ones (None: they narrow none)
+    tools: list[str] | None = None
     origin: Origin
     skill_snapshot: SkillSnapshot = Field(default_factory=SkillSnapshot)
     provider: str
@@ -148,6 +150,13 @@ class MemoryCandidate(Contract):
     # a reviewer can tell a fact from what a skill's wording led the run to propose
     skill_snapshot: str | None = None
     skills: list[str] = Field(default_factory=list)
+    # Who told it the robot: the run's person (``Origin.user_id``); None on candidates
+    # stored before it was recorded. In a group, 「忘掉…」 withdraws at once only what
+    # the asker taught (agent/run/forgetting.py).
+    taught_by: str | None = None
+    # A tombstone for memories someone else taught: they stay in use until a reviewer
+    # approves it, which moves these into ``supersedes`` (``dta memory approve``).
+    asks_to_supersede: list[str] | None = None
 
     @staticmethod
     def id_for(scope_id: str, content: str) -> str:

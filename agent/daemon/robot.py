@@ -58,7 +58,7 @@ class RobotDaemon:
         self.config = connector_config(settings)
         # Load (and so validate) skills and the provider now: a broken SKILL.md or provider
         # setting stops start-up with the file and field named, before anything connects.
-        self.skills = SkillLibrary(settings.skill_paths)
+        self.skills = SkillLibrary(settings.skill_paths, settings.tools)
         self.provider = build_provider(settings)
         self.observe_ack, self.observe_run = latencies.of(self.code)
         self.record = record

@@ -39,10 +39,7 @@ import os
 import random
 import threading
 import time
-from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import quote_plus
@@ -51,13 +48,17 @@ import websockets
 
 from agent.dingtalk.ingest import ClickHandler, Ingestor, Supersedes
 from agent.dingtalk.stream_client import make_client
+from agent.dingtalk.stream_config import ConnectorConfig
 from agent.dingtalk.stream_frames import EventSink, FrameHandler, FrameSink
+from agent.dingtalk.stream_stats import PAUSED_CHECK_FAILED, PAUSED_NOT_ACCEPTING, ConnectorStats
 from agent.logs import FailureLog
 from storage import Store
 
 log = logging.getLogger("dta.connector")
 
 __all__ = [
+    "PAUSED_CHECK_FAILED",
+    "PAUSED_NOT_ACCEPTING",
     "Accepting",
     "Connector",
     "ConnectorConfig",
@@ -71,63 +72,8 @@ __all__ = [
 # The daemon's readiness flag: may frames be stored and acked now? Called often; must be cheap.
 Accepting = Callable[[], bool]
 
-# The socket never reads a frame larger than this, whatever max_frame_bytes says.
-SOCKET_CEILING_BYTES = 64 * 1024 * 1024
-
 # The close code websockets sends when a frame is over its max_size.
 MESSAGE_TOO_BIG = 1009
-
-PAUSED_NOT_ACCEPTING = "not_accepting"
-PAUSED_CHECK_FAILED = "accepting_check_failed"
-
-
-@dataclass(frozen=True)
-class ConnectorConfig:
-    endpoint: str
-    client_id: str
-    client_secret: str
-    store_path: str | Path  # the SQLite file, or a PostgreSQL URL
-    store_schema: str | None  # PostgreSQL only
-    store_synchronous: str
-    store_busy_timeout_s: float
-    ping_interval_s: float
-    ping_timeout_s: float
-    open_timeout_s: float
-    backoff_base_s: float
-    backoff_max_s: float
-    max_frame_bytes: int
-    accepting_poll_s: float = 0.5
-
-    @property
-    def socket_max_bytes(self) -> int:
-        """What ``websockets`` reads before giving up on a frame (and the connection).
-
-        Headroom over ``max_frame_bytes`` so that a somewhat larger frame is read, and so
-        quarantined and acked, instead of dropping the connection on every redelivery;
-        capped so that one frame cannot take unbounded memory.
-        """
-        return max(self.max_frame_bytes, min(4 * self.max_frame_bytes, SOCKET_CEILING_BYTES))
-
-
-@dataclass
-class ConnectorStats:
-    """Written by the connector thread, read by health and metrics (plain values: no locks)."""
-
-    connects: int = 0
-    disconnects: int = 0
-    frames: Counter[str] = field(default_factory=Counter)
-    ack_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
-    last_frame_at: float | None = None
-    # Not accepting frames (see Connector): no socket is held and nothing is acked.
-    paused: bool = False
-    paused_reason: str | None = None  # PAUSED_NOT_ACCEPTING or PAUSED_CHECK_FAILED
-    paused_since: float | None = None  # epoch seconds
-    refused_while_paused: int = 0  # frames left unacked for DingTalk to redeliver
-    # Why the last attempt to open a connection failed (None once one opened): what
-    # readiness says about a robot whose credentials DingTalk refuses.
-    open_failure: str | None = None
-    oversize_disconnects: int = 0  # connections closed by a frame over socket_max_bytes
-    frame_sink_failures: int = 0  # the on_frame sink (recorder) raised; ingest went on
 
 
 def backoff_delay(attempt: int, base_s: float, cap_s: float) -> float:
@@ -377,19 +323,7 @@ class Connector:
             connection = await self._loop.run_in_executor(None, client.open_connection)
             if not connection or self._stopping is None or self._stopping.is_set():
                 return False
-            uri = f"{connection['endpoint']}?ticket={quote_plus(connection['ticket'])}"
-            async with websockets.connect(
-                uri,
-                ping_interval=self.config.ping_interval_s,
-                ping_timeout=self.config.ping_timeout_s,
-                open_timeout=self.config.open_timeout_s,
-                close_timeout=2,
-                max_size=self.config.socket_max_bytes,
-                # Frames are a kilobyte or two and acks a few dozen bytes: compressing
-                # each one cost both ends more CPU than it saved on the wire. Not offering
-                # the extension is always allowed (RFC 7692); the server sends plain frames.
-                compression=None,
-            ) as ws:
+            async with self._websocket(connection) as ws:
                 mine = self._ws = client.websocket = ws
                 self._connected.set()
                 self.stats.connects += 1
@@ -408,29 +342,56 @@ class Connector:
                     received = True
                     await self.frames.handle(client, ws, data)
         except websockets.exceptions.ConnectionClosedError as exc:
-            if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
-                self.stats.oversize_disconnects += 1
-                log.warning(
-                    "a frame over the socket limit closed the connection; it cannot be read,"
-                    " stored or acked",
-                    extra={"socket_max_bytes": self.config.socket_max_bytes},
-                )
-            else:
-                log.warning("stream connection ended", extra={"error": type(exc).__name__})
+            self._closed_with_error(exc)
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
             log.warning("stream connection ended", extra={"error": type(exc).__name__})
         except Exception:
             # Whatever went wrong, the connector's job is to come back: reconnect.
             log.exception("stream connection failed unexpectedly")
         finally:
-            if watcher is not None:
-                watcher.cancel()
-                await asyncio.wait([watcher])
-                if not watcher.cancelled() and watcher.exception() is not None:
-                    log.warning("readiness watcher failed", exc_info=watcher.exception())
-            if mine is not None:
-                self.stats.disconnects += 1
-            if mine is not None and self._ws is mine:  # not after handing over to a newer one
-                self._connected.clear()
-                self._ws = client.websocket = None
+            await self._connection_ended(client, mine, watcher)
         return received
+
+    def _websocket(self, connection: dict[str, Any]) -> Any:
+        """The socket to open for the ticket ``open_connection`` gave (a context manager)."""
+        uri = f"{connection['endpoint']}?ticket={quote_plus(connection['ticket'])}"
+        return websockets.connect(
+            uri,
+            ping_interval=self.config.ping_interval_s,
+            ping_timeout=self.config.ping_timeout_s,
+            open_timeout=self.config.open_timeout_s,
+            close_timeout=2,
+            max_size=self.config.socket_max_bytes,
+            # Frames are a kilobyte or two and acks a few dozen bytes: compressing
+            # each one cost both ends more CPU than it saved on the wire. Not offering
+            # the extension is always allowed (RFC 7692); the server sends plain frames.
+            compression=None,
+        )
+
+    def _closed_with_error(self, exc: websockets.exceptions.ConnectionClosedError) -> None:
+        """Say why the connection closed: a frame over the socket's limit, or otherwise."""
+        if exc.sent is not None and exc.sent.code == MESSAGE_TOO_BIG:
+            self.stats.oversize_disconnects += 1
+            log.warning(
+                "a frame over the socket limit closed the connection; it cannot be read,"
+                " stored or acked",
+                extra={"socket_max_bytes": self.config.socket_max_bytes},
+            )
+        else:
+            log.warning("stream connection ended", extra={"error": type(exc).__name__})
+
+    async def _connection_ended(
+        self, client: Any, mine: Any, watcher: asyncio.Task[None] | None
+    ) -> None:
+        """After a connection, whatever ended it: the readiness watcher stopped, the
+        disconnect counted, and the socket forgotten unless a newer one took over."""
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.wait([watcher])
+            if not watcher.cancelled() and watcher.exception() is not None:
+                log.warning("readiness watcher failed", exc_info=watcher.exception())
+        if mine is not None:
+            self.stats.disconnects += 1
+        if mine is not None and self._ws is mine:  # not after handing over to a newer one
+            self._connected.clear()
+            self._ws = client.websocket = None

@@ -46,6 +46,7 @@ class TransportConfig:
     directory_base_url: str | None  # the oapi host for user details
     directory_timeout_s: float
     oapi_base_url: str  # the old-style host (oapi.dingtalk.com): media upload, user details
+    token_wait_s: float = 0.0  # a send's wait for a token DingTalk will not give yet
 
     @property
     def has_openapi_credentials(self) -> bool:

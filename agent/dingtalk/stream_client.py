@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from agent.dingtalk.ingest import BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC
+from agent.dingtalk.frame_parsing import BOT_MESSAGE_TOPIC, CARD_CALLBACK_TOPIC
 
 if TYPE_CHECKING:
-    from agent.dingtalk.connector import ConnectorConfig, ConnectorStats
+    from agent.dingtalk.stream_config import ConnectorConfig
+    from agent.dingtalk.stream_stats import ConnectorStats
 
 log = logging.getLogger("dta.connector")
 

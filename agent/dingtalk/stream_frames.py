@@ -25,18 +25,12 @@ from typing import TYPE_CHECKING, Any
 import websockets
 
 from agent.contracts import Event
-from agent.dingtalk.ingest import (
-    FrameKind,
-    Ingestor,
-    IngestResult,
-    ParsedFrame,
-    frame_text,
-    parse_frame,
-)
+from agent.dingtalk.frame_parsing import FrameKind, ParsedFrame, frame_text, parse_frame
+from agent.dingtalk.ingest import Ingestor, IngestResult
 from agent.logs import FailureLog
 
 if TYPE_CHECKING:
-    from agent.dingtalk.connector import ConnectorStats
+    from agent.dingtalk.stream_stats import ConnectorStats
 
 log = logging.getLogger("dta.connector")
 

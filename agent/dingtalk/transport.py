@@ -14,6 +14,7 @@ is agent/dingtalk/addressing.py; the transport inherits it.
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -43,6 +44,7 @@ SEND_TOO_FAST_ERRCODE = 130101
 QPS_LIMIT_MARK = "QpsLimit"
 # QPS limits are counted per second: a retry sooner than that meets the same full window.
 QPS_LIMIT_MIN_WAIT_S = 1.0
+log = logging.getLogger("dta.transport")
 TOKEN_MARGIN_S = 300.0  # refresh tokens five minutes early, as the SDK does
 
 __all__ = [
@@ -281,13 +283,25 @@ class DingTalkTransport(Addressing, DingTalkAPI):
         return response
 
     async def _token_for_send(self) -> str:
-        """The token; nothing has been sent yet, so its failures are never "uncertain"."""
-        try:
-            return await self.access_token()
-        except _NOT_CONNECTED:
-            raise  # retried like any connection that was never made
-        except httpx.HTTPError as exc:
-            raise TokenError(f"token request failed: {type(exc).__name__}") from None
+        """The token; nothing has been sent yet, so its failures are never "uncertain".
+        A token refused or unreachable (credentials revoked for a while, the endpoint
+        down) is asked for again with back-off for ``token_wait_s``: the send stays owed
+        rather than failed while the robot cannot yet speak."""
+        deadline = self.clock.now() + self.config.token_wait_s
+        pause = 0.5
+        while True:
+            try:
+                return await self.access_token()
+            except _NOT_CONNECTED:
+                raise  # retried like any connection that was never made
+            except (httpx.HTTPError, TokenError) as exc:
+                if self.clock.now() + pause > deadline:
+                    if isinstance(exc, TokenError):
+                        raise
+                    raise TokenError(f"token request failed: {type(exc).__name__}") from None
+                log.warning("no access token yet; asking again", extra={"wait_s": pause})
+            await self.clock.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
     @staticmethod
     def _read_answer(response: httpx.Response, evidence: Evidence) -> dict[str, Any]:

@@ -13,16 +13,34 @@ a to-do carries ``sourceId`` and is read back with ``todo_by_source``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from agent.dingtalk.transport import DingTalkTransport
 from agent.dingtalk.workspace_ids import (
+    DEPARTURE,
+    Departure,
     StaffIds,
     WorkspaceCalls,
     WorkspaceError,
     segment,
+)
+from agent.dingtalk.workspace_records import (
+    BusyInterval,
+    CalendarEvent,
+    FreeBusy,
+    Person,
+    Todo,
+    busy_intervals,
+    calendar_time,
+    error_text,
+    from_ms,
+    iso_ms,
+    strings,
+    text_or_none,
 )
 
 __all__ = [
@@ -33,91 +51,11 @@ __all__ = [
     "Todo",
     "WorkspaceClient",
     "WorkspaceError",
+    "iso_ms",
 ]
 
 SEARCH_MAX = 20  # contact search's own limit on ``size``
 TODO_PAGES_MAX = 5  # pages of open to-dos read before stopping (each up to DingTalk's size)
-
-
-@dataclass(frozen=True)
-class Person:
-    user_id: str
-    name: str | None
-    title: str | None
-
-
-@dataclass(frozen=True)
-class BusyInterval:
-    start: datetime
-    end: datetime
-    status: str | None  # DingTalk's word, e.g. "BUSY", "TENTATIVE"
-
-
-@dataclass(frozen=True)
-class FreeBusy:
-    user_id: str
-    busy: tuple[BusyInterval, ...]
-    error: str | None = None  # DingTalk could not say for this person (then busy is empty)
-
-
-@dataclass(frozen=True)
-class CalendarEvent:
-    event_id: str
-    summary: str | None
-    start: datetime | None
-    end: datetime | None
-    organizer: str | None  # staff id
-    attendees: tuple[str, ...]  # staff ids; unionIds that are nobody here are left out
-    location: str | None = None
-    meeting_url: str | None = None
-
-
-@dataclass(frozen=True)
-class Todo:
-    task_id: str
-    subject: str | None
-    done: bool
-    due: datetime | None
-    creator: str | None  # staff id
-    executors: tuple[str, ...]  # staff ids (the list call does not give them: empty)
-    source_id: str | None = None
-
-
-def iso_ms(moment: datetime) -> str:
-    """UTC ISO-8601 with milliseconds: DingTalk's calendar refuses it without them
-    (400 ``InvalidParameter.ParsedISO8601TimestampError``)."""
-    if moment.tzinfo is None:
-        raise WorkspaceError("invalid", None, None, "a time without a time zone")
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
-
-
-def _when(value: object) -> datetime | None:
-    """A calendar time ``{dateTime, timeZone}`` (or an all-day ``{date}``, as UTC midnight)."""
-    if not isinstance(value, dict):
-        return None
-    text = value.get("dateTime") or value.get("date")
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _from_ms(value: object) -> datetime | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return datetime.fromtimestamp(value / 1000, UTC)
-    return None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _strings(value: object) -> list[str]:
-    return [v for v in value if isinstance(v, str) and v] if isinstance(value, list) else []
 
 
 class WorkspaceClient:
@@ -128,6 +66,34 @@ class WorkspaceClient:
         self._ids = StaffIds(self._calls)
 
     # ------------------------------------------------------------------ directory
+
+    async def prepare(self, user_ids: list[str]) -> None:
+        """Have what a write for these people needs before it is on record as sent: their
+        unionIds (remembered) and the app token. Raises ``WorkspaceError`` when either
+        cannot be had (``not_found``: no such person; ``unavailable``: no token)."""
+        await self._ids.union_ids(sorted(set(user_ids)))
+        try:
+            await self._calls.transport._token_for_send()
+        except Exception as exc:
+            raise WorkspaceError("unavailable", None, None, f"no access token ({exc})") from None
+
+    @contextlib.asynccontextmanager
+    async def departure(self) -> AsyncIterator[Departure]:
+        """A place in the pool for one write and its read-back, waited for as long as it
+        takes before the write's attempt is recorded; within it the write's requests go
+        on that place, and the departure says whether any may have reached DingTalk."""
+        async with await self._calls.transport.reserve_place() as place:
+            departure = Departure(place)
+            token = DEPARTURE.set(departure)
+            try:
+                yield departure
+            finally:
+                DEPARTURE.reset(token)
+
+    async def names(self, user_ids: list[str]) -> dict[str, str]:
+        """The directory's names of these staff ids (those it could give)."""
+        found = await asyncio.gather(*(self._ids.name(u) for u in user_ids))
+        return {u: n for u, n in zip(user_ids, found, strict=True) if n}
 
     async def union_id(self, user_id: str) -> str:
         return await self._ids.union_id(user_id)
@@ -143,14 +109,22 @@ class WorkspaceClient:
         body = {"queryWord": name, "offset": 0, "size": max(1, min(size, SEARCH_MAX))}
         data = await self._calls.openapi("POST", "/v1.0/contact/users/search", body)
         people = []
-        for user_id in _strings(data.get("list")):
+        for user_id in strings(data.get("list")):
             try:
                 detail = await self._ids.detail(user_id)
             except WorkspaceError as exc:
                 if exc.kind != "not_found":
                     raise
                 continue  # left since the search index saw them
-            people.append(Person(user_id, _text(detail.get("name")), _text(detail.get("title"))))
+            departments = "、".join(str(d) for d in detail.get("dept_names") or []) or None
+            people.append(
+                Person(
+                    user_id,
+                    text_or_none(detail.get("name")),
+                    text_or_none(detail.get("title")),
+                    departments,
+                )
+            )
         return people
 
     # ------------------------------------------------------------------ calendar
@@ -178,7 +152,9 @@ class WorkspaceClient:
             user_id = staff_of.get(info.get("userId")) if isinstance(info, dict) else None
             if user_id is None:
                 continue
-            answers[user_id] = FreeBusy(user_id, _busy(info.get("scheduleItems")), _error(info))
+            answers[user_id] = FreeBusy(
+                user_id, busy_intervals(info.get("scheduleItems")), error_text(info)
+            )
         missing = "DingTalk did not answer for this person"
         return {u: answers.get(u) or FreeBusy(u, (), missing) for u in user_ids}
 
@@ -222,24 +198,44 @@ class WorkspaceClient:
         path = f"/v1.0/calendar/users/{segment(union)}/calendars/primary/events/{segment(event_id)}"
         return await self._event(await self._calls.openapi("GET", path))
 
+    async def list_events(
+        self, organizer: str, start: datetime, end: datetime, *, pages: int = 5
+    ) -> list[CalendarEvent]:
+        """The organizer's primary-calendar events overlapping ``[start, end)``, a few pages
+        at most (how an event whose create's answer was lost is found again)."""
+        union = await self._ids.union_id(organizer)
+        path = f"/v1.0/calendar/users/{segment(union)}/calendars/primary/events"
+        params = {"timeMin": iso_ms(start), "timeMax": iso_ms(end), "maxResults": "100"}
+        events: list[CalendarEvent] = []
+        for _ in range(pages):
+            data = await self._calls.openapi("GET", path, params=params)
+            for item in data.get("events") or []:
+                if isinstance(item, dict) and text_or_none(item.get("id")):
+                    events.append(await self._event(item))
+            token = text_or_none(data.get("nextToken"))
+            if token is None:
+                break
+            params = {**params, "nextToken": token}
+        return events
+
     async def _event(self, data: dict[str, Any]) -> CalendarEvent:
-        event_id = _text(data.get("id"))
+        event_id = text_or_none(data.get("id"))
         if event_id is None:
             raise WorkspaceError("invalid", 200, None, "the event answer has no id")
         organizer = data.get("organizer") if isinstance(data.get("organizer"), dict) else {}
         people = [a.get("id") for a in data.get("attendees") or [] if isinstance(a, dict)]
-        organizer_ids = await self._ids.staff_ids(_strings([organizer.get("id")]))
+        organizer_ids = await self._ids.staff_ids(strings([organizer.get("id")]))
         location = data.get("location") if isinstance(data.get("location"), dict) else {}
         meeting = data.get("onlineMeetingInfo")
         return CalendarEvent(
             event_id=event_id,
-            summary=_text(data.get("summary")),
-            start=_when(data.get("start")),
-            end=_when(data.get("end")),
+            summary=text_or_none(data.get("summary")),
+            start=calendar_time(data.get("start")),
+            end=calendar_time(data.get("end")),
             organizer=organizer_ids[0] if organizer_ids else None,
-            attendees=tuple(await self._ids.staff_ids(_strings(people))),
-            location=_text(location.get("displayName")),
-            meeting_url=_text(meeting.get("url")) if isinstance(meeting, dict) else None,
+            attendees=tuple(await self._ids.staff_ids(strings(people))),
+            location=text_or_none(location.get("displayName")),
+            meeting_url=text_or_none(meeting.get("url")) if isinstance(meeting, dict) else None,
         )
 
     # ------------------------------------------------------------------ to-do
@@ -253,9 +249,9 @@ class WorkspaceClient:
         for _ in range(TODO_PAGES_MAX):
             data = await self._calls.openapi("POST", path, body)
             for card in data.get("todoCards") or []:
-                if isinstance(card, dict) and _text(card.get("taskId")):
+                if isinstance(card, dict) and text_or_none(card.get("taskId")):
                     todos.append(await self._todo(card, id_key="taskId", done_key="isDone"))
-            token = _text(data.get("nextToken"))
+            token = text_or_none(data.get("nextToken"))
             if token is None:
                 break
             body = {"isDone": False, "nextToken": token}
@@ -303,7 +299,7 @@ class WorkspaceClient:
         union = await self._ids.union_id(user_id)
         path = f"/v1.0/todo/users/{segment(union)}/tasks/sources/{segment(source_id)}"
         data = await self._calls.openapi("GET", path)
-        if not _text(data.get("id")):
+        if not text_or_none(data.get("id")):
             raise WorkspaceError("not_found", 200, None, f"no to-do with source {source_id}")
         return await self._todo(data)
 
@@ -319,32 +315,16 @@ class WorkspaceClient:
     async def _todo(
         self, data: dict[str, Any], *, id_key: str = "id", done_key: str = "done"
     ) -> Todo:
-        task_id = _text(data.get(id_key))
+        task_id = text_or_none(data.get(id_key))
         if task_id is None:
             raise WorkspaceError("invalid", 200, None, "the to-do answer has no id")
-        creator = await self._ids.staff_ids(_strings([data.get("creatorId")]))
+        creator = await self._ids.staff_ids(strings([data.get("creatorId")]))
         return Todo(
             task_id=task_id,
-            subject=_text(data.get("subject")),
+            subject=text_or_none(data.get("subject")),
             done=data.get(done_key) is True,
-            due=_from_ms(data.get("dueTime")),
+            due=from_ms(data.get("dueTime")),
             creator=creator[0] if creator else None,
-            executors=tuple(await self._ids.staff_ids(_strings(data.get("executorIds")))),
-            source_id=_text(data.get("sourceId")),
+            executors=tuple(await self._ids.staff_ids(strings(data.get("executorIds")))),
+            source_id=text_or_none(data.get("sourceId")),
         )
-
-
-def _busy(items: object) -> tuple[BusyInterval, ...]:
-    busy = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict) or str(item.get("status", "")).lower() == "free":
-            continue
-        start, end = _when(item.get("start")), _when(item.get("end"))
-        if start is not None and end is not None:
-            busy.append(BusyInterval(start, end, _text(item.get("status"))))
-    return tuple(busy)
-
-
-def _error(info: dict[str, Any]) -> str | None:
-    error = info.get("error")
-    return str(error)[:200] if error else None

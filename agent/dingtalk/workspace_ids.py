@@ -7,17 +7,23 @@ and keep the transport's rule about doubt: only what provably never reached Ding
 retried (no connection, a 429 or 403 ``QpsLimit``, a stale token), with the transport's
 backoff. A read timeout or a 5xx after the request left is ``timeout_after_send``: a create
 may have been applied, so it is never sent again here (read it back instead).
+
+A write holds a place in the connection pool before its attempt is recorded
+(``Departure``, taken by the act executor), so a stop can only cut it while its bytes may
+be on the wire, never while it waits: ``Departure.may_have_arrived`` says which.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any, Literal, NoReturn
 from urllib.parse import quote
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from agent.dingtalk.http_pool import PLACE, Place
 from agent.dingtalk.openapi import TOKEN_ERRCODES, TokenError, json_object
 from agent.dingtalk.transport import (
     _NOT_CONNECTED,
@@ -40,6 +46,24 @@ _OAPI_BUSY = -1
 # How the new-style APIs say "no such thing" on a 400 (todo: "task not exist").
 _NOT_FOUND_WORDS = ("not exist", "notexist", "not found", "notfound")
 ID_CACHE_LIMIT = 10_000  # people whose unionId is kept in memory
+
+
+class Departure:
+    """One write's place in the pool, held across its requests, and whether any of them
+    may have reached DingTalk: set as a request's bytes go, put back when its answer (or
+    its failure to connect) proves nothing was taken — as the transport does for sends."""
+
+    def __init__(self, place: Place) -> None:
+        self.place = place
+        self.may_have_arrived = False
+
+
+# The departure of the write this task is making (``WorkspaceClient.departure``). Only
+# OpenAPI calls go on it: the oapi lookups may run in tasks of their own, which would
+# inherit it, so they keep taking their own places.
+DEPARTURE: contextvars.ContextVar[Departure | None] = contextvars.ContextVar(
+    "dta_workspace_departure", default=None
+)
 
 
 class WorkspaceError(Exception):
@@ -177,9 +201,37 @@ class WorkspaceCalls:
             query["access_token"] = token
         else:
             sent["x-acs-dingtalk-access-token"] = token
-        response = await transport.http.request(
-            method, url, json=body, params=query or None, headers=sent
-        )
+        departure = None if oapi else DEPARTURE.get()
+        if departure is None:
+            return self._answered(
+                await transport.http.request(
+                    method, url, json=body, params=query or None, headers=sent
+                ),
+                oapi,
+            )
+        # On the write's own place: from here the bytes leave at once.
+        before, departure.may_have_arrived = departure.may_have_arrived, True
+        try:
+            response = await transport.http.request(
+                method,
+                url,
+                json=body,
+                params=query or None,
+                headers=sent,
+                extensions={PLACE: departure.place},
+            )
+        except (*_NOT_CONNECTED, *_NOT_SENT):
+            departure.may_have_arrived = before
+            raise
+        try:
+            return self._answered(response, oapi=False)
+        except _Retryable:
+            departure.may_have_arrived = before  # refused before anything was taken
+            raise
+
+    def _answered(self, response: httpx.Response, oapi: bool) -> httpx.Response:
+        """The response, or ``_Retryable`` when it proves nothing was taken."""
+        transport = self.transport
         if _throttled(response):
             floor = 0.0 if response.status_code == 429 else QPS_LIMIT_MIN_WAIT_S
             raise _Retryable(response, _retry_after(response, transport.clock.now()), floor)
@@ -251,6 +303,7 @@ class StaffIds:
         self._calls = calls
         self._union: dict[str, str] = {}  # staff id → unionId, oldest first
         self._staff: dict[str, str] = {}  # unionId → staff id
+        self._names: dict[str, str] = {}  # staff id → name, as the directory last said
         self._asking: dict[tuple[str, str], asyncio.Task[str]] = {}
 
     def learn(self, user_id: str, union_id: str) -> None:
@@ -291,7 +344,24 @@ class StaffIds:
         union = result.get("unionid")  # ``union_id`` may be empty; ``unionid`` is the one
         if isinstance(union, str):
             self.learn(user_id, union)
+        name = result.get("name")
+        if isinstance(name, str) and name:
+            self._names.pop(user_id, None)
+            self._names[user_id] = name
+            if len(self._names) > ID_CACHE_LIMIT:
+                del self._names[next(iter(self._names))]
         return result
+
+    async def name(self, user_id: str) -> str | None:
+        """The person's name from the directory (remembered), None when it cannot say."""
+        known = self._names.get(user_id)
+        if known is not None:
+            return known
+        try:
+            await self.detail(user_id)
+        except WorkspaceError:
+            return None
+        return self._names.get(user_id)
 
     async def _shared(self, way: str, key: str) -> str:
         task = self._asking.get((way, key))

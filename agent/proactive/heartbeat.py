@@ -15,7 +15,7 @@ Those events are engaged by the response gate as ``scheduled`` and run like any 
 stop (paused), a beat dispatches nothing: the items stay due for a later beat.
 
 The daemon beats on real time (``run_forever``); the lab fires each beat itself as its
-virtual clock passes the slot (``lab/runner.py``), then drains the runtime.
+virtual clock passes the slot (``lab/eval/runner.py``), then drains the runtime.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ chat with that person), so its per-conversation write budget is its own.
 
 from __future__ import annotations
 
-from agent.config import Settings
 from agent.contracts import (
     Actor,
     Conversation,
@@ -83,20 +82,3 @@ def receipt_line(receipt: Receipt) -> str:
     if said:
         parts.append(f"platform: {said}")
     return f"{receipt.receipt_id}  " + "  ".join(parts)
-
-
-async def send_as_operator(
-    settings: Settings, text: str, *, user: str | None, group: str | None
-) -> tuple[Event, list[Receipt]]:
-    """``dta send``: a runtime on the configured store, without the connector or its
-    recovery (a daemon may be running on the same store: its work is left alone)."""
-    from agent.runtime import Runtime
-
-    runtime = Runtime(settings)
-    try:
-        event = operator_event(
-            text, runtime.clock.now(), user=user, group=group, robot_code=settings.robot_code
-        )
-        return event, await send(runtime.store, runtime.pipeline, event)
-    finally:
-        await runtime.aclose()

@@ -1,10 +1,11 @@
 """Reminders on the host's side: scheduling an approved one, cancelling, and its words.
 
 A provider proposes a reminder with the reply that confirms it (``ActionRequest.reminder``);
-the action gate checks it (``gates/reminders.py``) and, once approved, it is stored here as
-a task of kind ``reminder``, status ``scheduled``, with the run's origin as the only place
-it may go. Its id is derived from the event that asked, so a re-executed run schedules the
-same reminder again, not a second one. The heartbeat delivers it (``agent/proactive/work.py``).
+the action gate checks it (``gates/reminders.py``) and, once approved, the acting step stores
+it as a task of kind ``reminder`` (``reminder_task``, ``agent/run/tasks.py``), status
+``scheduled``, with the run's origin as the only place it may go. Its id is derived from the
+event that asked, so a re-executed run schedules the same reminder again, not a second one.
+The heartbeat delivers it (``agent/proactive/work.py``).
 
 「取消提醒」 / "cancel my reminder" cancels the thread's scheduled reminders, whichever
 provider runs: like "stop", it is the host's to honour, not a model's to interpret.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from zoneinfo import ZoneInfo
 
-from agent.contracts import Run, TaskCheckpoint, TaskStatus, sha256_text
+from agent.contracts import TaskCheckpoint
 from skills.language import say_when
 
 _CANCEL = re.compile(
@@ -26,28 +27,6 @@ _CANCEL = re.compile(
 
 def is_cancel(text: str) -> bool:
     return bool(_CANCEL.match(text.strip()))
-
-
-def reminder_id(event_id: str) -> str:
-    """The reminder an event asked for: the same for every execution of its run."""
-    return "rem_" + sha256_text(event_id)[:20]
-
-
-def reminder_task(run: Run, what: str, due_at: float, now: float) -> TaskCheckpoint:
-    return TaskCheckpoint(
-        task_id=reminder_id(run.event_id),
-        scope_id=run.thread_key,
-        status=TaskStatus.SCHEDULED,
-        revision=1,
-        goal=what,
-        done_when=["reminder delivered"],
-        updated_by_run=run.run_id,
-        created_at=now,
-        updated_at=now,
-        kind="reminder",
-        origin=run.origin,
-        due_at=due_at,
-    )
 
 
 def cancelled_text(cancelled: list[TaskCheckpoint], now: float, tz: ZoneInfo, english: bool) -> str:

@@ -1,11 +1,13 @@
-"""The runs of the runtime's own events: due items of the heartbeat, operator sends, and
-「取消提醒」.
+"""The runs of the runtime's own proactive events: due items of the heartbeat, operator
+sends, and 「取消提醒」 — rows of the own-event table (``agent/run/own_events.py``, put in
+order in ``agent/components/own_events.py``), which decides before this module sees a run:
+an ordinary message never comes here.
 
-The pipeline hands an engaged run here first (``Pipeline._work``). What this module sends
-goes through the action gate and the broker like any answer (``Acting``): budgets,
-idempotency (the item's event id is derived from the task and its due time, so its slot is
-taken once), target (always the run's origin, which is the task's recorded origin, without
-its session webhook: proactive sends go by the OpenAPI) and receipts.
+What this module sends goes through the action gate and the broker like any answer
+(``Acting``): budgets, idempotency (the item's event id is derived from the task and its due
+time, so its slot is taken once), target (always the run's origin, which is the task's
+recorded origin, without its session webhook: proactive sends go by the OpenAPI) and
+receipts.
 
 - A follow-up is one short, polite nudge; a reminder says what it reminds of (and that it
   is late, when a beat found it overdue); an expiry moves the task to ``expired`` with a
@@ -21,15 +23,12 @@ from __future__ import annotations
 
 import logging
 
-from agent.acts.approvals import ApprovalDesk, code_reply
-from agent.acts.settle import ApprovalSettlement
 from agent.clock import Clock
 from agent.contracts import (
     Event,
     ReceiptStatus,
     RefusalReason,
     Run,
-    Scheduled,
     SilentReason,
     TaskCheckpoint,
     TaskStatus,
@@ -41,9 +40,9 @@ from agent.proactive.reminders import (
     reminder_text,
 )
 from agent.proactive.schedule import DueItem, SchedulePolicy, due_item
-from agent.run.acting import Acting
-from agent.run.endings import Endings
 from agent.run.outcome import RunOutcome
+from agent.run.own_events import Hands
+from agent.run.ways import ActAs
 from skills.language import is_english
 from storage import Store
 
@@ -56,96 +55,61 @@ POSTPONE_S = 60.0
 POSTPONE_FOR_AT_MOST_S = 86_400.0
 
 
+# What the rows of proactive work match (their order: agent/components/own_events.py).
+
+
+def operator_send(event: Event) -> bool:
+    """``dta send``: the operator's words to one person."""
+    return event.scheduled is not None and event.scheduled.kind == "operator"
+
+
+def runtime_event(event: Event) -> bool:
+    """Any event of the runtime's own no earlier row took: a heartbeat's due item
+    (``follow_up``, ``reminder``, ``expiry``); one whose work is not configured here finds
+    no task due and ends ``not_due``."""
+    return event.scheduled is not None
+
+
+def cancel_request(event: Event) -> bool:
+    """A person's 「取消提醒」 / "cancel my reminder"."""
+    return event.scheduled is None and is_cancel(event.text)
+
+
 class ProactiveWork:
-    def __init__(
-        self,
-        *,
-        store: Store,
-        clock: Clock,
-        acting: Acting,
-        endings: Endings,
-        policy: SchedulePolicy,
-        approvals: tuple[ApprovalDesk, ApprovalSettlement] | None = None,
-    ) -> None:
+    def __init__(self, *, store: Store, clock: Clock, policy: SchedulePolicy) -> None:
         self.store = store
         self.clock = clock
-        self.acting = acting
-        self.endings = endings
         self.policy = policy
-        # Decisions on approvals: their events, and 「确认 4F2A」 where no card is set.
-        self.approvals = approvals
 
-    async def handle(self, event: Event, run: Run) -> Run | None:
-        """The run's end if it is the runtime's own work or a cancel, else None (the
-        pipeline goes on as for any message)."""
-        scheduled = event.scheduled
-        if scheduled is not None:
-            if scheduled.kind == "operator":
-                return await self._say(run, event.text)
-            if scheduled.kind == "approval" and self.approvals is not None:
-                return await self.approvals[1].handle(run, scheduled.task_id or "")
-            return await self._item(event, run, scheduled)
-        if is_cancel(event.text):
-            return await self._cancel(run, event.text)
-        if self.approvals is not None:
-            return await self._code_reply(event, run)
-        return None
+    async def operator(self, event: Event, run: Run, hands: Hands) -> Run:
+        """The run of an operator's send: their words, as written."""
+        return await hands.say(run, event.text)
 
-    async def _code_reply(self, event: Event, run: Run) -> Run | None:
-        """「确认 4F2A」: the asker's decision on a pending approval, in words."""
-        assert self.approvals is not None
-        desk, settlement = self.approvals
-        reply = code_reply(event.text)
-        if reply is None:
-            return None
-        choice, code = reply
-        record = self.store.approval_by_code(event.conversation.id, code, event.actor.user_id)
-        if record is None:
-            return None  # not a code we gave: an ordinary message
-        decision = desk.decide(record, event.actor.user_id, choice)
-        # kept like a click (by the message's id: a redelivery records nothing new)
-        self.store.add_click(
-            event.event_id,
-            record.approval_id,
-            event.actor.user_id,
-            choice,
-            decision.outcome,
-            self.clock.now(),
-        )
-        if decision.decided and decision.record is not None:
-            return await settlement.carry_out(decision.record, run)
-        again = decision.record
-        if again is not None and again.decided_by == event.actor.user_id:
-            # this very reply decided it before a crash: carry it out (once: the claim)
-            return await settlement.carry_out(again, run)
-        return await self._say(run, decision.said)
-
-    async def _say(self, run: Run, text: str) -> Run:
-        outcome = RunOutcome()
-        await self.acting.act(run, [{"kind": "reply", "text": text}], outcome, answer=False)
-        return self.endings.finish(run, outcome, outcome.final_state())
-
-    async def _cancel(self, run: Run, text: str) -> Run:
+    async def cancel(self, event: Event, run: Run, hands: Hands) -> Run:
+        """The run of 「取消提醒」: the thread's scheduled reminders cancelled, and said so."""
         now = self.clock.now()
         cancelled = []
         for task in self.store.scheduled_reminders(run.thread_key):
             moved = _moved(task, run, now, status=TaskStatus.CANCELLED)
             if self.store.save_task(moved):
                 cancelled.append(moved)
-        said = cancelled_text(cancelled, now, self.policy.timezone, is_english(text))
-        return await self._say(run, said)
+        said = cancelled_text(cancelled, now, self.policy.timezone, is_english(event.text))
+        return await hands.say(run, said)
 
-    async def _item(self, event: Event, run: Run, scheduled: Scheduled) -> Run:
+    async def item(self, event: Event, run: Run, hands: Hands) -> Run:
+        """The run of a due item (a follow-up, a reminder, an expiry), if it is still due."""
+        acting, endings = hands.acting, hands.endings
+        scheduled = event.scheduled
         now = self.clock.now()
-        task = self.store.get_task(scheduled.task_id or "")
+        task = self.store.get_task((scheduled.task_id if scheduled else None) or "")
         item = due_item(task, now, self.policy) if task is not None else None
         if item is None or item.event_id != event.event_id:
-            return self.endings.end_silent(
+            return endings.end_silent(
                 run, SilentReason.NOT_DUE, "the task moved after the beat found it due"
             )
         if item.kind == "expiry":
             self.settle(item, run, None)
-            return self.endings.end_silent(
+            return endings.end_silent(
                 run, SilentReason.TASK_EXPIRED, f"task {item.task.task_id} expired"
             )
         english = is_english(item.task.goal + (item.task.waiting_for or ""))
@@ -165,14 +129,15 @@ class ProactiveWork:
         # a follow-up does wait on the person, and their word makes it stale.
         reminder = item.kind == "reminder"
         request = [{"kind": "reply", "text": text}]
-        await self.acting.act(run, request, outcome, answer=False, supersedable=not reminder)
+        way = ActAs.DUE_REMINDER if reminder else ActAs.DUE_FOLLOW_UP
+        await acting.act(run, request, outcome, way)
         refused = reminder and outcome.terminal is None and _budget_refused(outcome)
         if refused and self._postpone(item, run, now):
-            return self.endings.end_silent(
+            return endings.end_silent(
                 run, SilentReason.POSTPONED, "the write budget was full: it goes later"
             )
         self.settle(item, run, outcome.terminal)
-        return self.endings.finish(run, outcome, outcome.final_state())
+        return endings.finish(run, outcome, outcome.final_state())
 
     def _postpone(self, item: DueItem, run: Run, now: float) -> bool:
         """Move the reminder a minute on, keeping when it was first due; False once it has

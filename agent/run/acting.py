@@ -14,7 +14,6 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from agent.acts.runner import ActRunner
 from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
@@ -29,44 +28,20 @@ from agent.contracts import (
     RunEnding,
     RunState,
 )
-from agent.proactive.reminders import reminder_task
 from agent.run.broker import Broker
 from agent.run.gate_facts import load_facts
 from agent.run.memory import candidates_from
 from agent.run.outcome import RunOutcome
+from agent.run.pieces import is_attachment, missing_line, not_sent, payloads
 from agent.run.reactions import ReactionSignal
-from gates.action import ActionFacts, ActionGate, Approval, Refusal, idempotency_key
+from agent.run.refusals import note_refusal
+from agent.run.tasks import reminder_task
+from agent.run.ways import ActAs
+from gates.action import ActionFacts, ActionGate, Approval, Refusal
+from gates.frames import card_attachments
 from storage import Store
 
 log = logging.getLogger("dta.pipeline")
-
-# Refusals of the answer itself: the provider produced something the gate will not send, so
-# the person gets the same short honest reply as for an unreadable answer. (A repeat, a
-# superseded run, another robot's event, an exhausted budget or an unreachable target
-# get nothing more.)
-# Refusals a provider can mend by answering again (its one repair round): what it said
-# was untrue, or too long to send (it is asked to shorten it).
-REPAIRABLE = frozenset(
-    {
-        RefusalReason.UNBACKED_CLAIM,
-        RefusalReason.DEFERRED_PROMISE,
-        RefusalReason.CONTENT_TOO_LARGE,
-        RefusalReason.ATTACHMENT_UNSUPPORTED,
-    }
-)
-ANSWER_REFUSALS = frozenset(
-    {
-        RefusalReason.SCHEMA_INVALID,
-        RefusalReason.ACTION_NOT_ALLOWED,
-        RefusalReason.CONTENT_TOO_LARGE,
-        RefusalReason.SECRET_IN_CONTENT,
-        RefusalReason.REMINDER_NOT_ALLOWED,
-        RefusalReason.AT_ALL,
-        RefusalReason.UNBACKED_CLAIM,
-        RefusalReason.DEFERRED_PROMISE,
-        RefusalReason.ATTACHMENT_UNSUPPORTED,
-    }
-)
 
 
 class CardDeliverer(Protocol):
@@ -75,6 +50,30 @@ class CardDeliverer(Protocol):
     async def deliver(
         self, run: Run, intent: ActionIntent, ending: RunEnding | None
     ) -> Receipt: ...
+
+
+class Acts(Protocol):
+    """What the acting step is lent for ``act`` requests (``agent/acts/steps.py``)."""
+
+    async def facts(
+        self,
+        run: Run,
+        request: ActionRequest,
+        approval: ApprovalRecord | None,
+        people: frozenset[str],
+    ) -> dict[str, Any]:
+        """The act's own facts for the gate (as ``ActionFacts`` changes)."""
+        ...
+
+    async def act(self, acting: Acting, run: Run, verdict: Approval, outcome: RunOutcome) -> None:
+        """An approved act: run at once, or put up for its asker's approval."""
+        ...
+
+    async def repeat(
+        self, run: Run, facts: ActionFacts, outcome: RunOutcome, refused: Receipt
+    ) -> None:
+        """The same act asked again: never run twice; what became of it is told."""
+        ...
 
 
 class Acting:
@@ -90,7 +89,7 @@ class Acting:
         broker: Broker,
         reply_form: str = "text",
         cards: CardDeliverer | None = None,
-        acts: ActRunner | None = None,
+        acts: Acts | None = None,
         approval_cards: CardDeliverer | None = None,
         reactions: ReactionSignal | None = None,
     ) -> None:
@@ -115,63 +114,92 @@ class Acting:
         run: Run,
         requests: list[Any],
         outcome: RunOutcome,
-        settle_last: bool = True,
-        answer: bool = True,
-        supersedable: bool = True,
-        approval: ApprovalRecord | None = None,
+        way: ActAs,
     ) -> RunOutcome:
-        """Each request through the action gate, then the broker. ``answer``: the
-        provider's (delivered in ``reply_form``); the host's own short words go as text.
-        ``supersedable=False``: a newer message in the thread does not make the request
-        stale (a due reminder answers nothing, so nothing the person says supersedes it).
-        ``approval``: the decided approval an act is carried out under."""
+        """Each request through the action gate, then the broker, the way ``way`` says
+        (``agent/run/ways.py``: the answer, the ack, a follow-up, an approval's act, …)."""
         tally = outcome.tally
         for index, raw in enumerate(requests):
-            facts = await self._facts(run, raw, outcome, supersedable, approval)
+            facts = await self._facts(run, raw, outcome, way)
             verdict = self.action_gate.decide(
                 raw,
                 run,
                 tally,
                 facts,
-                form=self._form(raw, answer),
-                from_provider=answer,
+                form=self._form(raw, way.provider),
+                from_provider=way.provider,
             )
             if isinstance(verdict, Refusal):
-                outcome.receipts.append(self.refuse(run, verdict))
-                self._note_refusal(outcome, verdict)
+                refused = self.refuse(run, verdict)
+                outcome.receipts.append(refused)
+                note_refusal(outcome, verdict)
                 repeat = verdict.reason is RefusalReason.DUPLICATE_INTENT
-                if repeat and verdict.kind is ActionKind.ACT:
-                    await self._repeat_act(run, facts, outcome)
+                if repeat and verdict.kind is ActionKind.ACT and self.acts is not None:
+                    await self.acts.repeat(run, facts, outcome, refused)
+                elif verdict.kind is ActionKind.ACT:
+                    outcome.told.append(refused)
                 continue
             kind = verdict.request.kind
             if kind is ActionKind.ACT:
-                await self._act(run, verdict, outcome)
+                assert self.acts is not None
+                await self.acts.act(self, run, verdict, outcome)
                 continue
             self.accept(run, verdict.request, verdict.reminder_due)
-            last = settle_last and index == len(requests) - 1
+            last = way.settles and index == len(requests) - 1
             receipt = await self._send(run, verdict, outcome, last)
             status = receipt.status if receipt is not None else None
             if kind is ActionKind.ACK:
                 tally.acks += 1
                 outcome.acked = outcome.acked or bool(status and status.delivered)
-            elif kind is ActionKind.CONFIRM:
-                if status is not None and status.delivered:
-                    outcome.backing.append(f"approval asked ({verdict.request.approval_id})")
+            elif kind is ActionKind.CONFIRM or verdict.request.follow_up:
+                pass  # a prompt's backing is noted by its act; a follow-up decides nothing
             else:
                 tally.terminal = kind
                 outcome.terminal, outcome.terminal_kind = status, kind
                 outcome.terminal_request, outcome.terminal_receipt = verdict.request, receipt
         return outcome
 
+    async def send_after(
+        self, run: Run, raw: Any, words: Receipt, outcome: RunOutcome, last: bool
+    ) -> None:
+        """A streamed card's pictures and files (``raw``: its finished answer), once the
+        card carried its words (``words``: the card's receipt; none go when it did not):
+        decided on fresh facts (``gates/frames.py``, ``card_attachments``), then sent as
+        every answer's pieces are after its words."""
+        if not words.status.delivered:
+            return
+        facts = load_facts(
+            self.store, run, self.clock.now(), self.broker.webhook_problem(run.origin)
+        )
+        verdict = card_attachments(self.action_gate, raw, run, facts)
+        if isinstance(verdict, Refusal):
+            outcome.receipts.append(self.refuse(run, verdict))
+            return
+        await self._send(run, verdict, outcome, last, words)
+
     async def _send(
-        self, run: Run, verdict: Approval, outcome: RunOutcome, last: bool
+        self,
+        run: Run,
+        verdict: Approval,
+        outcome: RunOutcome,
+        last: bool,
+        words: Receipt | None = None,
     ) -> Receipt | None:
         """An approved message's intents, in order: its text (in chunks), then each
-        attachment. The last one carries the run's ending when ``last``. Returns the last
+        attachment (only those when ``words``, the receipt of the words, says they went
+        already). The last one carries the run's ending when ``last``. Returns the last
         receipt of the words: what decides the run (a failed piece stops the words; a
         failed attachment stops nothing)."""
         kind, intents = verdict.request.kind, verdict.intents
-        said: Receipt | None = None
+        # every piece stored before the first goes: a crash between two leaves the rest
+        # owed, and the recovery pass sends them (agent/run/pieces.py); pieces after words
+        # that went are owed beside those (their slot's first intent)
+        pieces = self._pieces(intents, words is not None)
+        stored = bool(pieces) and self.store.add_pieces(pieces, payloads(pieces, verdict.payload))
+        said: Receipt | None = words
+        if words is not None:  # the words went (on a card), the rest not yet tried
+            self.broker.crash.hit("between_pieces")
+        sent: list[tuple[ActionIntent, Receipt]] = []
         for chunk, intent in enumerate(intents, start=1):
             ending = self.ending(outcome, kind) if last and chunk == len(intents) else None
             attachment = intent.content is not None and intent.content.attachment is not None
@@ -185,40 +213,83 @@ class Acting:
                 silence_detail=verdict.request.reason or "",
                 ending=ending,
                 payload=verdict.payload(intent),
+                stored=stored and intent in pieces,
             )
             if ending is not None and receipt.status is not ReceiptStatus.REFUSED:
                 outcome.settled = ending.apply(run, receipt)  # the broker saved it so
             outcome.receipts.append(receipt)
+            sent.append((intent, receipt))
+            if stored and chunk < len(intents):
+                self.broker.crash.hit("between_pieces")
             if attachment:
                 continue
             said = receipt
             if not receipt.status.delivered and receipt.status is not ReceiptStatus.SILENT:
+                if stored:  # the rest is never sent, and recorded so: nothing stays owed
+                    not_sent(self.store, self.broker, run, intents[chunk:])
                 break  # do not send the rest of a long reply after a failed piece
+        if stored:
+            self.store.forget_piece_bytes(run.event_id)
+        line = (
+            missing_line(sent, outcome.english)
+            if said is not None and said.status.delivered
+            else None
+        )
+        if line is not None:
+            await self.follow_up(run, line)
         return said
+
+    @staticmethod
+    def _pieces(intents: list[ActionIntent], after_words: bool = False) -> list[ActionIntent]:
+        """The pieces stored together before the first goes: every piece of an answer of
+        several (or pieces after its words) when the broker sends each, or a one-frame
+        card answer's pictures and files (its cards keep their own records, in the same
+        slot, so a crash after a card leaves them owed beside it). None for the rest (an
+        approval card, a reaction)."""
+        own = ("card", "approval", "reaction")
+        if all(i.content is None or i.content.msgtype not in own for i in intents):
+            return intents if len(intents) >= (1 if after_words else 2) else []
+        cards = [i for i in intents if not is_attachment(i)]
+        files = [i for i in intents if is_attachment(i)]
+        on_cards = all(i.content is not None and i.content.msgtype == "card" for i in cards)
+        return files if cards and files and on_cards else []
+
+    async def follow_up(self, run: Run, line: str) -> None:
+        """The host's one line after an answer, through the gate like every message."""
+        request = {"kind": "reply", "text": line, "follow_up": True}
+        await self.act(run, [request], RunOutcome(), ActAs.FOLLOW_UP)
 
     async def _facts(
         self,
         run: Run,
         raw: Any,
         outcome: RunOutcome,
-        supersedable: bool,
-        approval: ApprovalRecord | None,
+        way: ActAs,
     ) -> ActionFacts:
         """The store facts for one request (and an act's own, from agent/acts/)."""
         facts = load_facts(
             self.store, run, self.clock.now(), self.broker.webhook_problem(run.origin)
         )
         changes: dict[str, Any] = {"backing": tuple(outcome.backing)}
-        if not supersedable:
+        if self.cards is None:  # out of card mode no card carries a reply, blank or not
+            changes["blank_card_keys"] = frozenset()
+        if not way.supersedable:
             changes["thread_generation"] = run.generation
         if outcome.sources:
             changes["sources"] = outcome.sources
+        if outcome.knowledge_used or outcome.results:
+            changes["grounds"] = (*outcome.sources, *outcome.results)
+            changes["question"] = outcome.question
+        changes["results"] = tuple(outcome.results)
+        changes["shown"] = tuple(outcome.shown)
+        changes["ids"] = tuple(sorted(outcome.people | set(outcome.names)))
         request = _parsed(raw)
         if request is not None and request.kind is ActionKind.ACT and self.acts is not None:
-            changes.update(await self.acts.facts(run, request, approval))
-            key = idempotency_key(run.event_id, ActionKind.ACT, of=_hash(changes))
-            taken = self.store.receipt_for_idempotency_key(key)
-            if taken is not None or self.store.intent_key_taken(key):
+            people = frozenset(outcome.people)
+            changes.update(await self.acts.facts(run, request, way.approval, people))
+            key = changes.get("act_key")
+            taken = self.store.receipt_for_idempotency_key(key) if key else None
+            if key and (taken is not None or self.store.intent_key_taken(key)):
                 changes["taken_keys"] = {**facts.taken_keys, key: taken}
         return replace(facts, **changes)
 
@@ -230,58 +301,6 @@ class Acting:
             return "reaction"
         return self.reply_form if answer else "text"
 
-    async def _act(self, run: Run, verdict: Approval, outcome: RunOutcome) -> None:
-        """An approved act: run at once (its receipt verified only by a read-back), or,
-        when it reaches beyond the asker's own things, put up for the asker's approval."""
-        assert self.acts is not None
-        outcome.tally.acts += 1
-        (intent,) = verdict.intents
-        if verdict.waits_for_approval:
-            # What it voids is carried out by the recovery pass (agent/acts/settle.py).
-            record, _voided = self.acts.open_approval(run, intent)
-            prompt = self.acts.desk.prompt(record, run.origin.conversation_type.value == "group")
-            confirm = {"kind": "confirm", "text": prompt, "approval_id": record.approval_id}
-            seen = len(outcome.receipts)
-            await self.act(run, [confirm], outcome, settle_last=False, answer=False)
-            asked = [r for r in outcome.receipts[seen:] if r.kind is ActionKind.CONFIRM]
-            first = self.store.receipt_for_idempotency_key(
-                idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)
-            )
-            delivered = any(r.status.delivered for r in asked) or bool(
-                first and first.status.delivered
-            )
-            if delivered and record.status.is_open:
-                outcome.awaiting.append(record.approval_id)
-            elif record.status.is_open:  # nobody was asked: nothing may wait on it
-                self.acts.desk.void(record, "the approval prompt did not reach the asker")
-            return
-        receipt = await self.acts.execute(run, intent, None)
-        outcome.receipts.append(receipt)
-        if receipt.status is ReceiptStatus.VERIFIED:
-            outcome.backing.append(f"act {intent.tool} verified")
-        elif receipt.status is ReceiptStatus.ACCEPTED:  # an MCP tool's own result
-            outcome.backing.append(f"act {intent.tool}: tool result")
-
-    async def _repeat_act(self, run: Run, facts: ActionFacts, outcome: RunOutcome) -> None:
-        """The same act again (a re-executed run): never run twice. If the first try is
-        still uncertain (a crash or a timeout after sending), it is read back now."""
-        auth = facts.authorization
-        if self.acts is None or auth is None:
-            return
-        key = idempotency_key(run.event_id, ActionKind.ACT, of=auth.arguments_hash)
-        intent = self.store.intent_by_key(key)
-        if intent is None:
-            return
-        receipts = self.store.intent_receipts(intent.intent_id)
-        last = receipts[-1] if receipts else None
-        if last is None or last.status is ReceiptStatus.UNCERTAIN:
-            settled = await self.acts.read_back(run, intent)
-            last = settled or last
-            if settled is not None:
-                outcome.receipts.append(settled)
-        if last is not None and last.status is ReceiptStatus.VERIFIED:
-            outcome.backing.append(f"act {intent.tool} verified")
-
     async def deliver(
         self,
         run: Run,
@@ -289,10 +308,11 @@ class Acting:
         silence_detail: str = "",
         ending: RunEnding | None = None,
         payload: bytes | None = None,
+        stored: bool = False,
     ) -> Receipt:
         """An approved intent to its carrier: an AI card for a card reply, an approval card
         for a confirm (when a template is set), else the broker (``payload``: the bytes of
-        an attachment)."""
+        an attachment; ``stored``: a piece stored with its answer's others)."""
         content = intent.content
         if self.cards is not None and content is not None and content.msgtype == "card":
             return await self.cards.deliver(run, intent, ending)
@@ -302,7 +322,7 @@ class Acting:
         reaction = content is not None and content.msgtype == "reaction"
         if self.reactions is not None and reaction:
             return await self.reactions.deliver(run, intent, ending)
-        return await self.broker.execute(run, intent, silence_detail, ending, payload)
+        return await self.broker.execute(run, intent, silence_detail, ending, payload, stored)
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
         """What an approved request carries besides its message, before that goes out: its
@@ -316,26 +336,6 @@ class Acting:
             # event, so a re-executed run finds it already stored.
             now = self.clock.now()
             self.store.save_task(reminder_task(run, reminder.text, reminder_due, now))
-
-    @staticmethod
-    def _note_refusal(outcome: RunOutcome, verdict: Refusal) -> None:
-        """What a refusal means for the run: superseded, an answer still owed, or (a repeat
-        of a terminal action the crashed execution already did) already answered."""
-        if verdict.reason is RefusalReason.STALE_GENERATION:
-            outcome.stale = True
-        if verdict.reason in ANSWER_REFUSALS and (verdict.kind is None or verdict.terminal):
-            outcome.refused_answer = f"{verdict.reason.value}: {verdict.detail}"[:500]
-            outcome.refused_reason = verdict.reason
-            outcome.refused_say = verdict.say
-        if (
-            verdict.reason is RefusalReason.DUPLICATE_INTENT
-            and verdict.first_receipt is not None
-            and verdict.kind is not None
-            and verdict.kind.is_terminal
-        ):
-            # The crashed execution already did this: its receipt is the answer.
-            outcome.terminal = verdict.first_receipt.status
-            outcome.terminal_kind = verdict.kind
 
     @staticmethod
     def ending(outcome: RunOutcome, kind: ActionKind) -> RunEnding:
@@ -379,8 +379,3 @@ def _parsed(raw: Any) -> ActionRequest | None:
         return ActionRequest.model_validate(raw)
     except ValidationError:
         return None
-
-
-def _hash(changes: dict[str, Any]) -> str:
-    auth = changes.get("authorization")
-    return auth.arguments_hash if auth is not None else ""

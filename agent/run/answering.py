@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent.cards.stream import CardReplies, StreamHost
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
+    EarlierAct,
     EnrichedInvocation,
     Event,
     Repair,
@@ -26,14 +26,18 @@ from agent.contracts import (
     Run,
     TaskCheckpoint,
 )
-from agent.run.acting import REPAIRABLE, Acting
+from agent.run.acting import Acting
 from agent.run.forgetting import Forgetting
 from agent.run.invocation import InvocationBuilder
 from agent.run.metering import ModelMeter, limited
 from agent.run.outcome import RunOutcome
-from agent.run.tooling import ToolBox
+from agent.run.refusals import REPAIRABLE
+from agent.run.streaming import AnswerStream, StreamHost
+from agent.run.ways import ActAs
+from agent.tools.registry import ToolBox
 from skills.media import host_reply
 from skills.providers.base import Provider, ProviderFailed, ProviderReply
+from skills.providers.model_media import text_files
 from skills.rundir import prepare_run_dir
 from storage import LeaseLost
 
@@ -75,7 +79,7 @@ class Answering:
         provider: Provider,
         invocations: InvocationBuilder,
         acting: Acting,
-        cards: CardReplies | None,
+        cards: AnswerStream | None,
         ack_after_s: float,
         provider_slots: int,
         run_dir: Path | None,
@@ -83,6 +87,7 @@ class Answering:
         meter: ModelMeter | None,
         forgetting: Forgetting | None = None,
         tools: ToolBox | None = None,
+        earlier: Callable[[Run], Awaitable[list[EarlierAct]]] | None = None,
         ack_text: str | None = ACK_TEXT,
     ) -> None:
         self.clock = clock
@@ -95,6 +100,9 @@ class Answering:
         self.meter = meter
         self.forgetting = forgetting  # 「忘掉…」, answered by the host for every provider
         self.tools = tools  # the workspace tools a model may call (None: none enabled)
+        # the person's recent acts and what became of them (agent/acts/runner.py), so a
+        # model asked again — after a crash too — finds what it already did
+        self.earlier = earlier
         self.invocations = invocations
         self.acting = acting
         self.cards = cards
@@ -116,8 +124,12 @@ class Answering:
         """The invocation and the provider's reply to it (or the host's own: no invocation
         to repair), or why there is none."""
         invocation = await self.invocations.build(event, run, decision, continuation)
-        if invocation.knowledge is not None:
-            outcome.sources = tuple(item.content for item in invocation.knowledge.items)
+        if self.earlier is not None:
+            acts = await self.earlier(run)
+            if acts:
+                invocation = invocation.model_copy(update={"acts": acts})
+        outcome.sources = _sources(invocation)
+        outcome.knowledge_used = bool(invocation.knowledge and invocation.knowledge.items)
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
@@ -133,7 +145,8 @@ class Answering:
             reply = _degraded(reply, self.fallback.name, "model_budget", over)
         else:
             reply = await self._asked(run, invocation, skills, outcome)
-            if metered and _down(reply) and self.fallback is not None:
+            # after an act the fallback knows nothing of, plain words tell what was done
+            if metered and _down(reply) and self.fallback is not None and not outcome.acted:
                 assert isinstance(reply, ProviderFailed)
                 failure = f"{reply.reason}: {reply.detail}"
                 # A wrong key or model will not mend itself: said loudly, every time.
@@ -249,6 +262,7 @@ class Answering:
                 ack_in,
                 self.provider_slots,
                 acting.accept,
+                acting.send_after,
             )
             return await self.cards.respond(host, run, invocation, skills, outcome)
         # A timer, not a second task: almost every answer comes before it fires.
@@ -263,7 +277,7 @@ class Answering:
             async with self.provider_slots:
                 if self.tools is not None and getattr(provider, "uses_tools", False):
                     act = partial(self._tool_act, run, outcome)
-                    runner = self.tools.for_run(invocation.event, outcome, act)
+                    runner = self.tools.for_run(invocation.event, outcome, act, only=run.tools)
                     reply = await provider.respond(invocation, skills, tools=runner)
                 else:
                     reply = await provider.respond(invocation, skills)
@@ -280,9 +294,24 @@ class Answering:
     async def _tool_act(self, run: Run, outcome: RunOutcome, request: dict[str, Any]) -> None:
         """A model's write tool call, as an act through the acting step (never the run's
         last word: the model still answers after it)."""
-        await self.acting.act(run, [request], outcome, settle_last=False)
+        await self.acting.act(run, [request], outcome, ActAs.TOOL_CALL)
 
     async def _ack(self, run: Run, outcome: RunOutcome) -> None:
         if self.ack_text is not None and ActionKind.ACK in run.allowed_actions:
             ack = {"kind": "ack", "text": self.ack_text}
-            await self.acting.act(run, [ack], outcome, settle_last=False)
+            await self.acting.act(run, [ack], outcome, ActAs.ACK)
+
+
+# as much of a text file as may be quoted from it (what a model is shown is cut shorter)
+SOURCE_FILE_CHARS = 20_000
+
+
+def _sources(invocation: EnrichedInvocation) -> tuple[str, ...]:
+    """What the run was given to read, whose words an answer may quote as theirs: the
+    knowledge and memory items, the text files sent with the message, a quoted message (a
+    file that says 「我会在下午提交」 is the file's, not the robot's promise)."""
+    sources = [item.content for item in invocation.knowledge.items] if invocation.knowledge else []
+    sources += [file["text"] for file in text_files(invocation, SOURCE_FILE_CHARS)]
+    if invocation.quote is not None and invocation.quote.text:
+        sources.append(invocation.quote.text)
+    return tuple(sources)

@@ -132,12 +132,15 @@ class Broker:
         silence_detail: str = "",
         ending: RunEnding | None = None,
         payload: bytes | None = None,
+        stored: bool = False,
     ) -> Receipt:
         """Deliver an approved intent: one receipt. ``payload``: the bytes of the attachment
-        it carries (uploaded with its attempt, never stored)."""
+        it carries (uploaded with its attempt). ``stored``: a piece of an answer stored
+        with its siblings before the first went (storage/pieces.py); only its attempt is
+        recorded here, and only if no execution has tried it yet."""
         channel = self.transport.channel_for_intent(intent) if intent.kind.is_message else None
         if channel is None or channel is Channel.NONE:
-            if not self.store.add_intent(intent):
+            if not stored and not self.store.add_intent(intent):
                 return self.refuse_duplicate(run, intent)
             return self._without_channel(run, intent, silence_detail, ending)
         await self.transport.prepare(channel)
@@ -147,7 +150,12 @@ class Broker:
         turn = self.spacing.turn(intent.target.conversation_id)
         async with turn, await self.transport.reserve_place() as place:
             attempt, request = self._attempt(intent, channel, place, payload)
-            if not self.store.add_intent(intent, attempt):
+            recorded = (
+                self.store.start_piece(attempt)
+                if stored
+                else self.store.add_intent(intent, attempt)
+            )
+            if not recorded:
                 return self.refuse_duplicate(run, intent)
             sent = await self._send(run, intent, attempt, request)
         reason = AttachmentReason.UPLOAD_FAILED.value if sent.delivery.upload_failed else None
@@ -343,8 +351,13 @@ class Broker:
         receipts = []
         for attempt, intent in self.store.interrupted_attempts(event_id):
             run = self.store.get_run(intent.event_id)
-            if run is None or attempt.channel is Channel.CARD:
-                continue  # a card's calls are reconciled with the card (CardBroker.recover)
+            approval_card = intent.content is not None and intent.content.msgtype == "approval"
+            if run is None or (attempt.channel is Channel.CARD and not approval_card):
+                continue  # a reply card's calls are reconciled with it (CardBroker.recover)
+            # the receipt is written in the name of the run that made the attempt (an
+            # approval's settlement, whose lease this replica now holds), never fenced on
+            # the lease of the run that asked for it — a killed process may still hold that
+            run = run.model_copy(update={"run_id": intent.run_id})
             attempt.outcome = AttemptOutcome.UNCERTAIN
             attempt.finished_at = self.clock.now()
             attempt.evidence = Evidence(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 
-from agent.cards.broker import REFUSAL_TEXT
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
     Event,
     Evidence,
     ReceiptStatus,
+    RefusalReason,
     ResponseDecision,
     Run,
     RunState,
@@ -24,6 +24,7 @@ from agent.contracts import (
 from agent.run.acting import Acting
 from agent.run.broker import Broker
 from agent.run.outcome import RunOutcome
+from agent.run.ways import ActAs
 from gates.response import GATE_VERSION as RESPONSE_GATE_VERSION
 from skills.providers.base import ProviderFailed
 from storage import Store
@@ -37,6 +38,11 @@ HONEST_FAILURE = "抱歉，这次没能处理好你的请求，请稍后再试�
 UNAVAILABLE_SAY = "抱歉，助手现在连不上，暂时答不了，请稍后再试。"
 TOO_SLOW_SAY = "抱歉，这次想得太久没能答上来，请再问一次，或者把问题说得简单一些。"
 TOO_LONG_SAY = "抱歉，这个回答太长发不出来，请把问题问得具体一些，我分开回答。"
+OTHERS_NOT_DONE = (
+    "除此之外的事我没有办成，刚才也没有这样做。需要的话请再说一次具体要办什么，或者直接联系对方。"
+)
+# What a card ends with when its answer may not be shown (a leaking frame, an invalid answer).
+REFUSAL_TEXT = "抱歉，这个回答不能发出，已经停止。请换个说法再问一次。"
 UNSAFE_SAY = REFUSAL_TEXT  # what a card that stopped for the same reason ends with
 # A provider's failure reasons (skills/providers/) and the gate's refusals of an answer,
 # by what the person is told.
@@ -52,13 +58,19 @@ _SAID_FOR = {
 
 
 def failure_words(failure: ProviderFailed, outcome: RunOutcome) -> str:
-    """What the person is told when the run has no answer of its own: a refusal's own plain
-    words (reminders switched off, a claim nothing backs), else the words for its cause."""
-    if outcome.refused_say:
-        return outcome.refused_say
-    if failure.reason == "refused_by_gate" and outcome.refused_reason is not None:
-        return _SAID_FOR.get(outcome.refused_reason.value, HONEST_FAILURE)
-    return _SAID_FOR.get(failure.reason, HONEST_FAILURE)
+    """What the person is told when the run has no answer of its own: what its acts did
+    (each as its receipt says: an act carried out is never left untold), then a refusal's
+    own plain words (reminders switched off, a claim nothing backs), else the words for its
+    cause."""
+    if outcome.acted and outcome.refused_reason is RefusalReason.UNBACKED_CLAIM:
+        said = OTHERS_NOT_DONE  # beside the acts just told, "this was not done" is ambiguous
+    elif outcome.refused_say:
+        said = outcome.refused_say
+    elif failure.reason == "refused_by_gate" and outcome.refused_reason is not None:
+        said = _SAID_FOR.get(outcome.refused_reason.value, HONEST_FAILURE)
+    else:
+        said = _SAID_FOR.get(failure.reason, HONEST_FAILURE)
+    return "\n".join([*outcome.acted, said])
 
 
 class Endings:
@@ -116,7 +128,7 @@ class Endings:
             return self.end_silent(run, SilentReason.PROVIDER_FAILED, run.failure or "")
         outcome.ends_as = RunState.FAILED  # saved with the reply's receipt, in one go
         reply = [{"kind": "reply", "text": failure_words(failure, outcome)}]
-        await self.acting.act(run, reply, outcome, answer=False)
+        await self.acting.act(run, reply, outcome, ActAs.HONEST_FAILURE)
         return self.finish(run, outcome, RunState.FAILED)
 
     def finish(self, run: Run, outcome: RunOutcome, state: RunState) -> Run:

@@ -7,6 +7,11 @@ memory is not its to drop. So the host answers the request itself, before any pr
   still proposed) are withdrawn at once: the reply carries a tombstone candidate naming
   them in ``supersedes``, and a withdrawn memory is never served again here
   (``agent.run.grounding.withdrawn_ids``), before anyone reviews the tombstone;
+- in a group, only what the asker taught (``MemoryCandidate.taught_by``) is withdrawn at
+  once: any member could otherwise wipe what others told the robot. The other matches,
+  and those with no recorded teacher, stay in use; a second tombstone names them in
+  ``asks_to_supersede`` and the reply says a reviewer decides (``dta memory approve``
+  withdraws them). In a DM everything matching is the person's own;
 - the person's earlier turns in this thread stop being shown to providers (the recent
   exchange starts after the request: ``after_last_forget``);
 - the reply says what dta cannot erase: their own messages in DingTalk's chat history,
@@ -19,10 +24,16 @@ Markdown file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.contracts import EnrichedInvocation, MemoryCandidate, MemoryStatus
+from agent.contracts import (
+    ConversationType,
+    EnrichedInvocation,
+    MemoryCandidate,
+    MemoryStatus,
+)
 from agent.run.grounding import withdrawn_ids
 from skills.language import clean_text, is_english
 from skills.providers.base import reply
@@ -50,10 +61,12 @@ def forget_request(text: str, agent_name: str = "") -> str | None:
     return "" if _PARTICLES.fullmatch(what) else what
 
 
-def after_last_forget(turns: list[Any]) -> list[Any]:
-    """The turns after the last request to forget: what came before it is not shown."""
+def after_last_forget(turns: list[Any], said: Callable[[Any], str] | None = None) -> list[Any]:
+    """The turns (or messages) after the last request to forget: what came before it is
+    not shown again, in any form. ``said``: a turn's words (default: its ``said``)."""
+    words = said or (lambda turn: turn.said)
     for index in range(len(turns) - 1, -1, -1):
-        if forget_request(turns[index].said) is not None:
+        if forget_request(words(turns[index])) is not None:
             return turns[index + 1 :]
     return turns
 
@@ -66,6 +79,7 @@ class Remembered:
     candidate_id: str
     title: str
     content: str
+    taught_by: str | None = None  # None: not recorded (older candidates, folder-only blocks)
 
 
 def _matching(what: str, memories: list[Remembered]) -> list[Remembered]:
@@ -91,7 +105,7 @@ def remembered_here(
     (any status but rejected) and the published blocks of its scope in the folder."""
     withdrawn = withdrawn_ids(memories)
     found = {
-        m.candidate_id: Remembered(m.candidate_id, m.title, m.content)
+        m.candidate_id: Remembered(m.candidate_id, m.title, m.content, m.taught_by)
         for m in memories
         if m.kind != "tombstone"
         and m.status is not MemoryStatus.REJECTED
@@ -106,25 +120,55 @@ def remembered_here(
 def forget_reply(
     invocation: EnrichedInvocation, remembered: list[Remembered], agent_name: str
 ) -> dict[str, Any] | None:
-    """The host's answer to a request to forget, with its tombstone; None if it is not one."""
+    """The host's answer to a request to forget, with its tombstones; None if it is not one.
+
+    In a group, what someone else taught is only asked for: a tombstone in
+    ``asks_to_supersede``, withdrawn once a reviewer approves it."""
     what = forget_request(invocation.text, agent_name)
     if what is None:
         return None
+    event = invocation.event
+    person = event.actor.user_id
+    group = event.conversation.type is ConversationType.GROUP
+    if group and not what:  # 「忘掉吧」 in a group: the latest thing they taught, if any
+        remembered = [m for m in remembered if m.taught_by == person] or remembered
     found = _matching(what, remembered)
+    # No recorded teacher is not theirs either: withdrawing it is the reviewer's call.
+    own = [m for m in found if not group or m.taught_by == person]
+    others = [m for m in found if group and m.taught_by != person]
     english = is_english(invocation.text)
-    answer = reply(_words(what, found, english))
-    if found:
-        answer["memory_candidates"] = [
+    answer = reply(_words(what, own, others, english))
+    topic = what[:24] or "这里记下的内容"
+    tombstones = []
+    if own:
+        tombstones.append(
             {
                 "kind": "tombstone",
-                "title": f"忘掉：{what[:24] or '这里记下的内容'}",
-                "content": f"不再使用：{'；'.join(m.title for m in found)}"
-                f"（{', '.join(m.candidate_id for m in found)}）",
-                "supersedes": [m.candidate_id for m in found],
+                "title": f"忘掉：{topic}",
+                "content": f"不再使用：{_named(own)}",
+                "supersedes": [m.candidate_id for m in own],
                 "confidence": 1.0,
             }
-        ]
+        )
+    if others:
+        teachers = "、".join(sorted({m.taught_by or "未记录" for m in others}))
+        tombstones.append(
+            {
+                "kind": "tombstone",
+                "title": f"待审核的忘掉请求：{topic}",
+                "content": f"{person} 请求不再使用别人教的（{teachers}）：{_named(others)}",
+                "asks_to_supersede": [m.candidate_id for m in others],
+                "confidence": 1.0,
+            }
+        )
+    if tombstones:
+        answer["memory_candidates"] = tombstones
     return answer
+
+
+def _named(memories: list[Remembered]) -> str:
+    """Titles and ids, for the reviewer."""
+    return f"{_titles(memories, '；')}（{', '.join(m.candidate_id for m in memories)}）"
 
 
 class Forgetting:
@@ -143,26 +187,43 @@ class Forgetting:
         return forget_reply(invocation, here, self.agent_name)
 
 
-def _words(what: str, found: list[Remembered], english: bool) -> str:
+def _words(what: str, own: list[Remembered], others: list[Remembered], english: bool) -> str:
+    said = []
     if english:
-        if not found:
-            head = f'I have nothing remembered here about "{what or "that"}".'
-        else:
-            titles = "; ".join(m.title for m in found)
-            head = (
-                f"OK: from now on I will not use what I had noted here ({titles}); a reviewer "
-                "confirms its removal from the notes."
+        if own:
+            said.append(
+                f"OK: from now on I will not use what I had noted here ({_titles(own, '; ')}); "
+                "a reviewer confirms its removal from the notes."
             )
-        return (
-            f"{head} What I cannot erase: your own messages in the chat history (recall or "
-            "delete them in DingTalk) and replies I have already sent."
+        if others:
+            said.append(
+                f"Someone else taught me {_titles(others, '; ')}, so I have passed your request "
+                "to an administrator; until they approve it, I still use it."
+            )
+        if not said:
+            said.append(f'I have nothing remembered here about "{what or "that"}".')
+        said.append(
+            "What I cannot erase: your own messages in the chat history (recall or delete "
+            "them in DingTalk) and replies I have already sent."
         )
-    if not found:
-        head = f"关于「{what or '这个'}」，我这里没有记下任何内容。"
-    else:
-        titles = "；".join(m.title for m in found)
-        head = f"好，从现在起我在这里不再使用记下的「{titles}」；从笔记里删除要等审核人确认。"
-    return (
-        f"{head}我删不掉的：你在聊天记录里发过的消息（需要在钉钉里自己撤回或删除），"
-        "以及我之前发出的回复。"
+        return " ".join(said)
+    if own:
+        said.append(
+            f"好，从现在起我在这里不再使用记下的「{_titles(own, '；')}」；"
+            "从笔记里删除要等审核人确认。"
+        )
+    if others:
+        said.append(
+            f"「{_titles(others, '；')}」是别人教我的，我已把你的请求转给管理员审核，"
+            "审核通过前我还会用它。"
+        )
+    if not said:
+        said.append(f"关于「{what or '这个'}」，我这里没有记下任何内容。")
+    said.append(
+        "我删不掉的：你在聊天记录里发过的消息（需要在钉钉里自己撤回或删除），以及我之前发出的回复。"
     )
+    return "".join(said)
+
+
+def _titles(memories: list[Remembered], sep: str) -> str:
+    return sep.join(m.title for m in memories)

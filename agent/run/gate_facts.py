@@ -26,11 +26,19 @@ def load_facts(
         now - DAY_S,
         slot_keys(run.event_id),
     )
+    # rarely: a slot taken with no receipt yet, maybe by this run's own card that a stop
+    # left showing nothing (storage/cards.py, take_up_card)
+    blank = frozenset(
+        key
+        for key, first in taken.items()
+        if first is None and store.card_to_take_up(key, run.run_id)
+    )
     return ActionFacts(
         now=now,
         thread_generation=generation,
         writes_last_minute=last_minute,
         writes_last_day=last_day,
         taken_keys=taken,
+        blank_card_keys=blank,
         webhook_problem=webhook_problem,
     )

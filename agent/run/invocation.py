@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
 
 from agent.clock import Clock
 from agent.contracts import (
@@ -33,6 +35,8 @@ from agent.contracts import (
     EnrichedInvocation,
     Event,
     Identity,
+    LocalNow,
+    MediaItem,
     QuotedMessage,
     RecentExchange,
     ResponseDecision,
@@ -60,12 +64,33 @@ class InvocationLimits:
     identity_ttl_s: float
     context_window_s: float
     context_turns: int
+    timezone: str = "Asia/Shanghai"  # the team's: how "now" is said to a model
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool, int | None]:
     if len(text) <= limit:
         return text, False, None
     return text[:limit], True, len(text)
+
+
+class _QuoteText(NamedTuple):
+    """A quote's text and where it came from, with what that source says of its author."""
+
+    text: str
+    source: str  # "callback", "store:event" or "store:outbound"
+    author: str | None
+    author_nick: str | None = None
+    created_at: float | None = None
+
+
+def _callback_text(replied: dict[str, Any], older: dict[str, Any]) -> str:
+    """The quoted text as the callback carries it: the newer ``repliedMsg``, else the older
+    ``quoteMessage``'s text content."""
+    older_text = older.get("text")
+    text = quoted_text(replied) or (
+        older_text.get("content", "") if isinstance(older_text, dict) else ""
+    )
+    return text if isinstance(text, str) else ""
 
 
 def _missing_reason(from_robot: bool, author: str | None) -> str:
@@ -79,6 +104,23 @@ def _missing_reason(from_robot: bool, author: str | None) -> str:
 
 # DingTalk stamps createAt in milliseconds: a file and a line sent together share it.
 SAME_INSTANT_S = 0.001
+
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_WEEKDAYS_ZH = "一二三四五六日"
+
+
+def local_now(now: float, timezone: str) -> LocalNow:
+    """``now`` in the team's zone, as a model needs it to write a time."""
+    local = datetime.fromtimestamp(now, ZoneInfo(timezone))
+    day = local.weekday()
+    return LocalNow(
+        iso=local.isoformat(timespec="seconds"),
+        date=local.date().isoformat(),
+        weekday=f"{_WEEKDAYS[day]} (星期{_WEEKDAYS_ZH[day]})",
+        time=local.strftime("%H:%M"),
+        timezone=timezone,
+    )
 
 
 class InvocationBuilder:
@@ -112,11 +154,7 @@ class InvocationBuilder:
         continuation: TaskCheckpoint | None = None,
     ) -> EnrichedInvocation:
         text, truncated, original = _cut(event.text, self.limits.max_text_chars)
-        media = (
-            await self.media.fetch(event, run.run_id, self.earlier_with_media(event))
-            if self.media is not None
-            else []
-        )
+        media = await self._media(event, run)
         quote = self.quote(event)
         if quote is not None:
             quote.media = [m.media_id for m in media if m.part_of == "quote"]
@@ -137,7 +175,17 @@ class InvocationBuilder:
             allowed_actions=run.allowed_actions,
             continuation=continuation,
             media=media,
+            now=local_now(self.clock.now(), self.limits.timezone),
         )
+
+    async def _media(self, event: Event, run: Run) -> list[MediaItem]:
+        """The message's media and those of the burst its words take; a file whose own run
+        fetched it is copied from that run, not downloaded a second time."""
+        if self.media is None:
+            return []
+        earlier = self.earlier_with_media(event)
+        had = self.store.get_run(earlier.event_id) if earlier is not None else None
+        return await self.media.fetch(event, run.run_id, earlier, had.run_id if had else None)
 
     # ------------------------------------------------------------------ quote
 
@@ -148,31 +196,13 @@ class InvocationBuilder:
         replied: dict[str, Any] = raw.get("repliedMsg") or {}
         older: dict[str, Any] = raw.get("quoteMessage") or {}
         msg_id = replied.get("msgId") or older.get("msgId") or raw.get("originalMsgId")
-        author = replied.get("senderId") or older.get("senderId")
         created = replied.get("createdAt")
-        older_text = older.get("text")
-        text = quoted_text(replied) or (
-            older_text.get("content", "") if isinstance(older_text, dict) else ""
-        )
-        if not isinstance(text, str):
-            text = ""
-        source = "callback"
-        found: dict[str, Any] = {}
-        earlier = self.store.get_event(str(msg_id)) if (not text and msg_id) else None
-        if earlier is not None and earlier.conversation.id != event.conversation.id:
-            earlier = None  # never pull another conversation's text into this run
-        if earlier is not None:
-            text, source = earlier.text, "store:event"
-            author = earlier.actor.dingtalk_id or earlier.actor.user_id
-            found = {"author_nick": earlier.actor.nick, "created_at": earlier.created_at}
-        pqk = raw.get("originalProcessQueryKey")
-        ours = self.store.outbound(process_query_key=pqk) if not text else None
-        if ours is not None and ours["conversation_id"] != event.conversation.id:
-            ours = None
-        if ours is not None:
-            text, source = ours["text"], "store:outbound"
-            author = event.robot.chatbot_user_id
-            found = {"created_at": ours["sent_at"]}
+        author = replied.get("senderId") or older.get("senderId")
+        found = _QuoteText(_callback_text(replied, older), "callback", author)
+        if not found.text:
+            pqk = raw.get("originalProcessQueryKey")
+            found = self._quote_from_store(event, msg_id, pqk) or found
+        text, source, author = found.text, found.source, found.author
         from_robot = bool(author and author == event.robot.chatbot_user_id)
         has_media = any(a.get("part_of") == "quote" for a in event.attachments)
         missing = None
@@ -184,8 +214,8 @@ class InvocationBuilder:
             source=source,
             msg_id=str(msg_id) if msg_id else None,
             author_id=author,
-            author_nick=found.get("author_nick") or older.get("senderNick"),
-            created_at=found.get("created_at")
+            author_nick=found.author_nick or older.get("senderNick"),
+            created_at=found.created_at
             or (created / 1000.0 if isinstance(created, int | float) else None),
             msgtype=replied.get("msgType") or older.get("msgtype"),
             text=cut or None,
@@ -194,6 +224,27 @@ class InvocationBuilder:
             original_length=original,
             missing=missing,
         )
+
+    def _quote_from_store(
+        self, event: Event, msg_id: Any, process_query_key: Any
+    ) -> _QuoteText | None:
+        """What our records hold of a quote whose callback carries no text: the earlier event
+        by its msgId, else our own reply by its processQueryKey; this conversation's only,
+        never another conversation's text pulled into this run."""
+        found = None
+        earlier = self.store.get_event(str(msg_id)) if msg_id else None
+        if earlier is not None and earlier.conversation.id == event.conversation.id:
+            author = earlier.actor.dingtalk_id or earlier.actor.user_id
+            found = _QuoteText(
+                earlier.text, "store:event", author, earlier.actor.nick, earlier.created_at
+            )
+            if found.text:
+                return found
+        ours = self.store.outbound(process_query_key=process_query_key)
+        if ours is not None and ours["conversation_id"] == event.conversation.id:
+            robot = event.robot.chatbot_user_id
+            return _QuoteText(ours["text"], "store:outbound", robot, None, ours["sent_at"])
+        return found
 
     # ------------------------------------------------------------------ burst
 
@@ -210,6 +261,8 @@ class InvocationBuilder:
             )
             if e.event_id != event.event_id
         ]
+        # 「忘掉…」: the person's messages before it are not shown again either
+        earlier = after_last_forget(earlier, lambda e: e.text)
         if not earlier:
             return None
         kept = earlier[-self.limits.max_burst_messages :]
@@ -239,6 +292,7 @@ class InvocationBuilder:
             event.created_at - self.limits.burst_window_s,
             event.created_at + SAME_INSTANT_S,  # sent together: the same createAt
         )
+        earlier = after_last_forget(earlier, lambda e: e.text)  # a forgotten file too
         with_media = [e for e in earlier if e.attachments and e.event_id != event.event_id]
         return with_media[-1] if with_media else None
 
@@ -260,7 +314,13 @@ class InvocationBuilder:
             return None
         cut = limits.max_quote_chars
         turns = [
-            Turn(msg_id=msg, said=said[:cut], at=at, reply=reply[:cut] if reply else None)
+            Turn(
+                msg_id=msg,
+                said=said[:cut],
+                at=at,
+                reply=reply[:cut] if reply else None,
+                earlier=_before(event.created_at - at),
+            )
             for msg, said, at, reply in rows
         ]
         turns = after_last_forget(turns)  # 「忘掉…」: what came before it is not shown again
@@ -272,3 +332,13 @@ class InvocationBuilder:
 
     async def identity(self, event: Event) -> Identity:
         return await self.identities.identity(event)
+
+
+def _before(seconds: float) -> str:
+    """「12 minutes before this message」: how old an earlier turn's data is."""
+    minutes = max(0, round(seconds / 60))
+    if minutes < 1:
+        return "under a minute before this message"
+    if minutes < 120:
+        return f"{minutes} minutes before this message"
+    return f"{round(minutes / 60)} hours before this message"

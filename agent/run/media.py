@@ -7,6 +7,8 @@ short-lived URL (``messageFiles/download``: downloadCode + robotCode), reads at 
 ``max_download_bytes`` of it, sniffs the type from the bytes (a name proves nothing), takes
 its sha256 and stores it in ``<media_dir>/<run_id>/`` with a ``media.json`` describing
 them all. A file that cannot be had is ``missing`` with the reason, never guessed around.
+The person's earlier file that words take (「帮我看下这个文件」 after it) is copied from its
+own run's folder when that run fetched it (checked by its sha256), not downloaded again.
 
 ``prune_media`` forgets run folders older than ``media_keep_days``; ``dta store prune``
 calls it, so media never fills the disk.
@@ -100,17 +102,27 @@ class MediaFetcher:
         self.limits = limits
 
     async def fetch(
-        self, event: Event, run_id: str, earlier: Event | None = None
+        self,
+        event: Event,
+        run_id: str,
+        earlier: Event | None = None,
+        earlier_run: str | None = None,
     ) -> list[MediaItem]:
         """Every attachment of ``event`` (and of ``earlier``, the person's message just
-        before, marked so), fetched and stored, or missing with the reason."""
+        before, marked so), fetched and stored, or missing with the reason. ``earlier_run``:
+        the run of ``earlier``, whose fetched copies are taken rather than downloaded twice."""
         items = described(event)
+        kept: dict[str, tuple[Path, str]] = {}
         if earlier is not None:
             items += [i.model_copy(update={"part_of": "earlier"}) for i in described(earlier)]
+            kept = self._kept(earlier_run) if earlier_run else {}
         if not items:
             return []
         folder = self.limits.media_dir / run_id
-        fetched = [await self._one(index, item, folder) for index, item in enumerate(items, 1)]
+        fetched = [
+            await self._one(index, item, folder, kept.get(item.media_id))
+            for index, item in enumerate(items, 1)
+        ]
         folder.mkdir(parents=True, exist_ok=True)
         index = [item.model_dump(mode="json", exclude_none=True) for item in fetched]
         for entry in index:
@@ -122,19 +134,38 @@ class MediaFetcher:
         )
         return fetched
 
-    async def _one(self, index: int, item: MediaItem, folder: Path) -> MediaItem:
+    def _kept(self, run_id: str) -> dict[str, tuple[Path, str]]:
+        """What an earlier run fetched and kept: media id → (its file, its sha256)."""
+        folder = self.limits.media_dir / run_id
+        try:
+            index = json.loads((folder / MEDIA_INDEX).read_text(encoding="utf-8"))
+            entries = [e for e in index["media"] if e.get("status") == MediaStatus.FETCHED]
+            return {
+                str(e["media_id"]): (folder / Path(str(e["path"])).name, str(e["sha256"]))
+                for e in entries
+            }
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}  # no usable index (pruned, cut by a crash): download as usual
+
+    async def _one(
+        self, index: int, item: MediaItem, folder: Path, kept: tuple[Path, str] | None = None
+    ) -> MediaItem:
         if item.download_code is None:
             return item.model_copy(
                 update={"missing": "the message gave no download code", "problem": "no_code"}
             )
-        try:
-            url = await self.api.download_url(item.download_code)
-            data, _ = await self.api.download_bytes(
-                url, self.limits.max_download_bytes, self.limits.download_timeout_s
-            )
-        except DownloadError as exc:
-            log.info("media not fetched", extra={"media_id": item.media_id, "error": str(exc)})
-            return item.model_copy(update={"missing": str(exc), "problem": exc.problem})
+        data = _read_kept(kept) if kept is not None else None
+        if data is not None:
+            log.info("media taken from the earlier run", extra={"media_id": item.media_id})
+        else:
+            try:
+                url = await self.api.download_url(item.download_code)
+                data, _ = await self.api.download_bytes(
+                    url, self.limits.max_download_bytes, self.limits.download_timeout_s
+                )
+            except DownloadError as exc:
+                log.info("media not fetched", extra={"media_id": item.media_id, "error": str(exc)})
+                return item.model_copy(update={"missing": str(exc), "problem": exc.problem})
         mime = sniff(data, item.file_name)
         name = _stored_name(index, item, mime)
         folder.mkdir(parents=True, exist_ok=True)
@@ -152,6 +183,16 @@ class MediaFetcher:
                 "stored_at": str(target),
             }
         )
+
+
+def _read_kept(kept: tuple[Path, str]) -> bytes | None:
+    """An earlier run's copy, if it is still there and still the bytes it fetched."""
+    path, digest = kept
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == digest else None
 
 
 def prune_media(media_dir: Path, keep_days: float, now: float | None = None) -> int:

@@ -41,6 +41,8 @@ def candidates_from(run: Run, request: ActionRequest, now: float) -> list[Memory
             source_refs=[f"msg:{run.event_id}", *proposal.source_refs],
             confidence=proposal.confidence,
             supersedes=proposal.supersedes,
+            asks_to_supersede=proposal.asks_to_supersede or None,
+            taught_by=run.origin.user_id,
             proposed_by_run=run.run_id,
             created_at=now,
             updated_at=now,
@@ -91,9 +93,12 @@ def review(store: Store, candidate_id: str, revision: int, approve: bool, out: T
         print(f"{candidate_id} is already {candidate.status.value}", file=out)
         return 1
     status = MemoryStatus.APPROVED if approve else MemoryStatus.REJECTED
-    moved = candidate.model_copy(
-        update={"status": status, "revision": revision + 1, "updated_at": time.time()}
-    )
+    update = {"status": status, "revision": revision + 1, "updated_at": time.time()}
+    if approve and candidate.asks_to_supersede:
+        # Approved: what it asked to withdraw (others' memories) is withdrawn from now on.
+        asked = [i for i in candidate.asks_to_supersede if i not in candidate.supersedes]
+        update |= {"supersedes": [*candidate.supersedes, *asked], "asks_to_supersede": None}
+    moved = candidate.model_copy(update=update)
     if revision != candidate.revision or not store.save_memory(moved):
         print(
             f"{candidate_id} moved: it is at revision {candidate.revision}, "
@@ -202,6 +207,12 @@ def list_candidates(store: Store, status: str | None, out: TextIO) -> int:
             f"{c.candidate_id}  {c.status.value:<9} rev {c.revision}  [{c.scope_id}] "
             f"{c.title}\n    {c.content}\n    from {', '.join(c.source_refs)}"
             + (f"\n    supersedes {', '.join(c.supersedes)}" if c.supersedes else "")
+            + (
+                f"\n    asks to supersede {', '.join(c.asks_to_supersede)} (still in use;"
+                " approving withdraws them)"
+                if c.asks_to_supersede
+                else ""
+            )
             + (
                 f"\n    learned under skills {', '.join(c.skills)} ({c.skill_snapshot})"
                 if c.skill_snapshot

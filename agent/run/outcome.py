@@ -15,6 +15,7 @@ from agent.contracts import (
     RunState,
 )
 from gates.action import RunTally
+from gates.backing import Backing
 
 
 @dataclass
@@ -38,10 +39,31 @@ class RunOutcome:
     refused_say: str | None = None  # the refusal's own plain words for the person, if any
     # the knowledge and memory the run was given: what its answer may quote as theirs
     sources: tuple[str, ...] = ()
+    knowledge_used: bool = False  # knowledge or memory items were given: figures are checked
+    # what the run's tools returned (each result as JSON text) and what the person asked:
+    # with the sources, what the answer's figures must come from
+    results: list[str] = field(default_factory=list)
+    # every tool result as the model was shown it (reads and writes, their envelope too):
+    # what a reply must not paste
+    shown: list[str] = field(default_factory=list)
+    # the asker's words for each act of this run that may have happened: said even when
+    # the run's own answer never comes (the model went down after acting)
+    acted: list[str] = field(default_factory=list)
+    question: str = ""
     # What this run did that backs a claim (a verified act, a tool's result, an approval
     # prompt delivered), and the approvals it left pending: the run then ends ``waiting``.
-    backing: list[str] = field(default_factory=list)
+    backing: list[Backing] = field(default_factory=list)
     awaiting: list[str] = field(default_factory=list)
+    # how each awaited approval was asked: "card", "text" (a code in words: no card, or
+    # the card was refused) or "uncertain" (the card may not have reached the asker)
+    asked: dict[str, dict[str, str]] = field(default_factory=dict)
+    # for each act requested, in order, the receipt that says what became of it (its own,
+    # a refusal, or — the same act asked again — the earlier act's latest)
+    told: list[Receipt] = field(default_factory=list)
+    # whom this run may name in an act: the asker, those @-ed, those a look-up returned
+    people: set[str] = field(default_factory=set)
+    names: dict[str, str] = field(default_factory=dict)  # staff id → name, as looked up
+    english: bool = False  # the person wrote in English: the host's own words are English
 
     def final_state(self) -> RunState:
         if self.terminal_kind is ActionKind.SILENCE:

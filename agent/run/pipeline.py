@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from agent.acts.settle import ApprovalSettlement
-from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.contracts import (
     ActionKind,
@@ -37,32 +35,27 @@ from agent.contracts import (
     Verdict,
     new_id,
 )
-from agent.proactive.schedule import SchedulePolicy
-from agent.proactive.work import ProactiveWork
 from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
-from agent.run.broker import Broker
 from agent.run.endings import HONEST_FAILURE, Endings
-from agent.run.forgetting import Forgetting
-from agent.run.invocation import InvocationBuilder
-from agent.run.metering import ModelMeter
 from agent.run.outcome import RunOutcome, touches_task
-from agent.run.reactions import ReactionSignal
+from agent.run.own_events import Hands, OwnEvents
+from agent.run.pieces import send_owed
 from agent.run.recovery import settled_from_records
+from agent.run.streaming import AnswerStream
 from agent.run.tasks import TaskKeeper
-from agent.run.tooling import ToolBox
-from gates.action import ActionGate
+from agent.run.together import answered_by, supplies
+from agent.run.ways import ActAs
 from gates.response import ResponseGate
-from skills.providers.base import Provider, ProviderFailed
+from skills.language import is_english
+from skills.loader import allowed_tools
+from skills.providers.base import ProviderFailed
 from storage import Lease, LeaseLost, Store
 from storage.patience import is_transient
 
-if TYPE_CHECKING:
-    from agent.components import ActParts
-
 log = logging.getLogger("dta.pipeline")
 
-__all__ = ["ACK_TEXT", "HONEST_FAILURE", "OPERATOR_STOPS", "Pipeline", "SkillSource"]
+__all__ = ["ACK_TEXT", "HONEST_FAILURE", "OPERATOR_STOPS", "LeaseTerms", "Pipeline", "SkillSource"]
 
 
 # Operator decisions that apply even to work accepted before they were made.
@@ -75,98 +68,61 @@ class SkillSource(Protocol):
     ) -> tuple[Sequence[Any], SkillSnapshot, list[ActionKind]]: ...
 
 
+@dataclass(frozen=True)
+class LeaseTerms:
+    """Whom this runtime claims the runs it opens for, and for how long at a time."""
+
+    owner: str
+    lease_s: float
+
+
 class Pipeline:
+    """Which way a run goes. Its steps are built in ``agent/components/`` and handed in:
+    the acting step and the endings (the approval settlement and the own events' rows act
+    and end runs with the same two), the answering step, the own events' table."""
+
     def __init__(
         self,
         *,
         store: Store,
         clock: Clock,
         response_gate: ResponseGate,
-        action_gate: ActionGate,
         skills: SkillSource,
-        provider: Provider,
-        broker: Broker,
-        invocations: InvocationBuilder,
+        answering: Answering,
+        acting: Acting,
+        endings: Endings,
+        own: OwnEvents,
         tasks: TaskKeeper,
-        run_dir: Path | None,
-        ack_after_s: float,
-        provider_slots: int,
-        owner: str,
-        lease_s: float,
-        reply_form: str,
-        cards: CardReplies | None,
-        schedule: SchedulePolicy,
-        fallback: Provider | None,
-        meter: ModelMeter | None,
-        forgetting: Forgetting | None = None,
-        tools: ToolBox | None = None,
-        acts: ActParts | None = None,
-        reactions: ReactionSignal | None = None,
-        ack_text: str | None = ACK_TEXT,
+        lease: LeaseTerms,
+        stream: AnswerStream | None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.response_gate = response_gate
-        self.action_gate = action_gate
         self.skills = skills
-        self.provider = provider
-        self.broker = broker
-        self.invocations = invocations
         self.tasks = tasks
-        self.owner = owner
-        self.lease_s = lease_s
-        # How answers are delivered ("text", "markdown" or "card"); cards stream when the
-        # provider can (agent/cards/stream.py), else a reply is a one-frame card.
-        self.reply_form = reply_form
-        self.cards = cards
+        self.terms = lease
         # Requests to receipts, and the endings without an answer: one place each, shared
         # with the card stream (agent/run/acting.py, agent/run/endings.py).
-        self.acting = Acting(
-            store=store,
-            clock=clock,
-            action_gate=action_gate,
-            broker=broker,
-            reply_form=reply_form,
-            cards=cards.cards if cards is not None else None,
-            acts=acts.runner if acts is not None else None,
-            approval_cards=acts.cards if acts is not None else None,
-            reactions=reactions,
-        )
-        self.endings = Endings(store=store, clock=clock, broker=broker, acting=self.acting)
-        # Decisions on approvals carried out (a click's event, a text code, an expiry).
-        settlement = None
-        if acts is not None:
-            settlement = ApprovalSettlement(
-                store=store, clock=clock, acting=self.acting, endings=self.endings, cards=acts.cards
-            )
-        self.answering = Answering(
-            clock=clock,
-            provider=provider,
-            invocations=invocations,
-            acting=self.acting,
-            cards=cards,
-            ack_after_s=ack_after_s,
-            provider_slots=provider_slots,
-            run_dir=run_dir,
-            fallback=fallback,
-            meter=meter,
-            forgetting=forgetting,
-            tools=tools,
-            ack_text=ack_text,
-        )
-        # The runtime's own events (heartbeat items, operator sends) and 「取消提醒」.
-        self.proactive = ProactiveWork(
-            store=store,
-            clock=clock,
-            acting=self.acting,
-            endings=self.endings,
-            policy=schedule,
-            approvals=(acts.desk, settlement) if acts is not None and settlement else None,
-        )
+        self.acting = acting
+        self.endings = endings
+        self.broker = acting.broker
+        # The invocation, the provider's answer (streamed where ``stream`` can), the ack
+        # and the repair round (agent/run/answering.py).
+        self.answering = answering
+        self.provider = answering.provider
+        self.invocations = answering.invocations
+        # What streams answers (AI cards, agent/cards/stream.py; None out of card mode):
+        # what a stopped execution left open on it is settled before the event runs again.
+        self.stream = stream
+        # The runtime's own events (approvals, due items, operator sends, 「取消提醒」…): one
+        # routing table (agent/run/own_events.py), asked before the answering path.
+        self.own = own
+        self.hands = Hands(acting, endings)
 
     def lease(self, now: float) -> Lease:
         """The claim this runtime puts on a run it opens (renewed while it works)."""
-        return Lease(self.owner, now + self.lease_s, now)
+        return Lease(self.terms.owner, now + self.terms.lease_s, now)
 
     async def process(self, event: Event, generation: int | None = None) -> Run | None:
         """Run the event end to end; None when another owner holds its run.
@@ -209,6 +165,8 @@ class Pipeline:
     async def _process(self, event: Event, generation: int | None) -> Run | None:
         """The run's one exit: settled early (already finished, settled from the records,
         stopped, silent) or worked to its end; None while another owner holds it."""
+        if self._waits_for_resume(event):
+            return None  # left in the store: the first pass after the pause runs it
         opened = self._open(event, generation)
         if opened is None:
             run = None
@@ -217,6 +175,12 @@ class Pipeline:
             early = await self._settle_early(event, run, decision, again)
             run = early if early is not None else await self._work(event, skills, run, decision)
         return run
+
+    def _waits_for_resume(self, event: Event) -> bool:
+        """A decision the asker made while the robot is paused (a click), or an act's
+        read-back they are owed word of, is carried out once the operator resumes it —
+        never dropped as a paused message would be."""
+        return self.response_gate.policy.paused and self.own.held(event)
 
     async def _settle_early(
         self, event: Event, run: Run, decision: ResponseDecision, again: bool
@@ -227,10 +191,18 @@ class Pipeline:
         if again:
             # An earlier execution stopped (a crash, or a store that failed under it):
             # what it left open is uncertain or provably unsent before anything else.
-            if self.cards is not None:  # a card it left open ends cut off, never re-created
-                await self.cards.recover(event.event_id)
+            if self.stream is not None:  # a card it left open ends cut off, never re-created
+                await self.stream.recover(event.event_id)
             self.broker.reconcile_interrupted(event.event_id)
             self.store.drop_unsent_intents(event.event_id)
+            # the pieces of an answer a crash cut off: sent now, once each
+            await send_owed(
+                self.store,
+                self.broker,
+                run,
+                lambda line: self.acting.follow_up(run, line),
+                english=is_english(event.text),
+            )
             settled = settled_from_records(self.store, self.tasks, run, self.clock.now())
             if settled is not None:
                 return settled
@@ -241,21 +213,27 @@ class Pipeline:
                 return self.endings.stay_silent(run, current)
         if decision.verdict is Verdict.SILENT:
             return self.endings.stay_silent(run, decision)
+        now = self.clock.now()
+        words = answered_by(event, self.invocations, lambda e: self.response_gate.engages(e, now))
+        if words is not None:  # a file sent with 「帮我看下这个文件」: that run answers both
+            detail = f"its media are answered by the run of {words.event_id}"
+            return self.endings.end_silent(run, SilentReason.ANSWERED_TOGETHER, detail)
         return None
 
     async def _work(
         self, event: Event, skills: Sequence[Any], run: Run, decision: ResponseDecision
     ) -> Run:
         """The engaged path: the task, the provider's answer, its actions, the run's end."""
-        proactive = await self.proactive.handle(event, run)
-        if proactive is not None:
-            return proactive
-        supplies = bool(event.attachments) or event.quote is not None
-        start = self.tasks.begin(run, event.text, supplies=supplies)
+        own = await self.own.handle(event, run, self.hands)
+        if own is not None:
+            return own
+        start = self.tasks.begin(run, event.text, supplies=supplies(event, self.invocations))
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
-        outcome = RunOutcome()
+        outcome = RunOutcome(
+            people=_named_here(event), english=is_english(event.text), question=event.text
+        )
         invocation, reply = await self.answering.answer(
             event, skills, run, decision, start.continuation, outcome
         )
@@ -279,14 +257,17 @@ class Pipeline:
         # Task work settles the run only after the task has moved: a crash in between
         # leaves the run ``working``, and recovery moves both from the records.
         task_work = start.continuation is not None or any(map(touches_task, reply.requests))
-        await self.acting.act(run, reply.requests, outcome, settle_last=not task_work)
+        # the host's own answer (a file it refused, 「忘掉…」) says what the host did: its
+        # words are true by construction, not a provider's claims
+        hosts = reply.evidence.get("answered_by") == "host"
+        await self.acting.act(run, reply.requests, outcome, _answer_way(task_work, hosts))
         if invocation is not None and self.answering.may_repair(outcome, reply):
             repaired = await self.answering.repair(run, invocation, skills, reply, outcome)
             if isinstance(repaired, ProviderFailed):
                 return await self.endings.fail_honestly(run, repaired, outcome)
             run, reply = repaired
             task_work = task_work or any(map(touches_task, reply.requests))
-            await self.acting.act(run, reply.requests, outcome, settle_last=not task_work)
+            await self.acting.act(run, reply.requests, outcome, _answer_way(task_work))
         if outcome.terminal is None and outcome.refused_answer is not None:
             refused = ProviderFailed("refused_by_gate", outcome.refused_answer)
             return await self.endings.fail_honestly(run, refused, outcome)
@@ -308,6 +289,9 @@ class Pipeline:
             generation = self.store.event_generation(event.event_id)
         decision = self.response_gate.decide(event, now)
         fresh = self._new_run(event, snapshot, allowed, generation, now)
+        narrowed = allowed_tools(skills)
+        if narrowed is not None:
+            fresh = fresh.model_copy(update={"tools": sorted(narrowed)})
         run = self.store.open_run(fresh, decision, self.lease(now))
         if run is None:
             log.info("run held by another owner", extra={"event_id": event.event_id})
@@ -352,3 +336,15 @@ class Pipeline:
             created_at=now,
             updated_at=now,
         )
+
+
+def _answer_way(task_work: bool, by_host: bool = False) -> ActAs:
+    """The answer's way: the host's or the provider's; with task work, its task moves
+    first and settles the run."""
+    way = ActAs.HOST_ANSWER if by_host else ActAs.ANSWER
+    return way.before_its_task() if task_work else way
+
+
+def _named_here(event: Event) -> set[str]:
+    """Whom an act in this run may name before any look-up: the asker and those @-ed."""
+    return {event.actor.user_id, *event.at_users}

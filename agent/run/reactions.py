@@ -34,6 +34,8 @@ from storage import Store
 log = logging.getLogger("dta.reactions")
 
 RECALL = "recall"  # the request digest of a recall attempt
+RECALL_WITHIN_S = 86400.0  # a day: after that a reaction is left as it is
+RECALL_BACKOFF_S = (5.0, 600.0)  # first wait after a refused recall, and the longest
 
 
 class ReactionSignal:
@@ -88,22 +90,73 @@ class ReactionSignal:
         return receipt
 
     async def recall(self, event_id: str) -> bool:
-        """Take the run's reaction off the person's message, once; True when it did."""
+        """Take the run's reaction off the person's message; True when DingTalk said it
+        did. A put whose outcome is unknown (a crash cut it) is recalled too — recalling a
+        reaction that is not there is harmless; a refused recall is tried again by the
+        recovery pass (``recall_owed``)."""
         for intent in self.store.intents(event_id):
-            if intent.kind is not ActionKind.ACK or intent.content is None:
-                continue
-            if intent.content.msgtype != "reaction":
+            if _is_reaction(intent):
+                return await self._recall(intent)
+        return False
+
+    async def _recall(self, intent: ActionIntent) -> bool:
+        attempts = self.store.attempts(intent.intent_id)
+        if not owes_recall(attempts):
+            return False
+        put = [a for a in attempts if a.request_digest != RECALL]
+        recall = self._attempt(intent, RECALL)
+        self.store.finish_attempt(put[-1], start_next=recall)
+        name = intent.content.text if intent.content is not None else ""
+        answer = await self.api.recall(intent.target, intent.event_id, name)
+        self._close(recall, answer, self.clock.now())
+        self.store.finish_attempt(recall)
+        if not answer.ok:
+            log.warning("reaction recall refused", extra={"event_id": intent.event_id})
+        return answer.ok
+
+    async def recall_owed(self, within_s: float = RECALL_WITHIN_S, everything: bool = False) -> int:
+        """The recovery pass: reactions of runs that have ended and are still on a message
+        (a recall refused, or never made: a crash), recalled with back-off (``everything``,
+        at start-up: each tried once now); how many were."""
+        now = self.clock.now()
+        done = 0
+        for intent in self.store.finished_acks_since(now - within_s):
+            if not _is_reaction(intent):
                 continue
             attempts = self.store.attempts(intent.intent_id)
-            put = [a for a in attempts if a.request_digest != RECALL]
-            if not any(a.outcome is AttemptOutcome.ACCEPTED for a in put):
-                return False  # nothing is on the message
-            if any(a.request_digest == RECALL for a in attempts):
-                return False  # already recalled
-            recall = self._attempt(intent, RECALL)
-            self.store.finish_attempt(put[-1], start_next=recall)
-            answer = await self.api.recall(intent.target, event_id, intent.content.text)
-            self._close(recall, answer, self.clock.now())
-            self.store.finish_attempt(recall)
-            return answer.ok
-        return False
+            due = everything or _due(attempts, now)
+            if owes_recall(attempts) and due and await self._recall(intent):
+                done += 1
+        return done
+
+
+def _is_reaction(intent: ActionIntent) -> bool:
+    content = intent.content
+    return intent.kind is ActionKind.ACK and content is not None and content.msgtype == "reaction"
+
+
+def owes_recall(attempts: list[Attempt]) -> bool:
+    """A reaction may be on the message (its put accepted, or cut by a crash) and no
+    recall has been accepted."""
+    put = [a for a in attempts if a.request_digest != RECALL]
+    recalls = [a for a in attempts if a.request_digest == RECALL]
+    if not put or all(a.outcome is AttemptOutcome.FAILED for a in put):
+        return False  # nothing was put, or DingTalk said no to it
+    # a recall answered yes, or refused for what it asks (a 4xx: nothing there to take
+    # off, which is what a recall after an unknown put may find), is the last one
+    return not any(a.outcome is AttemptOutcome.ACCEPTED or _refused_for_good(a) for a in recalls)
+
+
+def _refused_for_good(attempt: Attempt) -> bool:
+    status = attempt.evidence.http_status if attempt.evidence is not None else None
+    return attempt.outcome is AttemptOutcome.FAILED and status is not None and 400 <= status < 500
+
+
+def _due(attempts: list[Attempt], now: float) -> bool:
+    """Whether the next recall may be tried: back-off doubling per refused recall."""
+    refused = [a for a in attempts if a.request_digest == RECALL]
+    if not refused:
+        return True
+    first, longest = RECALL_BACKOFF_S
+    last = refused[-1].finished_at or refused[-1].started_at
+    return now >= last + min(first * 2 ** (len(refused) - 1), longest)

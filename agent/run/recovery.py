@@ -5,7 +5,9 @@ earlier execution already reached a terminal action (its intents and receipts ar
 store), asking the provider again would only produce a second answer the idempotency keys
 then refuse — and, with a slow provider, a pointless "seen, working on it" after the
 reply. So the run is settled from the records instead: delivered pieces → done (or
-waiting, for an ask), anything uncertain or missing → failed, with the reason. The
+waiting, for an ask), anything uncertain or missing → failed, with the reason — unless its
+answer's AI card was created but shows nothing yet: then the run is driven on, and its
+answer goes on that card (agent/cards/recovery.py). The
 thread's task moves the same way it would have: an ask that reached the person leaves it
 waiting, a delivered reply completes it, a failed one fails it.
 """
@@ -16,25 +18,31 @@ from agent.contracts import (
     ActionIntent,
     ActionKind,
     ActionRequest,
+    CardState,
     Run,
     RunState,
 )
 from agent.run.tasks import TaskKeeper
+from gates.action_case import FOLLOW_UP_SLOT
 from storage import Store
 
 
 def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) -> Run | None:
     """The run's final form if its terminal action is already on record, else None."""
     # The words of the terminal action decide the run; a reply's attachments, sent after
-    # them, never do (one that a crash cut is simply not sent: its bytes were not kept).
+    # them, never do (the recovery pass has sent what a crash left owed: agent/run/pieces.py).
     terminal = [
         i
         for i in store.intents(run.event_id)
-        if i.kind.is_terminal and (i.content is None or i.content.attachment is None)
+        if i.kind.is_terminal
+        and (i.content is None or i.content.attachment is None)
+        and not i.idempotency_key.endswith(f":{FOLLOW_UP_SLOT}")  # a line after it decides nothing
     ]
     if not terminal:
         return None
     receipts = {r.intent_id: r for r in store.receipts(run.event_id) if r.intent_id}
+    if any(i.intent_id not in receipts and _card_left_open(store, i) for i in terminal):
+        return None  # a card that shows nothing yet: the run goes on to answer on it
     kind = terminal[0].kind
     recorded = [receipts[i.intent_id] for i in terminal if i.intent_id in receipts]
     statuses = [receipt.status for receipt in recorded]
@@ -42,6 +50,9 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
     failure = None
     if kind is ActionKind.SILENCE:
         state = RunState.SILENT
+    elif store.card_answer_cut(run.event_id):
+        state = RunState.FAILED
+        failure = "partial reply: the runtime stopped between two cards of the answer"
     elif len(statuses) < pieces:
         state = RunState.FAILED
         failure = f"partial reply: {len(statuses)} of {pieces} pieces before the runtime stopped"
@@ -49,7 +60,9 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
         state = RunState.WAITING if kind is ActionKind.ASK else RunState.DONE
     else:
         state = RunState.FAILED
-        failure = f"{kind.value} {statuses[-1].value} when the runtime stopped"
+        first = next(s for s in statuses if not s.delivered)
+        at = f" (piece {statuses.index(first) + 1} of {pieces})" if pieces > 1 else ""
+        failure = f"{kind.value} {first.value}{at} when the runtime stopped"
     task = tasks.taken_by(run)
     if state is RunState.FAILED:
         tasks.fail(run, task)
@@ -58,6 +71,13 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
     settled = run.model_copy(update={"state": state, "failure": failure, "updated_at": now})
     store.save_run(settled)
     return settled
+
+
+def _card_left_open(store: Store, intent: ActionIntent) -> bool:
+    """Is the intent's card still open after the card recovery (agent/cards/recovery.py),
+    which leaves open only a card that shows nothing yet, for the run's next answer?"""
+    card = store.card_for_intent(intent.intent_id)
+    return card is not None and card.state in (CardState.CREATED, CardState.STREAMING)
 
 
 def _request_of(pieces: list[ActionIntent]) -> ActionRequest:

@@ -35,6 +35,7 @@ from agent.contracts import (
     TaskCheckpoint,
     TaskStatus,
     new_id,
+    sha256_text,
 )
 from storage import Store
 
@@ -179,3 +180,25 @@ class TaskKeeper:
             waiting_since=now,
         )
         return task if self.store.save_task(task) else None
+
+
+def reminder_id(event_id: str) -> str:
+    """The reminder an event asked for: the same for every execution of its run."""
+    return "rem_" + sha256_text(event_id)[:20]
+
+
+def reminder_task(run: Run, what: str, due_at: float, now: float) -> TaskCheckpoint:
+    return TaskCheckpoint(
+        task_id=reminder_id(run.event_id),
+        scope_id=run.thread_key,
+        status=TaskStatus.SCHEDULED,
+        revision=1,
+        goal=what,
+        done_when=["reminder delivered"],
+        updated_by_run=run.run_id,
+        created_at=now,
+        updated_at=now,
+        kind="reminder",
+        origin=run.origin,
+        due_at=due_at,
+    )

@@ -5,6 +5,27 @@ A case file arms faults with a small JSON language (``{"webhook": {"status": 500
 is parsed here, whole, before anything is armed, so a typo is named instead of silently
 testing nothing. This module is pure data and imports nothing from the fake, so every other
 part of it (the platform's rules, its HTTP face, the ``/_lab`` routes) can depend on it.
+
+The workspace (to-do, calendar; ``lab.fake.workspace``) can also be made as unhelpful as the
+real platform may be, where DingTalk's behaviour is undocumented:
+
+- ``{"todo_create": {"error": "applied_late", "after_s": 20}}`` (also ``calendar_create``,
+  ``todo_update``): the call answers a timeout (no answer within the client's read timeout;
+  with ``"status": 5xx`` that error at once instead) and is applied only ``after_s`` seconds
+  later on the fake's clock, so a read-back right after the failure finds nothing and one
+  after the settling time finds it. ``times`` defers that many calls, each from its own
+  arrival.
+- ``{"calendar_create": {"dedupe": false}}`` / ``{"todo_create": {"dedupe": false}}``: a
+  *mode*, not a failure — "a platform that keeps every create" (no token dedupe): from now
+  on to the end of the case every create makes a new event / to-do, even one repeating an
+  ``x-client-token`` / ``sourceId`` (by default the fake answers the first one again).
+  ``{"dedupe": true}`` restores the default. A mode is never used up and takes no
+  ``times``; given with failure keys (``{"dedupe": false, "error": "applied_then_timeout"}``)
+  it also arms that failure, which ``times`` then counts.
+- Throttled reads need nothing new: ``{"todo_get": {"error": "throttled", "retry_after": 2,
+  "times": 2}}`` (429 ``Throttling`` with ``Retry-After``) or ``{"todo_get": {"qps_limit":
+  true}}`` (403 ``Forbidden.AccessDenied.QpsLimitForApi``) refuse the next reads, to-do get
+  and by-source alike; ``calendar_get`` and ``calendar_list`` take the same keys.
 """
 
 from __future__ import annotations
@@ -28,23 +49,43 @@ FaultTarget = Literal[
     "todo_list",
     "calendar_create",
     "calendar_get",
+    "calendar_list",
     "calendar_schedule",
     "reaction",
+    "reaction_recall",
     "media_upload",
 ]
 
 # The workspace calls (lab/fake/workspace.py). Those that change something may also be
 # ``delivered`` (applied, then answered with the fault); reads cannot.
 WORKSPACE_WRITES = ("todo_create", "todo_update", "calendar_create")
-WORKSPACE_READS = ("directory_search", "todo_get", "todo_list", "calendar_get", "calendar_schedule")
+WORKSPACE_READS = (
+    "directory_search",
+    "todo_get",
+    "todo_list",
+    "calendar_get",
+    "calendar_list",
+    "calendar_schedule",
+)
+# The creates that dedupe a repeat by its token (sourceId, x-client-token) unless the
+# ``dedupe: false`` mode says the platform keeps every create.
+WORKSPACE_DEDUPED = ("todo_create", "calendar_create")
 # A workspace problem -> the HTTP status it is answered with; ``applied_then_timeout``
-# applies the call, then stalls past the client's read timeout (a 504 if anyone waits).
+# applies the call, then stalls past the client's read timeout (a 504 if anyone waits);
+# ``applied_late`` stalls the same way (or answers its 5xx ``status``) and applies the call
+# ``after_s`` seconds later.
 WORKSPACE_ERRORS: dict[str, int | None] = {
     "applied_then_timeout": None,
+    "applied_late": None,
     "no_permission": 403,
     "throttled": 429,
 }
+# The errors that apply a write: a read has nothing to apply.
+_APPLYING_ERRORS = ("applied_then_timeout", "applied_late")
 
+_WRITE_KEYS = frozenset(
+    {"status", "times", "delivered", "timeout", "retry_after", "qps_limit", "error", "after_s"}
+)
 # Which inner keys each fault target understands; anything else is a typo in a case file.
 _FAULT_KEYS: dict[str, frozenset[str]] = {
     "webhook": frozenset({"status", "times", "delivered", "timeout", "retry_after", "expired"}),
@@ -56,6 +97,7 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
     "download": frozenset({"status", "times", "timeout", "expired", "oversized"}),
     # the emotion reaction API, put and recall alike (lab/fake/reactions.py)
     "reaction": frozenset({"status", "times", "timeout"}),
+    "reaction_recall": frozenset({"status", "times", "timeout"}),  # the recall only
     # the media upload of a reply's picture or file (lab/fake/media.py): refused with an
     # errcode (``status``) or slow past the client's timeout
     "media_upload": frozenset({"status", "times", "timeout"}),
@@ -65,10 +107,8 @@ _FAULT_KEYS: dict[str, frozenset[str]] = {
         ("card_create", "card_stream", "card_update"),
         frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit", "error"}),
     ),
-    **dict.fromkeys(
-        WORKSPACE_WRITES,
-        frozenset({"status", "times", "delivered", "timeout", "retry_after", "qps_limit", "error"}),
-    ),
+    **dict.fromkeys(WORKSPACE_WRITES, _WRITE_KEYS),
+    **dict.fromkeys(WORKSPACE_DEDUPED, _WRITE_KEYS | {"dedupe"}),
     **dict.fromkeys(
         WORKSPACE_READS,
         frozenset({"status", "times", "timeout", "retry_after", "qps_limit", "error"}),
@@ -96,6 +136,14 @@ class Fault:
     expired: bool = False  # download: the code is answered as expired
     oversized: bool = False  # download: the URL serves far more than any sane cap
     error: str | None = None  # a card call: one of CARD_ERRORS; a workspace call: WORKSPACE_ERRORS
+    after_s: float | None = None  # applied_late: the write is applied this long after it came
+    # Not a failure but a mode of the platform (``lab.fake.workspace`` reads the latest one
+    # armed for its target and never uses it up): False = a platform that keeps every create.
+    dedupe: bool | None = None
+
+    @property
+    def is_mode(self) -> bool:
+        return self.dedupe is not None
 
     @property
     def answer_status(self) -> int:
@@ -142,6 +190,18 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
             raise ValueError(f"fault webhook.expired cannot be combined with {others}")
         parsed.webhook_expired = _bool(target, "expired", inner["expired"])
         return
+    if "dedupe" in inner:
+        # A mode of the platform, armed alongside whatever failure the other keys name.
+        mode = _bool(target, "dedupe", inner["dedupe"])
+        parsed.faults.append(Fault(cast(FaultTarget, target), dedupe=mode))
+        inner = {k: v for k, v in inner.items() if k != "dedupe"}
+        if not inner:
+            return
+        if set(inner) == {"times"}:
+            raise ValueError(
+                f"fault {target}.dedupe is a mode for the rest of the case and takes no times"
+                " (times counts a failure armed with it, and none is)"
+            )
     status = inner.get("status")
     if status is not None and (
         isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599
@@ -157,13 +217,29 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
     delivered = _bool(target, "delivered", inner.get("delivered", False))
     qps_limit = _bool(target, "qps_limit", inner.get("qps_limit", False))
     error = inner.get("error")
+    after_s = inner.get("after_s")
     if error is not None:
         errors = _errors_of(target)
-        if error not in errors or status is not None or timeout or qps_limit or delivered:
-            raise ValueError(f"fault {target}.error must be one of {', '.join(errors)}, alone")
-        status = errors[error]
+        late = error == "applied_late"
+        # applied_late may answer a 5xx instead of its timeout; every other error is alone
+        status_ok = status is None or (late and 500 <= status <= 599)
+        if error not in errors or not status_ok or timeout or qps_limit or delivered:
+            raise ValueError(
+                f"fault {target}.error must be one of {', '.join(errors)}, alone"
+                " (applied_late: with after_s, and a 5xx status to answer instead of a timeout)"
+            )
+        if late:
+            if not _seconds(after_s):
+                raise ValueError(
+                    f"fault {target}.applied_late needs after_s: seconds >= 0, got {after_s!r}"
+                )
+            timeout = status is None
+        else:
+            status = errors[error]
         if error == "applied_then_timeout":
             delivered = timeout = True
+    if after_s is not None and error != "applied_late":
+        raise ValueError(f"fault {target}.after_s goes with error applied_late only")
     if qps_limit:
         # A throttle is a refusal: it has one status, and nothing was taken or delayed.
         if status not in (None, QPS_LIMIT_STATUS) or timeout or delivered:
@@ -184,6 +260,7 @@ def _parse_target(target: str, inner: Any, parsed: ParsedFaults) -> None:
             None if retry_after is None else float(retry_after),
             qps_limit,
             error=error,
+            after_s=None if after_s is None else float(after_s),
         )
     )
 
@@ -193,7 +270,7 @@ def _errors_of(target: str) -> dict[str, int | None]:
     if target in WORKSPACE_WRITES:
         return WORKSPACE_ERRORS
     if target in WORKSPACE_READS:  # a read has nothing to apply
-        return {k: v for k, v in WORKSPACE_ERRORS.items() if k != "applied_then_timeout"}
+        return {k: v for k, v in WORKSPACE_ERRORS.items() if k not in _APPLYING_ERRORS}
     return dict(CARD_ERRORS)
 
 

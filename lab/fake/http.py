@@ -134,6 +134,8 @@ async def access_token(request: web.Request) -> web.Response:
     if app is None:
         # Never echo what was sent: it may be the secret.
         _reject_api(400, "invalidClientIdOrSecret", "无效的clientId或者clientSecret")
+    if platform.is_revoked(app.app_key):
+        _reject_api(403, "Forbidden.AccessDenied.AccessTokenPermissionDenied", "应用凭证已失效")
     fault = platform.take_fault("token")
     if fault is not None:
         return await _faulted(platform, fault, None, _api_fault_body)

@@ -18,7 +18,9 @@ async def _reaction(request: web.Request, recall: bool) -> web.Response:
     body = await _json_body(request)
     if not isinstance(body, dict):
         raise Reject(api_error(400, "InvalidParameter", "the request body must be a JSON object"))
-    fault = platform.take_fault("reaction")
+    fault = (platform.take_fault("reaction_recall") if recall else None) or platform.take_fault(
+        "reaction"
+    )
     if fault is not None:
         if fault.timeout:
             await asyncio.sleep(platform.timeout_fault_s)

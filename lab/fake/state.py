@@ -150,6 +150,7 @@ class PlatformState:
         self.workspace_stall_s = timeout_fault_s * 3
         self.users: dict[str, dict[str, Any]] = dict(users or {})
         self.tokens: dict[str, tuple[float, str]] = {}  # token -> (expires_at, app_key)
+        self.revoked_until: dict[str, float] = {}  # app_key -> until when it is refused
         self._base_url: str | None = None  # set by whoever serves this state
         self._forget()
 
@@ -245,6 +246,20 @@ class PlatformState:
     def app_for_credentials(self, app_key: Any, app_secret: Any) -> FakeApp | None:
         app = self.apps.get(app_key) if isinstance(app_key, str) else None
         return app if app is not None and app_secret == app.app_secret else None
+
+    def revoke(self, robot_code: str | None, for_s: float) -> None:
+        """The app's credentials revoked for ``for_s`` seconds (rotated, say): its tokens
+        stop working at once and the token endpoint refuses it until then."""
+        app = self.app_for_robot(robot_code)
+        if app is None:
+            raise ValueError(f"no robot {robot_code!r} on this platform")
+        for token, (_, key) in list(self.tokens.items()):
+            if key == app.app_key:
+                del self.tokens[token]
+        self.revoked_until[app.app_key] = self.clock.now() + for_s
+
+    def is_revoked(self, app_key: str) -> bool:
+        return self.clock.now() < self.revoked_until.get(app_key, 0.0)
 
     def issue_token(self, app_key: str | None = None) -> str:
         """A new access token for an app (the default one), valid for two hours of the
@@ -372,11 +387,12 @@ class PlatformState:
 
     def seed_todos(self, todos: list[dict[str, Any]]) -> None:
         """``fixtures.todos``: to-dos held from the start, executors given as staff ids;
-        the first executor is taken as the creator."""
+        the first executor is taken as the creator. An ``id`` is the to-do's id (one the
+        fake makes up otherwise); two seeded with one id are refused (``ValueError``)."""
         now_ms = int(self.clock.now() * 1000)
         for item in todos:
             executors = [self.union_id(u) for u in item.get("executors", [])]
-            self.workspace.add_todo(
+            todo = self.workspace.add_todo(
                 executors[0] if executors else "",
                 str(item["subject"]),
                 now_ms,
@@ -384,6 +400,10 @@ class PlatformState:
                 done=bool(item.get("done", False)),
                 due_ms=item.get("due_ms"),
             )
+            if item.get("id") is not None:
+                if self.workspace.todo(str(item["id"])) is not None:
+                    raise ValueError(f"a to-do with the id {item['id']!r} is already held")
+                todo.id = str(item["id"])
 
     def workspace_view(self) -> dict[str, list[dict[str, Any]]]:
         """The to-dos and events held, in staff ids: what ``GET /_lab/workspace`` answers."""

@@ -17,8 +17,14 @@ by source), ``todo_update`` (update and delete), ``todo_list``, with ``status``,
 ``timeout``, ``qps_limit``, ``retry_after``, ``times``, ``delivered`` (writes only) or
 ``error``: ``no_permission`` (403 ``Forbidden.AccessDenied`` naming the scope),
 ``throttled`` (429 ``Throttling``), ``applied_then_timeout`` (writes only: applied, then
-no answer within the client's read timeout). Like every fault they strike only a request
+no answer within the client's read timeout), ``applied_late`` with ``after_s`` (writes
+only: no answer within the read timeout, or its 5xx ``status`` at once, and applied
+``after_s`` seconds later on the fake's clock). Like every fault they strike only a request
 that is authentic and well-formed.
+
+The mode ``{"todo_create": {"dedupe": false}}`` (also ``calendar_create``) is a platform
+that keeps every create: a repeated ``sourceId`` makes a second to-do instead of answering
+the first. Every workspace request first applies the ``applied_late`` writes now due.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 
 from aiohttp import web
 
-from lab.fake.faults import Fault
+from lab.fake.faults import Fault, FaultTarget
 from lab.fake.http import (
     PLATFORM,
     Reject,
@@ -48,16 +54,49 @@ SEARCH_MAX = 20  # the search's largest page (b57)
 TODO_SCOPES = {"write": "Todo.Todo.Write", "read": "Todo.Todo.Read"}
 
 
+def authentic(request: web.Request) -> PlatformState:
+    """The platform, for a request with a valid token; the late writes due by now are
+    applied first, so this request sees them."""
+    platform = _authenticate(request)
+    platform.workspace.settle(platform.clock.now())
+    return platform
+
+
+def take_fault(platform: PlatformState, target: FaultTarget) -> Fault | None:
+    """``platform.take_fault`` for a workspace call: the oldest armed failure for
+    ``target``, passing over the modes armed with it (which are never used up)."""
+    for fault in platform.faults:
+        if fault.target == target and not fault.is_mode:
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                platform.faults.remove(fault)
+            return fault
+    return None
+
+
+def dedupes(platform: PlatformState, target: FaultTarget) -> bool:
+    """Whether a create repeating its token answers the first object (the fake's default)
+    or makes another (``dedupe: false``, a platform that keeps every create): the mode
+    armed last for ``target`` says."""
+    modes = [f.dedupe for f in platform.faults if f.target == target and f.dedupe is not None]
+    return modes[-1] if modes else True
+
+
 async def answer_fault(
     platform: PlatformState, fault: Fault, keep: Callable[[], object] | None, scope: str
 ) -> web.Response:
-    """Answer as a workspace fault says; apply the call first when it was ``delivered``."""
+    """Answer as a workspace fault says; apply the call first when it was ``delivered``,
+    or keep it for later when it is ``applied_late``."""
     if fault.delivered and keep is not None:
         keep()
+    late = fault.error == "applied_late"
+    if late and keep is not None:
+        now = platform.clock.now()
+        platform.workspace.apply_later(now + (fault.after_s or 0.0), keep, platform.clock.now)
     if fault.timeout:
-        # applied_then_timeout must outlast the client's read timeout; a plain timeout
-        # fault is the fake's usual slow gateway.
-        stalled = fault.error == "applied_then_timeout"
+        # applied_then_timeout and applied_late must outlast the client's read timeout; a
+        # plain timeout fault is the fake's usual slow gateway.
+        stalled = fault.error == "applied_then_timeout" or late
         await asyncio.sleep(platform.workspace_stall_s if stalled else platform.timeout_fault_s)
     if fault.error == "no_permission":
         body = {
@@ -113,7 +152,7 @@ def _text(body: dict[str, Any], name: str) -> str | None:
 
 
 async def user_search(request: web.Request) -> web.Response:
-    platform = _authenticate(request)
+    platform = authentic(request)
     body = await body_object(request)
     require(body, ("queryWord",))
     word, offset, size = body["queryWord"], body.get("offset"), body.get("size")
@@ -124,7 +163,7 @@ async def user_search(request: web.Request) -> web.Response:
             _reject_api(400, f"InvalidParameter.{name}", f"{name} must be an integer >= {low}")
     if size > SEARCH_MAX:
         _reject_api(400, "InvalidParameter.size", f"size must be at most {SEARCH_MAX}")
-    fault = platform.take_fault("directory_search")
+    fault = take_fault(platform, "directory_search")
     if fault is not None:
         return await answer_fault(platform, fault, None, "qyapi_addresslist_search")
     found = [uid for uid, user in platform.users.items() if word in str(user.get("name", ""))]
@@ -143,7 +182,7 @@ async def user_by_union(request: web.Request) -> web.Response:
     union = body.get("unionid") if isinstance(body, dict) else None
     if not _nonempty_str(union):
         return errcode(40035, "缺少参数 unionid")
-    fault = platform.take_fault("identity")
+    fault = take_fault(platform, "identity")
     if fault is not None:
         return await answer_fault(platform, fault, None, "qyapi_get_member")
     user_id = platform.staff_id(union)
@@ -192,7 +231,7 @@ def _todo_fields(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def todo_create(request: web.Request) -> web.Response:
-    platform = _authenticate(request)
+    platform = authentic(request)
     creator = request.match_info["unionId"]
     body = await body_object(request)
     require(body, ("subject",))
@@ -200,11 +239,13 @@ async def todo_create(request: web.Request) -> web.Response:
     fields.pop("done", None)  # a new to-do is open
     source_id = _text(body, "sourceId") or None
     now_ms = int(platform.clock.now() * 1000)
+    dedupe = dedupes(platform, "todo_create")
 
     def keep() -> FakeTodo:
         # The fake's choice, since the real behaviour is unconfirmed (workspace-apis §3):
-        # a second create with a sourceId this creator already used returns that to-do.
-        if source_id is not None:
+        # a second create with a sourceId this creator already used returns that to-do —
+        # unless the platform keeps every create (``dedupe: false``).
+        if source_id is not None and dedupe:
             held = platform.workspace.todo_by_source(creator, source_id)
             if held is not None:
                 return held
@@ -213,25 +254,25 @@ async def todo_create(request: web.Request) -> web.Response:
             creator, fields["subject"], now_ms, source_id=source_id, **rest
         )
 
-    fault = platform.take_fault("todo_create")
+    fault = take_fault(platform, "todo_create")
     if fault is not None:
         return await answer_fault(platform, fault, keep, TODO_SCOPES["write"])
     return web.json_response(keep().answer())
 
 
 async def todo_get(request: web.Request) -> web.Response:
-    platform = _authenticate(request)
+    platform = authentic(request)
     todo = _held(platform, request)
-    fault = platform.take_fault("todo_get")
+    fault = take_fault(platform, "todo_get")
     if fault is not None:
         return await answer_fault(platform, fault, None, TODO_SCOPES["read"])
     return web.json_response(todo.answer())
 
 
 async def todo_by_source(request: web.Request) -> web.Response:
-    platform = _authenticate(request)
+    platform = authentic(request)
     union, source_id = request.match_info["unionId"], request.match_info["sourceId"]
-    fault = platform.take_fault("todo_get")
+    fault = take_fault(platform, "todo_get")
     if fault is not None:
         return await answer_fault(platform, fault, None, TODO_SCOPES["read"])
     todo = platform.workspace.todo_by_source(union, source_id)
@@ -239,7 +280,7 @@ async def todo_by_source(request: web.Request) -> web.Response:
 
 
 async def todo_update(request: web.Request) -> web.Response:
-    platform = _authenticate(request)
+    platform = authentic(request)
     todo = _held(platform, request)
     fields = _todo_fields(await body_object(request))
 
@@ -247,7 +288,7 @@ async def todo_update(request: web.Request) -> web.Response:
         for name, value in fields.items():
             setattr(todo, name, value)
 
-    fault = platform.take_fault("todo_update")
+    fault = take_fault(platform, "todo_update")
     if fault is not None:
         return await answer_fault(platform, fault, keep, TODO_SCOPES["write"])
     keep()
@@ -255,13 +296,13 @@ async def todo_update(request: web.Request) -> web.Response:
 
 
 async def todo_delete(request: web.Request) -> web.Response:
-    platform = _authenticate(request)
+    platform = authentic(request)
     todo = _held(platform, request)
 
     def keep() -> None:
         todo.deleted = True
 
-    fault = platform.take_fault("todo_update")
+    fault = take_fault(platform, "todo_update")
     if fault is not None:
         return await answer_fault(platform, fault, keep, TODO_SCOPES["write"])
     keep()
@@ -270,12 +311,12 @@ async def todo_delete(request: web.Request) -> web.Response:
 
 async def todo_list(request: web.Request) -> web.Response:
     """The to-dos whose executors include the path's unionId (``isDone`` filters)."""
-    platform = _authenticate(request)
+    platform = authentic(request)
     body = await body_object(request, optional=True)
     done = body.get("isDone")
     if done is not None and not isinstance(done, bool):
         _reject_api(400, "InvalidParameter.isDone", "isDone must be true or false")
-    fault = platform.take_fault("todo_list")
+    fault = take_fault(platform, "todo_list")
     if fault is not None:
         return await answer_fault(platform, fault, None, TODO_SCOPES["read"])
     cards = [t.card() for t in platform.workspace.todos_of(request.match_info["unionId"], done)]

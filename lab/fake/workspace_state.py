@@ -4,12 +4,18 @@ Pure data, like ``lab.fake.faults``: the routes in ``lab.fake.workspace`` transl
 real OpenAPI shapes (../shared/dingtalk-workspace-apis.md, sections 3 and 4) onto it, and a
 case is judged on ``Workspace.view`` — which speaks staff ids, as case files do, while the
 to-do and calendar APIs themselves speak unionIds only.
+
+A write the ``applied_late`` fault defers waits in ``Workspace.late`` until the platform's
+clock reaches its due time: ``settle`` applies it, and every workspace request and
+``view`` settle first, so a read-back before the due time finds nothing and one after finds
+it (the lab's clock is virtual: "later" is the fake's clock, never real time).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,6 +47,17 @@ def shown_staff(users: dict[str, dict[str, Any]], union_id: str) -> str:
     if staff is not None:
         return staff
     return union_id.removeprefix(UNION_PREFIX) if union_id.startswith(UNION_PREFIX) else union_id
+
+
+def _date_start(value: dict[str, Any]) -> datetime | None:
+    """An all-day event's ``{date}`` as the instant its day begins (UTC)."""
+    date = value.get("date")
+    if not isinstance(date, str):
+        return None
+    try:
+        return datetime.fromisoformat(f"{date}T00:00:00+00:00")
+    except ValueError:
+        return None
 
 
 def parse_iso_ms(text: Any) -> datetime | None:
@@ -112,16 +129,22 @@ class FakeEvent:
     attendees: list[str] = field(default_factory=list)
     location: str | None = None
     description: str | None = None
-    client_token: str | None = None
+    client_token: str | None = None  # the create's x-client-token: never answered back
+    # the create's ``extra`` (a string map): kept, but never answered back either — neither
+    # GetEvent's nor ListEvents' answer has the field (SDK calendar_1_0 models)
+    extra: dict[str, str] | None = None
 
     def answer(self) -> dict[str, Any]:
-        """The create / get shape (calendar_1_0 CreateEvent, GetEvent)."""
+        """The create / get shape, and one entry of the list's ``events`` (calendar_1_0
+        CreateEvent, GetEvent, ListEvents): a token the caller wants to find again must be
+        in ``summary`` or ``description``, the only free text the answers carry."""
         body: dict[str, Any] = {
             "id": self.id,
             "summary": self.summary,
             "start": dict(self.start),
             "end": dict(self.end),
-            "organizer": {"id": self.organizer, "isOrganizer": True},
+            "isAllDay": "date" in self.start,
+            "organizer": {"id": self.organizer},
             "attendees": [{"id": a, "responseStatus": "needsAction"} for a in self.attendees],
         }
         if self.location is not None:
@@ -135,6 +158,33 @@ class FakeEvent:
         end = parse_iso_ms(self.end.get("dateTime"))
         return (start, end) if start is not None and end is not None else None
 
+    def bounds(self) -> tuple[datetime, datetime] | None:
+        """When the event is, an all-day one included (its end date is exclusive)."""
+        span = self.span()
+        if span is not None:
+            return span
+        start, end = _date_start(self.start), _date_start(self.end)
+        return (start, end) if start is not None and end is not None else None
+
+    def overlaps(self, start: datetime | None, end: datetime | None) -> bool:
+        """In the window [start, end) (either side open when None); an instant event
+        counts at its instant."""
+        bounds = self.bounds()
+        if bounds is None:
+            return False
+        first, last = bounds
+        if end is not None and first >= end:
+            return False
+        return start is None or last > start or first == last >= start
+
+
+@dataclass
+class LateWrite:
+    """A write the platform took and applies only once the clock reaches ``due``."""
+
+    due: float
+    apply: Callable[[], object]
+
 
 @dataclass
 class Workspace:
@@ -142,6 +192,31 @@ class Workspace:
 
     todos: list[FakeTodo] = field(default_factory=list)
     events: list[FakeEvent] = field(default_factory=list)
+    late: list[LateWrite] = field(default_factory=list)  # applied_late writes not yet due
+    clock: Callable[[], float] | None = None  # the platform's clock, once a write waits
+    # list page tokens: token -> (the query it continues, the offset it starts at)
+    pages: dict[str, tuple[tuple[Any, ...], int]] = field(default_factory=dict)
+
+    def apply_later(
+        self, due: float, apply: Callable[[], object], clock: Callable[[], float]
+    ) -> None:
+        """Keep ``apply`` until the platform's clock (``clock``) reaches ``due``."""
+        self.clock = clock
+        self.late.append(LateWrite(due, apply))
+
+    def settle(self, now: float | None = None) -> None:
+        """Apply the deferred writes due by ``now`` (the platform clock's time when not
+        given), the earliest due first."""
+        if not self.late:
+            return
+        if now is None:
+            if self.clock is None:
+                return
+            now = self.clock()
+        ready = sorted((w for w in self.late if w.due <= now), key=lambda w: w.due)
+        self.late = [w for w in self.late if w.due > now]
+        for write in ready:
+            write.apply()
 
     def add_todo(self, creator: str, subject: str, now_ms: int, **fields: Any) -> FakeTodo:
         todo = FakeTodo(f"task{secrets.token_hex(8)}", creator, subject, now_ms, **fields)
@@ -183,6 +258,31 @@ class Workspace:
             None,
         )
 
+    def calendar_of(
+        self, person: str, start: datetime | None, end: datetime | None
+    ) -> list[FakeEvent]:
+        """The events on a person's primary calendar (organised or attended) overlapping the
+        window, by start, then creation order."""
+        found = [
+            (bounds[0], e)
+            for e in self.events
+            if person in (e.organizer, *e.attendees)
+            and e.overlaps(start, end)
+            and (bounds := e.bounds()) is not None
+        ]
+        return [e for _, e in sorted(found, key=lambda pair: pair[0])]
+
+    def page_token(self, query: tuple[Any, ...], offset: int) -> str:
+        """An opaque token for the page of ``query`` that starts at ``offset``."""
+        token = secrets.token_urlsafe(12)
+        self.pages[token] = (query, offset)
+        return token
+
+    def page_offset(self, token: str, query: tuple[Any, ...]) -> int | None:
+        """Where a token this platform gave for ``query`` goes on; None for any other."""
+        held = self.pages.get(token)
+        return held[1] if held is not None and held[0] == query else None
+
     def busy(self, person: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
         """The querySchedule items of one person: the events they organise or attend that
         overlap the window."""
@@ -196,7 +296,9 @@ class Workspace:
         return items
 
     def view(self, users: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        """What the workspace holds, in staff ids, as a case is judged on it."""
+        """What the workspace holds, in staff ids, as a case is judged on it (late writes
+        due by now applied first)."""
+        self.settle()
 
         def staff(ids: list[str]) -> list[str]:
             return [shown_staff(users, u) for u in ids]

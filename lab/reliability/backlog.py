@@ -18,6 +18,10 @@ loopback), each judged from the platform's record and the store:
    Pass: every DM answered once, and each one's first visible message (its "稍等" or its
    answer) reached the platform within ``ack_after_s`` of its arrival, plus a tolerance
    for this two-core machine (``FIRST_WORD_SLACK_S``).
+4. **Pieces** (``lab/reliability/pieces.py``). Long answers (four chunks, half with a chart)
+   while the daemon is killed -9 at random moments and started again. Pass: every chunk
+   and chart on the platform exactly once, or — a piece whose send a kill cut before the
+   platform had it — the person told in one line; none twice.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from typing import Any
 
 from agent.clock import SystemClock
 from lab.fake import FakeDingTalk
-from lab.fake_model import FakeModel
+from lab.models.fake_model import FakeModel
 from lab.reliability.daemon import (
     DaemonProcess,
     Size,
     answer,
     cli,
+    fake_model_config,
     judge_messages,
     nothing_wrong,
     question,
@@ -44,9 +49,13 @@ from lab.reliability.daemon import (
     unfinished_runs,
     until,
 )
+from lab.reliability.pieces import pieces_phase
 
-# (DMs beyond the pool, DMs at the stop, DMs in the burst)
-SIZES: dict[str, tuple[int, int, int]] = {"full": (100, 48, 300), "reduced": (40, 16, 60)}
+# (DMs beyond the pool, DMs at the stop, DMs in the burst, long answers killed mid-way)
+SIZES: dict[str, tuple[int, int, int, int]] = {
+    "full": (100, 48, 300, 40),
+    "reduced": (40, 16, 60, 12),
+}
 SEED = 20_261_202
 POOL_LATENCY_S, STOP_LATENCY_S = 2.0, 5.0
 STOP_AFTER_S = 1.0
@@ -150,9 +159,7 @@ async def _first_word(
     config = {
         **CONFIG,
         "max_concurrent_runs": 16,  # the default: far fewer than the burst
-        "provider": "openai",
-        "openai_base_url": model.base_url,
-        "openai_model": "dta-lab-fake-model",
+        **fake_model_config(model.base_url),
     }
     daemon = DaemonProcess(fake, workdir / "burst", config)
     await daemon.start()
@@ -205,7 +212,7 @@ def _answer_for(user: str, prefix: str) -> str:
 
 
 async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> dict[str, Any]:
-    pool_count, stop_count, burst_count = SIZES[size]
+    pool_count, stop_count, burst_count, pieces_count = SIZES[size]
     rng = random.Random(SEED)
     phases: dict[str, dict[str, Any]] = {}
     secrets = []
@@ -213,6 +220,7 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         ("beyond_the_pool", lambda fake: _beyond_the_pool(fake, workdir, pool_count)),
         ("stop_while_waiting", lambda fake: _stop_while_waiting(fake, workdir, stop_count)),
         ("first_word", lambda fake: _first_word(fake, workdir, burst_count, rng)),
+        ("pieces", lambda fake: pieces_phase(fake, workdir, pieces_count, rng, CONFIG)),
     ):
         fake = FakeDingTalk(SystemClock(), redelivery_delay_s=5.0)  # each phase its own
         await fake.start()

@@ -15,7 +15,11 @@ connection); messages alternate between them and each strike hits one robot's co
 (a refusal refuses both: the gateway is shared).
 
 Pass: every injected message answered exactly once (none lost, none twice) and by the robot
-it was sent to, and every strike recovered within 30 s.
+it was sent to, and every strike recovered within 30 s. Then the ``pieces`` fault
+(``lab/reliability/pieces.py``, on a platform of its own): long answers with charts while
+the daemon is killed -9; every chunk and chart once, or the person told; none twice. Last,
+``revoked`` (``lab/reliability/revoked.py``): one of two robots' credentials revoked for
+15 s while replies go by the OpenAPI; every reply of that robot still goes, once.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from lab.fake import FakeDingTalk
 from lab.reliability.daemon import (
     DaemonProcess,
     Size,
+    by_another_robot,
     cli,
     replies_per_user,
     seal,
@@ -39,8 +44,11 @@ from lab.reliability.daemon import (
     until,
     wrong_answers,
 )
+from lab.reliability.pieces import pieces_phase
+from lab.reliability.revoked import revoked_phase
 
 SIZES: dict[str, int] = {"full": 16, "reduced": 4}  # strikes
+PIECES: dict[str, int] = {"full": 40, "reduced": 12}  # long answers of the pieces fault
 PREFIX, BASE, SEED = "chaos", 300_000, 20_240_603
 RATE_PER_S = 20.0
 KINDS = ("drop", "zombie", "drop+refuse", "zombie+refuse")
@@ -161,7 +169,7 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         "answered_twice": sum(per_user.get(f"{PREFIX}-u{i}", 0) > 1 for i in range(len(sent))),
         "wrong_answers": wrong_answers(fake, PREFIX, BASE),
         "robots": list(ROBOTS),
-        "answered_by_another_robot": _by_another_robot(fake),
+        "answered_by_another_robot": by_another_robot(fake, PREFIX, robot_of),
         "injected_per_robot": {
             code: sum(robot_of(i) == code for i in range(len(sent))) for code in ROBOTS
         },
@@ -187,18 +195,27 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
         and all(s["reconnected"] for s in strikes)
         and max(recoveries, default=RECOVERY_TARGET_S + 1) <= RECOVERY_TARGET_S
     )
-    return seal(report, [fake.app_secret, *(fake.add_robot(code).app_secret for code in ROBOTS)])
+    secrets = [fake.app_secret, *(fake.add_robot(code).app_secret for code in ROBOTS)]
+    report["pieces"] = await _pieces(workdir, size, rng, secrets)
+    report["revoked"] = await revoked_phase(workdir, size, secrets)
+    report["passed"] = (
+        report["passed"] and report["pieces"]["passed"] and report["revoked"]["passed"]
+    )
+    return seal(report, secrets)
 
 
-def _by_another_robot(fake: FakeDingTalk) -> int:
-    """Replies sent by a robot other than the one the person wrote to."""
-    wrong = 0
-    for message in fake.received:
-        for user in message.user_ids:
-            index = user.removeprefix(f"{PREFIX}-u")
-            if index.isdigit() and message.robot_code != robot_of(int(index)):
-                wrong += 1
-    return wrong
+async def _pieces(
+    workdir: Path, size: Size, rng: random.Random, secrets: list[str]
+) -> dict[str, Any]:
+    """The pieces fault (lab/reliability/pieces.py): long answers with charts while the
+    daemon is killed -9, on a platform of its own."""
+    fake = FakeDingTalk(SystemClock(), redelivery_delay_s=1.0, max_redeliveries=50)
+    await fake.start()
+    secrets.append(fake.app_secret)
+    try:
+        return await pieces_phase(fake, workdir / "chaos", PIECES[size], rng, {})
+    finally:
+        await fake.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,6 +75,22 @@ def attempts_left_started(store: Store) -> int:
     )
 
 
+def fake_model_config(base_url: str) -> dict[str, str]:
+    """The settings that point a daemon at the lab's fake model (``lab.models.fake_model``)."""
+    return {"provider": "openai", "openai_base_url": base_url, "openai_model": "dta-lab-fake-model"}
+
+
+def by_another_robot(fake: FakeDingTalk, prefix: str, robot_of: Callable[[int], str]) -> int:
+    """Replies sent by a robot other than the one the person (``<prefix>-u<i>``) wrote to."""
+    wrong = 0
+    for message in fake.received:
+        for user in message.user_ids:
+            index = user.removeprefix(f"{prefix}-u")
+            if index.isdigit() and message.robot_code != robot_of(int(index)):
+                wrong += 1
+    return wrong
+
+
 def unfinished_runs(store: Store, event_ids: Iterable[str]) -> int:
     runs = (store.get_run(event_id) for event_id in event_ids)
     return sum(run is None or not run.state.is_finished for run in runs)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from agent.contracts import ActionKind, EnrichedInvocation
+from agent.contracts import ActionKind, EnrichedInvocation, ToolCall, ToolResult, ToolSpec
 from skills.loader import Skill
 
 
@@ -57,6 +57,19 @@ class Provider(Protocol):
     async def respond(
         self, invocation: EnrichedInvocation, skills: Sequence[Skill]
     ) -> ProviderReply: ...
+
+
+@runtime_checkable
+class ToolRunner(Protocol):
+    """What a provider is handed to call tools (the host's side, ``agent/tools/registry.py``:
+    it decides what is enabled, runs reads at once and sends every write through the action
+    gate; a provider never calls DingTalk itself). ``call`` never raises for a tool's own
+    failure: a refused, invalid or failing call is a ``ToolResult`` with ``ok`` false and a
+    code."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    async def call(self, call: ToolCall) -> ToolResult: ...
 
 
 def reply(text: str) -> dict[str, Any]:

@@ -10,7 +10,8 @@ A non-zero exit, a timeout or unreadable output is a failure with a reason and t
 of stderr kept as evidence; the person gets the honest short reply for it (an agent that
 crashed must not leave them with nothing), never the agent's output.
 The command inherits only a short list of environment variables (never the daemon's
-secrets) and its run directory is removed afterwards unless ``keep_runs`` is set.
+secrets: ``agent/contracts/environment.py``) and its run directory is removed afterwards
+unless ``keep_runs`` is set.
 """
 
 from __future__ import annotations
@@ -26,15 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.contracts import EnrichedInvocation
+from agent.contracts.environment import child_env
 from skills.loader import snapshot
 from skills.providers import prompting
 from skills.providers.base import ProviderFailed, ProviderReply
 from skills.rundir import prepare_run_dir
 
 STDERR_TAIL = 2000
-# The only environment the command inherits: the daemon's secrets (app secret, model keys)
-# stay with the daemon, so an external agent cannot reach DingTalk around the action gate.
-INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,8 @@ class CommandProvider:
     async def _run(self, path: Path) -> tuple[bytes, bytes]:
         """Run the command in its own process group, so a timeout or a shutdown ends it
         together with anything it started; never longer than the timeout (plus a grace)."""
-        env = {k: os.environ[k] for k in (*INHERITED_ENV, *self.config.env) if k in os.environ}
+        # the daemon's secrets stay with it: an agent cannot reach DingTalk around the gate
+        env = child_env(self.config.env)
         proc = await asyncio.create_subprocess_exec(
             *self.config.argv,
             cwd=path,

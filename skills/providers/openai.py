@@ -35,9 +35,8 @@ from tenacity import (
 from agent.contracts import AgentDefinition, EnrichedInvocation
 from skills.loader import Skill
 from skills.providers import model_media, prompting, tool_calls
-from skills.providers.base import ProviderFailed, ProviderReply
-from skills.tools.builtin import openai_tools
-from skills.tools.runner import ToolRunner
+from skills.providers.base import ProviderFailed, ProviderReply, ToolRunner
+from skills.providers.tool_calls import openai_tools
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ class OpenAIProvider:
 
     name: str = "openai"
     metered = True  # its tokens count against the model budgets (agent/run/metering.py)
-    uses_tools = True  # given the enabled workspace tools (agent/run/tooling.py)
+    uses_tools = True  # given the enabled workspace tools (agent/tools/registry.py)
 
     def __init__(
         self,
@@ -137,37 +136,14 @@ class OpenAIProvider:
     ) -> ProviderReply:
         """Requests for the invocation, or ProviderFailed with a reason and evidence. With
         ``tools``, the model may call the enabled ones first (``tool_calls``)."""
-        allowed = prompting.permitted_actions(invocation, skills)
-        files = model_media.text_files(invocation, self.config.max_file_chars)
-        prompt = prompting.render_user(invocation, allowed, files)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": prompting.render_system(self.agent, skills, allowed)},
-            {
-                "role": "user",
-                "content": model_media.user_content(prompt, invocation, self.config.vision),
-            },
-            *prompting.repair_messages(invocation),
-        ]
+        messages = self._messages(invocation, skills)
         usage = dict.fromkeys(USAGE_KEYS, 0)
         problem = ""
-        specs = tools.specs() if tools is not None else []
+        specs = openai_tools(tools.specs() if tools is not None else [])
         calls_log: list[dict[str, Any]] = []
         for round_number in (1, 2):
             evidence = {"model": self.config.model, "rounds": round_number, "usage": usage}
-            data = await self._complete(messages, evidence, openai_tools(specs))
-            _add_usage(usage, data.get("usage"))
-            steps = 0
-            while tools is not None and (asked := tool_calls.calls_of(data)) is not None:
-                steps += 1
-                if steps > self.config.max_tool_steps:
-                    raise ProviderFailed(
-                        "tool_budget",
-                        f"more than {self.config.max_tool_steps} rounds of tool calls",
-                        {**evidence, "tool_calls": calls_log},
-                    )
-                messages += await tool_calls.answered(tools, *asked, calls_log)
-                data = await self._complete(messages, evidence, openai_tools(specs))
-                _add_usage(usage, data.get("usage"))
+            data = await self._complete_calling_tools(messages, evidence, tools, specs, calls_log)
             content = _content(data, evidence)
             try:
                 requests = prompting.parse_actions(content)
@@ -188,6 +164,51 @@ class OpenAIProvider:
         raise ProviderFailed(
             "invalid_output", problem, {"model": self.config.model, "rounds": 2, "usage": usage}
         )
+
+    def _messages(
+        self, invocation: EnrichedInvocation, skills: Sequence[Skill]
+    ) -> list[dict[str, Any]]:
+        """The conversation the model is asked: the system prompt, the user's turn with its
+        files and pictures, and any repair round's messages."""
+        allowed = prompting.permitted_actions(invocation, skills)
+        files = model_media.text_files(invocation, self.config.max_file_chars)
+        prompt = prompting.render_user(invocation, allowed, files)
+        return [
+            {"role": "system", "content": prompting.render_system(self.agent, skills, allowed)},
+            {
+                "role": "user",
+                "content": model_media.user_content(prompt, invocation, self.config.vision),
+            },
+            *prompting.repair_messages(invocation),
+        ]
+
+    async def _complete_calling_tools(
+        self,
+        messages: list[dict[str, Any]],
+        evidence: dict[str, Any],
+        tools: ToolRunner | None,
+        specs: list[dict[str, Any]],
+        calls_log: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """One completion, answering the tool calls it asks for (``messages`` and
+        ``calls_log`` grow with them) until the model answers in words; the usage is added
+        to ``evidence["usage"]``. More than ``max_tool_steps`` rounds of calls fail."""
+        usage = evidence["usage"]
+        data = await self._complete(messages, evidence, specs)
+        _add_usage(usage, data.get("usage"))
+        steps = 0
+        while tools is not None and (asked := tool_calls.calls_of(data)) is not None:
+            steps += 1
+            if steps > self.config.max_tool_steps:
+                raise ProviderFailed(
+                    "tool_budget",
+                    f"more than {self.config.max_tool_steps} rounds of tool calls",
+                    {**evidence, "tool_calls": calls_log},
+                )
+            messages += await tool_calls.answered(tools, *asked, calls_log)
+            data = await self._complete(messages, evidence, specs)
+            _add_usage(usage, data.get("usage"))
+        return data
 
     def _body(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None

@@ -121,8 +121,20 @@ def repair_prompt(problem: str) -> str:
 _REFUSAL_ASKS = {
     "unbacked_claim": (
         "It says something was done (sent, told, forwarded, created, booked, approved) that "
-        "nothing in this run did: you have no tool here that does such things. Say only "
-        "what is true: what you can and cannot do, and what the person can do themselves."
+        "no act of this run did: no receipt of that kind of act, for those people and that "
+        "thing, backs it. Say only what is true: what was done (as its receipt says), what "
+        "was not, and — if a tool you have does it — do it now instead of saying it."
+    ),
+    "raw_tool_output": (
+        "It pastes a tool's raw output: its field names or someone's staff id. Say what the "
+        "result means in plain words a colleague would use: people by name, dates and states "
+        "as words, no field names, no ids."
+    ),
+    "ungrounded_figure": (
+        "It gives a figure (an amount, count, percentage, date or duration) that none of the "
+        "sources you were given (the knowledge items, the tool results) nor the question "
+        "holds. Give the sources' own figures as they are written, or show the computation "
+        "step by step from them (180 × 2 = 360); where the sources give no figure, say so."
     ),
     "content_too_large": (
         "It is too long to send as a chat message. Give the same answer much shorter: the "
@@ -137,6 +149,12 @@ _REFUSAL_ASKS = {
         "It promises to come back later, and nothing will: no follow-up is opened. Answer "
         "now with what you know, say plainly what you do not, or set a reminder the person "
         "asked for."
+    ),
+    "foreign_image": (
+        "It embeds an image from outside DingTalk (a web address or a data: URI): each "
+        "reader's client would fetch it and tell that host who read the message, and when. "
+        "Answer again without it: describe the picture in words, give the page as a plain "
+        "link [text](url), or send the picture as an attachment."
     ),
 }
 

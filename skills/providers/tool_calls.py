@@ -3,7 +3,8 @@
 A completion whose message holds ``tool_calls`` (``finish_reason: "tool_calls"``) asks the
 host to run them: each goes to the ``ToolRunner`` and its result goes back as a ``tool``
 message — JSON marked as data, never instructions. The provider then asks again, up to
-``max_tool_steps`` rounds of calls per answer (the run's budget).
+``max_tool_steps`` rounds of calls per answer (the run's budget). The tools are offered in
+the OpenAI ``tools`` form (``openai_tools``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,33 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.contracts import ToolCall
-from skills.tools.builtin import tool_name
-from skills.tools.runner import ToolRunner
+from agent.contracts import ToolCall, ToolSpec
+from skills.providers.base import ToolRunner
+
+
+def openai_tools(specs: list[ToolSpec]) -> list[dict[str, Any]]:
+    """The specs in the OpenAI ``tools`` form. Function names may not hold dots, so each is
+    named with underscores and its description starts with the real name."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": function_name(spec.name),
+                "description": f"{spec.name}: {spec.description}",
+                "parameters": spec.parameters,
+            },
+        }
+        for spec in specs
+    ]
+
+
+def function_name(tool: str) -> str:
+    """``dingtalk.todo.list`` → ``dingtalk__todo__list`` (OpenAI names: [a-zA-Z0-9_-])."""
+    return tool.replace(".", "__")
+
+
+def tool_name(function: str) -> str:
+    return function.replace("__", ".")
 
 
 def calls_of(data: dict[str, Any]) -> tuple[dict[str, Any], list[ToolCall]] | None:

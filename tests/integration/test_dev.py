@@ -290,13 +290,17 @@ def test_model_fake_shows_an_approval_card_and_a_click_carries_it_out(project):
     term = Terminal(project, "--model", "fake", "--no-console")
     try:
         term.read_until("/help")
-        term.type("给 u2 建个待办：交周报\r")
+        term.type("给张三建个待办：交周报\r")  # looked up in the directory: u1, 张三
         term.read_until("需要你在卡片上确认")
         assert "需要你确认" in term.output  # the approval card itself
+        assert "张三" in term.output and "executors=" not in term.output
         term.type("/click dev-1 approve u9\r")
         term.read_until("只有发起人可以确认")
         term.type("/click dev-1 approve\r")
         term.read_until("已完成：创建待办「交周报」")
+        # a name nobody has: one question, no card
+        term.type("给赵六建个待办：交周报\r")
+        term.read_until("没找到叫「赵六」的同事")
         _, code = term.interrupt()
         assert code == 0, term.output[-3000:]
     finally:

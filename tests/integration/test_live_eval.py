@@ -1,12 +1,15 @@
 """Every case that does not need the virtual clock gives the same verdict through the real
 connector and websocket as through direct ingest."""
 
-from lab.cases import discover
-from lab.live import live_skip_reason, run_live_case
-from lab.runner import run_case
+import pytest
+
+from lab.eval.cases import discover
+from lab.eval.live import live_skip_reason, run_live_case
+from lab.eval.runner import run_case
 from tests.test_lab_eval import case_paths
 
 
+@pytest.mark.timeout(420)  # every live-able case twice: in-process and over the wire
 async def test_live_and_direct_verdicts_agree():
     cases = discover(case_paths())
     live_cases = [case for case in cases if live_skip_reason(case) is None]

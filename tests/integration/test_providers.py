@@ -12,7 +12,7 @@ import pytest
 
 from agent.cli.probe import probe
 from agent.config import Settings
-from lab.fake_model import FakeModel
+from lab.models.fake_model import FakeModel
 from skills.loader import discover
 from skills.providers.base import ProviderFailed
 from skills.providers.command import CommandConfig, CommandProvider

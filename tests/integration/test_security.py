@@ -4,7 +4,7 @@ import io
 import json
 
 from agent.run.pipeline import HONEST_FAILURE
-from lab.security import CORPUS, run_corpus, security
+from lab.eval.security import CORPUS, run_corpus, security
 
 
 async def test_rules_and_hostile_model_hold_the_line(tmp_path):
@@ -29,7 +29,7 @@ async def test_rules_and_hostile_model_hold_the_line(tmp_path):
 
 
 async def test_the_secret_grep_would_notice_a_leak(tmp_path, monkeypatch):
-    import lab.security as sec
+    import lab.eval.security as sec
 
     real = sec.lab_settings
 

@@ -119,29 +119,32 @@ async def threads(request: web.Request) -> web.Response:
         )
     except ValueError as exc:
         return web.Response(status=400, text=str(exc))
-    data = await _read(request, lambda store: overview(store, selection))
+    zone = request.app[SETTINGS].timezone
+    data = await _read(request, lambda store: overview(store, selection, zone))
     return _page(request, "console_threads.html.j2", **data)
 
 
 async def trace_page(request: web.Request) -> web.Response:
-    msg_id = request.match_info["msg"]
-    trace = await _read(request, lambda store: trace_message(store, msg_id))
+    msg_id, zone = request.match_info["msg"], request.app[SETTINGS].timezone
+    trace = await _read(request, lambda store: trace_message(store, msg_id, zone))
     return _page(request, "console_trace.html.j2", trace=trace.to_dict())
 
 
 async def trace_json(request: web.Request) -> web.Response:
-    msg_id = request.match_info["msg"]
-    trace = await _read(request, lambda store: trace_message(store, msg_id))
+    msg_id, zone = request.match_info["msg"], request.app[SETTINGS].timezone
+    trace = await _read(request, lambda store: trace_message(store, msg_id, zone))
     return web.json_response(trace.to_dict(), dumps=lambda v: json.dumps(v, ensure_ascii=False))
 
 
 async def approvals_page(request: web.Request) -> web.Response:
-    data = await _read(request, approvals_list)
+    zone = request.app[SETTINGS].timezone
+    data = await _read(request, lambda store: approvals_list(store, zone))
     return _page(request, "console_approvals.html.j2", **data)
 
 
 async def memory_page(request: web.Request) -> web.Response:
-    data = await _read(request, memory_queue)
+    zone = request.app[SETTINGS].timezone
+    data = await _read(request, lambda store: memory_queue(store, zone))
     return _page(request, "console_memory.html.j2", notice=request.query.get("notice"), **data)
 
 

@@ -1,7 +1,9 @@
 """What the console's pages show, read from the store: plain data for the templates.
 
 Each page is built from the same traces ``dta trace`` prints (``agent/cli/trace.py``), so the
-console and the command line can never disagree about a message.
+console and the command line can never disagree about a message. Every time is shown in the
+team's zone (``timezone`` in the configuration: ``2026-01-01 08:00:00 +08:00``), and an
+act's outcome in the one vocabulary (agent/acts/told.py).
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.cli.trace import Trace, inspector, trace_message, when
+from agent.acts.shown import person_names, readable
+from agent.cli.trace import DEFAULT_TIMEZONE, Trace, clock, inspector, trace_message
+from agent.cli.trace_acts import approval_act, named
 from agent.contracts import MemoryStatus
 from storage import Store
 from storage.inspect import FILTERS
@@ -34,7 +38,7 @@ def badge(status: str) -> str:
     """The CSS class of a status or verdict: green, amber, red or grey at a glance."""
     if status in ("accepted", "verified", "engage", "answered"):
         return "ok"
-    if status in ("uncertain", "refused", "waiting"):
+    if status in ("uncertain", "refused", "waiting", "pending"):
         return "warn"
     if status in ("failed", "interrupted", "never_arrived"):
         return "bad"
@@ -72,8 +76,11 @@ def message_view(trace: Trace) -> dict[str, Any]:
     }
 
 
-def overview(store: Store, selection: Selection) -> dict[str, Any]:
+def overview(
+    store: Store, selection: Selection, timezone: str = DEFAULT_TIMEZONE
+) -> dict[str, Any]:
     """The threads page: conversations, the filters with counts, and the messages shown."""
+    when = clock(timezone)
     records = inspector(store)
     conversations = [
         {
@@ -93,7 +100,7 @@ def overview(store: Store, selection: Selection) -> dict[str, Any]:
         reason=selection.reason,
         limit=THREAD_LIMIT,
     )
-    messages = [message_view(trace_message(store, e.event_id)) for e in reversed(events)]
+    messages = [message_view(trace_message(store, e.event_id, timezone)) for e in reversed(events)]
     filters = [
         {"only": "silent", "reason": reason, "label": f"silent: {reason}", "count": count}
         for reason, count in records.silence_reasons().items()
@@ -111,8 +118,9 @@ def overview(store: Store, selection: Selection) -> dict[str, Any]:
     }
 
 
-def memory_queue(store: Store) -> dict[str, Any]:
+def memory_queue(store: Store, timezone: str = DEFAULT_TIMEZONE) -> dict[str, Any]:
     """The review queue: proposals first, then what was decided, newest last."""
+    when = clock(timezone)
     candidates = [
         {
             "id": c.candidate_id,
@@ -131,30 +139,44 @@ def memory_queue(store: Store) -> dict[str, Any]:
     return {"candidates": candidates}
 
 
-def approvals_list(store: Store) -> dict[str, Any]:
-    """Every approval of an act, pending first, with its snapshot (read-only here: only the
-    asker decides, on the card or with the code)."""
-    approvals = [
-        {
-            "id": a.approval_id,
-            "status": a.status.value,
-            "tool": a.tool,
-            "msg": a.event_id,
-            "authorizer": a.authorization.authorizer,
-            "action": a.authorization.action,
-            "object": a.authorization.object,
-            "audience": a.authorization.audience,
-            "impact": a.authorization.impact,
-            "reversible": a.authorization.reversible,
-            "arguments": a.arguments,
-            "hash": a.authorization.arguments_hash[:16],
-            "asked": when(a.created_at),
-            "expires": when(a.expires_at),
-            "decided_by": a.decided_by,
-            "decided": when(a.decided_at),
-            "clicks": store.clicks(a.approval_id),
-        }
-        for a in store.approvals()
-    ]
+def approvals_list(store: Store, timezone: str = DEFAULT_TIMEZONE) -> dict[str, Any]:
+    """Every approval of an act, pending first, with its snapshot and what became of its act
+    (read-only here: only the asker decides, on the card or with the code). People by the
+    names the directory gave (staff ids kept beside them), arguments as a person reads them."""
+    when = clock(timezone)
+    approvals = []
+    for a in store.approvals():
+        auth, names = a.authorization, a.names
+        act = approval_act(store, a)
+        approvals.append(
+            {
+                "id": a.approval_id,
+                "status": a.status.value,
+                "tool": a.tool,
+                "msg": a.event_id,
+                "authorizer": auth.authorizer,
+                "authorizer_name": named(auth.authorizer, names),
+                "action": auth.action,
+                "object": auth.object,
+                "audience": auth.audience,
+                "audience_names": person_names(auth.audience, names, english=True),
+                "impact": auth.impact,
+                "reversible": auth.reversible,
+                "arguments": readable(a.tool, a.arguments, names, timezone, a.english, auth.object),
+                "hash": auth.arguments_hash[:16],
+                "outcome": act.outcome.value,
+                "outcome_words": act.words,
+                "asked": when(a.created_at),
+                "asked_with": a.asked_with,
+                "expires": when(a.expires_at),
+                "decided_by": a.decided_by,
+                "decided_by_name": named(a.decided_by, names),
+                "decided": when(a.decided_at),
+                "clicks": [
+                    {**c, "user_name": named(c["user_id"], names)}
+                    for c in store.clicks(a.approval_id)
+                ],
+            }
+        )
     approvals.sort(key=lambda a: a["status"] != "pending")
-    return {"approvals": approvals}
+    return {"approvals": approvals, "timezone": timezone}

@@ -1,0 +1,87 @@
+"""The recovery pass's chores beside the queue (``agent/runtime.py``): AI cards left open by
+ended runs closed, working-signal reactions still owed recalled, acts left ``uncertain``
+read back (and their askers told). A chore that fails returns 0: a store outage is the
+next pass's to retry, said nowhere; anything else is logged with its traceback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from agent.acts.executor import Resolved
+from agent.acts.settle import checked_event
+from agent.cards.stream import CardReplies
+from agent.clock import Clock
+from agent.components import ActParts
+from agent.contracts import ActionIntent, ReceiptStatus
+from agent.run.reactions import ReactionSignal
+from storage import Store
+from storage.patience import is_transient
+
+log = logging.getLogger("dta.runtime")
+
+
+class RuntimeChores:
+    """What the recovery pass does beside queueing runs (``Runtime.tick``'s companions)."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        cards: CardReplies | None,
+        reactions: ReactionSignal | None,
+        acts: ActParts | None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.cards = cards
+        self.reactions = reactions
+        self.acts = acts
+
+    async def sweep_cards(self, everything: bool = False) -> int:
+        """Close AI cards left open by runs that have ended (card mode only)."""
+        cards = self.cards
+        if cards is None:
+            return 0
+        return await _unless_failed(lambda: cards.sweep(everything), "closing open cards failed")
+
+    async def sweep_reactions(self, everything: bool = False) -> int:
+        """Recall the working-signal reactions still on people's messages after their runs
+        ended (a refused recall, or one a crash never made), with back-off (``everything``:
+        each once now, at start-up)."""
+        reactions = self.reactions
+        if reactions is None:
+            return 0
+        return await _unless_failed(
+            lambda: reactions.recall_owed(everything=everything), "recalling reactions failed"
+        )
+
+    async def settle_acts(self) -> int:
+        """Read back the acts left ``uncertain`` (a timeout, a crash after the call)."""
+        acts = self.acts
+        if acts is None:
+            return 0
+        return await _unless_failed(
+            lambda: acts.runner.executor.settle_uncertain(self._tell_checked),
+            "reading back uncertain acts failed",
+        )
+
+    async def _tell_checked(self, intent: ActionIntent, resolved: Resolved) -> None:
+        """An act its asker was told is not confirmed has been read back: they are owed a
+        word (its event is stored once; the pick-up runs it)."""
+        if resolved.was is not ReceiptStatus.UNCERTAIN:
+            return
+        # stored even while the act's own run is still answering: it queues behind that
+        # run on the asker's thread, so the word promised there is never lost
+        event = checked_event(intent, self.clock.now())
+        self.store.add_event(event, event.to_json(), supersedes=False)
+
+
+async def _unless_failed(chore: Callable[[], Awaitable[int]], failed: str) -> int:
+    """The chore's count, or 0 when it failed (logged unless the store is down)."""
+    try:
+        return await chore()
+    except Exception as exc:
+        if not is_transient(exc):
+            log.exception(failed)
+        return 0

@@ -1,0 +1,7 @@
+"""``python -m lab.reliability.approvals``."""
+
+import sys
+
+from lab.reliability.approvals.cli import main
+
+sys.exit(main())
