@@ -161,3 +161,18 @@ async def test_a_server_over_streamable_http():
     finally:
         server.kill()
         server.wait(10)
+
+
+async def test_a_stdio_server_starts_when_sys_stderr_has_no_descriptor(monkeypatch):
+    # a test's capture or an embedding host may replace sys.stderr with a stream that has no
+    # file descriptor; the child still needs one for its stderr (it once failed "fileno")
+    import io
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    sources = McpSources([notes()])
+    await sources.start()
+    try:
+        (report,) = sources.report()
+        assert report["status"] == "ready"
+    finally:
+        await sources.aclose()

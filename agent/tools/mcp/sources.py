@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,23 @@ def _content(result: Any) -> Any:
     return texts[0] if len(texts) == 1 else texts
 
 
+def _server_stderr() -> Any:
+    """Where a stdio server's stderr goes: the daemon's own, as a real file descriptor.
+
+    The SDK's default is ``sys.stderr`` as it was when ``mcp.client.stdio`` was first
+    imported, which may be a replaced stream without a descriptor (a test's capture, an
+    embedding host's logger); the child process needs one.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return subprocess.DEVNULL
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside (nested) exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -103,7 +121,7 @@ class McpSource:
         return self.status == "ready"
 
     def _target(self) -> Any:
-        from mcp.client.stdio import StdioServerParameters
+        from mcp.client.stdio import StdioServerParameters, stdio_client
 
         config = self.config
         if config.url is not None:
@@ -114,7 +132,8 @@ class McpSource:
             command, args = config.command[0], config.command[1:]
         # not the daemon's environment: it holds the app's and robots' secrets and the model key
         env = {**child_env(config.pass_env), **config.env}
-        return StdioServerParameters(command=command, args=args, env=env)
+        params = StdioServerParameters(command=command, args=args, env=env)
+        return stdio_client(params, errlog=_server_stderr())
 
     async def start(self) -> None:
         """Connect and list the tools; a failure is a status, never an exception."""
