@@ -252,7 +252,7 @@ def test_ctrl_c_can_only_land_on_the_prompt_and_the_daemon_takes_its_stops(proje
 
 @pytest.mark.timeout(600)
 def test_one_ctrl_c_stops_dev_within_a_second_every_time_under_load(project):
-    """Twenty starts, one Ctrl-C each, at varied moments (idle at the prompt, mid-line,
+    """Eight starts (each moment twice), one Ctrl-C each, at varied moments (idle at the prompt, mid-line,
     while a message is on its way, a moment after one), with both cores kept busy: every
     time dev is gone within a second, exit 0, no traceback. A signal that lands just before
     readline starts waiting must still end the wait (``InterruptWaker``)."""
@@ -260,7 +260,7 @@ def test_one_ctrl_c_stops_dev_within_a_second_every_time_under_load(project):
     moments = ["idle", "mid-line", "sending", "after-send"]
     took: list[float] = []
     try:
-        for attempt in range(20):
+        for attempt in range(8):
             term = Terminal(project, "--no-console")
             try:
                 term.read_until("/help", timeout=60)
@@ -282,7 +282,7 @@ def test_one_ctrl_c_stops_dev_within_a_second_every_time_under_load(project):
         for burner in burners:
             burner.kill()
             burner.wait(timeout=10)
-    assert len(took) == 20
+    assert len(took) == 8
     assert max(took) < 1.0, f"seconds to stop, per try: {[round(t, 2) for t in took]}"
 
 
