@@ -145,3 +145,37 @@ def test_another_object_is_another_act_and_both_wait(store, desk):
     second, voided = desk.open(run, intent(run, {"subject": "订机票", "executors": ["u2"]}))
     assert voided == [] and second.approval_id != first.approval_id
     assert store.get_approval(first.approval_id).status is ApprovalStatus.PENDING
+
+
+def test_an_asker_whose_prompt_is_in_doubt_gets_the_code_in_one_line(store, desk):
+    """The line a re-driven run sends when a prompt's send was cut: the code, in the asker's
+    form (@我 in a group), and the expiry."""
+    run = run_for(event(msg_id="m1", sender_id="u1"))
+    record, _ = desk.open(run, intent(run), english=False)
+    line = desk.code_line(record, in_group=True)
+    assert f"同意请回复「@我 确认 {record.code}」" in line and f"拒绝 {record.code}" in line
+    assert "创建待办" in line and "前有效" in line
+    english = desk.code_line(record.model_copy(update={"english": True}), in_group=False)
+    assert f"reply 「approve {record.code}」" in english
+
+
+def test_the_approvals_probe_counts_a_request_nobody_was_asked_about(store, desk):
+    from types import SimpleNamespace
+
+    from lab.reliability.approvals.judging import _never_asked
+
+    run = run_for(event(msg_id="apv-3", sender_id="apv-u3"))
+    record, _ = desk.open(run, intent(run), english=False)
+    per_request = {"apv-3": [(record, "expired")]}
+    nothing = SimpleNamespace(cards=[], received=[])
+    assert _never_asked(nothing, per_request) == ["apv-3"]
+    line = SimpleNamespace(
+        msgtype="text",
+        text=desk.code_line(record, in_group=False),
+        user_ids=["apv-u3"],
+        at_user_ids=[],
+        conversation_id="cid",
+    )
+    assert _never_asked(SimpleNamespace(cards=[], received=[line]), per_request) == []
+    card = SimpleNamespace(data={"msg_id": "apv-3"})
+    assert _never_asked(SimpleNamespace(cards=[card], received=[]), per_request) == []

@@ -257,6 +257,23 @@ class ApprovalDesk:
         head.append(f"{until} 前不确认将自动作废。")
         return "\n".join(head)
 
+    def code_line(self, record: ApprovalRecord, in_group: bool) -> str:
+        """One line for an asker whose prompt may not have reached them (its send is in
+        doubt, never sent again): how to decide in words, whatever the prompt was."""
+        until = local_time(record.expires_at, self.timezone, record.english)
+        if record.english:
+            at = "@me " if in_group else ""
+            return (
+                f"If you did not get the approval request for {record.authorization.action}: "
+                f"reply 「{at}approve {record.code}」 to go ahead or 「{at}deny {record.code}」 "
+                f"to cancel, before {until}."
+            )
+        at = "@我 " if in_group else ""
+        return (
+            f"如果没有收到「{record.authorization.action}」的确认提示：同意请回复「{at}确认 "
+            f"{record.code}」，不同意回复「{at}拒绝 {record.code}」，{until} 前有效。"
+        )
+
 
 def _supersedes(old: ApprovalRecord, event_id: str, new: Authorization) -> bool:
     """A later message asking for the same object again corrects it (its people may have

@@ -78,7 +78,8 @@ class ActSteps:
         record, _voided = await self.acts.open_approval(run, intent, english=outcome.english)
         if self._decided(acting, run, record, outcome):
             return
-        prompt = self.acts.desk.prompt(record, run.origin.conversation_type.value == "group")
+        in_group = run.origin.conversation_type.value == "group"
+        prompt = self.acts.desk.prompt(record, in_group)
         confirm = {"kind": "confirm", "text": prompt, "approval_id": record.approval_id}
         seen = len(outcome.receipts)
         await acting.act(run, [confirm], outcome, ActAs.APPROVAL_PROMPT)
@@ -99,10 +100,13 @@ class ActSteps:
             self._note_asked(current, outcome)
         elif any(r.status is ReceiptStatus.UNCERTAIN for r in said):
             # It may be on the asker's screen: it stays open (a click still counts, or it
-            # expires and they are told), and they are given the code to answer in words.
+            # expires and they are told), and the host's own line gives them the code to
+            # answer in words — the model may not pass it on, and a prompt cut before its
+            # bytes left reached nobody (kill -9 amid its send).
             outcome.awaiting.append(record.approval_id)
             outcome.asked[record.approval_id] = {"how": "uncertain", "code": current.code}
             self._note_asked(current, outcome)
+            await acting.follow_up(run, self.acts.desk.code_line(current, in_group))
         else:
             why = "the approval prompt did not reach the asker"
             self.acts.desk.void(record, why, VoidReason.PROMPT_NOT_DELIVERED)
@@ -112,6 +116,22 @@ class ActSteps:
             refused = acting.refuse(run, void)
             outcome.receipts.append(refused)
             outcome.told.append(refused)
+
+    def prompts_in_doubt(self, run: Run) -> list[str]:
+        """For a re-driven run: the code line of each of this message's open approvals
+        whose prompt's send a crash cut (``uncertain``, never sent again) and none of whose
+        prompts is known delivered — it may have reached nobody, and the model asked again
+        may not call the tool again (it knows the act waits)."""
+        in_group = run.origin.conversation_type.value == "group"
+        lines = []
+        for record in self.store.approvals(event_id=run.event_id):
+            if not record.status.is_open:
+                continue
+            key = idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)
+            said = self.store.receipt_for_idempotency_key(key)
+            if said is not None and said.status is ReceiptStatus.UNCERTAIN:
+                lines.append(self.acts.desk.code_line(record, in_group))
+        return lines
 
     def _decided(
         self, acting: Acting, run: Run, record: ApprovalRecord, outcome: RunOutcome

@@ -75,6 +75,10 @@ class Acts(Protocol):
         """The same act asked again: never run twice; what became of it is told."""
         ...
 
+    def prompts_in_doubt(self, run: Run) -> list[str]:
+        """A re-driven run's lines for approvals whose prompt a crash left in doubt."""
+        ...
+
 
 class Acting:
     """Requests to receipts for one runtime; the pipeline owns one and lends ``act`` and

@@ -203,6 +203,10 @@ class Pipeline:
                 lambda line: self.acting.follow_up(run, line),
                 english=is_english(event.text),
             )
+            # an approval prompt a crash cut may have reached nobody: its code, in a line
+            if self.acting.acts is not None:
+                for line in self.acting.acts.prompts_in_doubt(run):
+                    await self.acting.follow_up(run, line)
             settled = settled_from_records(self.store, self.tasks, run, self.clock.now())
             if settled is not None:
                 return settled

@@ -147,6 +147,35 @@ class Verdicts:
                 self.count("cards_showing_another_outcome", f"{msg}:{category}:{status}")
 
 
+_CODE_ASKED = re.compile(r"同意请回复「(@我 )?确认 [0-9A-F]{4}」")
+
+
+def _never_asked(
+    fake: FakeDingTalk, per_request: dict[str, list[tuple[ApprovalRecord, str]]]
+) -> list[str]:
+    """Requests with an approval that did not end void whose asker saw no way to decide:
+    no approval card of theirs and no line with its code (a prompt cut before it left
+    reached nobody; the re-driven run owes them the code)."""
+    carded = {str(card.data.get("msg_id")) for card in fake.cards if card.data.get("msg_id")}
+    coded = set()
+    for message in fake.received:
+        if message.msgtype != "card" and _CODE_ASKED.search(message.text or ""):
+            found = request_of(message.text or "")
+            people = [*message.user_ids, *message.at_user_ids, message.conversation_id or ""]
+            for where in people:
+                number = re.fullmatch(r"apv-[ug](\d+)", where)
+                if number:
+                    found = found or f"apv-{number.group(1)}"
+            if found:
+                coded.add(found)
+    never = []
+    for msg, records in per_request.items():
+        live = [r for r, _ in _live(records) if r.status is not ApprovalStatus.VOID]
+        if live and msg not in carded | coded:
+            never.append(msg)
+    return never
+
+
 def _clicks(store: Any, fake: FakeDingTalk, clicker: Clicker) -> dict[str, Any]:
     """Every click delivered recorded; which a paused daemon took (its answer on the card
     says it waits for the resume)."""
@@ -271,6 +300,7 @@ def judge(
     else:
         decisions = _clicks(store, fake, clicker)
     uncertain = {r.intent_id for r in store.receipts() if r.status.value == "uncertain"}
+    never_asked = _never_asked(fake, per_request)
     counts = verdicts.counts
     return {
         "requests": len(sent),
@@ -295,6 +325,7 @@ def judge(
         "askers_told_untrue": counts["askers_told_untrue"],
         "askers_not_told": counts["askers_not_told"],
         "cards_showing_another_outcome": counts["cards_showing_another_outcome"],
+        "requests_never_asked": len(never_asked),
         "pending_left": by_status.get("pending", 0),
         "uncertain_acts_left": len(store.uncertain_acts()),
         "requests_without_approval": len(missing),
@@ -304,6 +335,11 @@ def judge(
         "examples": {
             **{k: v for k, v in verdicts.examples.items() if v},
             **({"requests_without_approval": _missing_examples(store, missing)} if missing else {}),
+            **(
+                {"requests_never_asked": _missing_examples(store, never_asked)}
+                if never_asked
+                else {}
+            ),
         },
     }
 
@@ -319,6 +355,7 @@ MUST_BE_ZERO = (
     "askers_told_untrue",
     "askers_not_told",
     "cards_showing_another_outcome",
+    "requests_never_asked",
     "pending_left",
     "uncertain_acts_left",
     "requests_without_approval",
