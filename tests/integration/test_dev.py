@@ -252,8 +252,9 @@ def test_ctrl_c_can_only_land_on_the_prompt_and_the_daemon_takes_its_stops(proje
 
 @pytest.mark.timeout(600)
 def test_one_ctrl_c_stops_dev_within_a_second_every_time_under_load(project):
-    """Eight starts (each moment twice), one Ctrl-C each, at varied moments (idle at the prompt, mid-line,
-    while a message is on its way, a moment after one), with both cores kept busy: every
+    """Eight starts (each moment twice), one Ctrl-C each, at varied moments (idle at the
+    prompt, mid-line, while a message is on its way, a moment after one), with both cores
+    kept busy: every
     time dev is gone within a second, exit 0, no traceback. A signal that lands just before
     readline starts waiting must still end the wait (``InterruptWaker``)."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
