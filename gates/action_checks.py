@@ -265,7 +265,7 @@ def _claims(c: _Case) -> _Refused | None:
     backs none of its act; a reminder the request sets backs its own confirmation."""
     if not c.from_provider or c.request.kind not in _SPOKEN:
         return None
-    said = f"{c.request.title or ''}\n{c.body}"
+    said = f"{c.request.title}\n{c.body}" if c.request.title else c.body
     found = unbacked(
         find_claims(said, c.facts.sources),
         c.facts.backing,
@@ -315,7 +315,7 @@ def _figures(c: _Case) -> _Refused | None:
         return None
     if not c.facts.grounds or (c.run.answered_by or c.run.provider) in HOST_COMPUTED:
         return None
-    said = f"{c.request.title or ''}\n{c.body}"
+    said = f"{c.request.title}\n{c.body}" if c.request.title else c.body
     found = ungrounded(said, c.facts.grounds, c.facts.question)
     if not found:
         return None

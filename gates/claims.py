@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from gates.claims_en import _EN_NOT, _EN_THIRD, read_en
 from gates.claims_text import (
@@ -52,6 +53,13 @@ def find_claims(text: str, sources: Sequence[str] = ()) -> list[Claim]:
     """Every claim and promise in ``text``, clause by clause (what it quotes from
     ``sources`` is theirs, not the robot's). A claim is worded as not yet confirmed when
     its sentence says so (「待办已提交，结果还没确认」)."""
+    return list(_found(text, tuple(sources)))
+
+
+@lru_cache(maxsize=256)
+def _found(text: str, sources: tuple[str, ...]) -> tuple[Claim, ...]:
+    # A pure reading, asked twice of each reply (the claims and the promises check) and
+    # again for each frame of a streamed card: read once.
     found: list[Claim] = []
     for sentence in sentences(unquoted(normalise(text), [normalise(s) for s in sources])):
         hedged = unconfirmed(sentence)
@@ -89,7 +97,7 @@ def find_claims(text: str, sources: Sequence[str] = ()) -> list[Claim]:
             if hedged and claim.tense == "done":
                 claim = replace(claim, unconfirmed=True)
             found.append(claim)
-    return found
+    return tuple(found)
 
 
 _ASKED_OF = re.compile(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -112,6 +113,12 @@ _WEEKDAYS_ZH = "一二三四五六日"
 
 def local_now(now: float, timezone: str) -> LocalNow:
     """``now`` in the team's zone, as a model needs it to write a time."""
+    return _local_second(int(now), timezone)
+
+
+@lru_cache(maxsize=8)
+def _local_second(now: int, timezone: str) -> LocalNow:
+    # to the second, as it is shown: a burst's runs share it
     local = datetime.fromtimestamp(now, ZoneInfo(timezone))
     day = local.weekday()
     return LocalNow(
@@ -154,7 +161,8 @@ class InvocationBuilder:
         continuation: TaskCheckpoint | None = None,
     ) -> EnrichedInvocation:
         text, truncated, original = _cut(event.text, self.limits.max_text_chars)
-        media = await self._media(event, run)
+        nearby = self._nearby(event)  # one read for the burst and the media its words take
+        media = await self._media(event, run, nearby)
         quote = self.quote(event)
         if quote is not None:
             quote.media = [m.media_id for m in media if m.part_of == "quote"]
@@ -169,7 +177,7 @@ class InvocationBuilder:
             text_original_length=original,
             identity=await self.identity(event),
             quote=quote,
-            burst=self.burst(event),
+            burst=self.burst(event, nearby),
             recent=recent,
             knowledge=knowledge,
             allowed_actions=run.allowed_actions,
@@ -178,12 +186,14 @@ class InvocationBuilder:
             now=local_now(self.clock.now(), self.limits.timezone),
         )
 
-    async def _media(self, event: Event, run: Run) -> list[MediaItem]:
+    async def _media(
+        self, event: Event, run: Run, nearby: list[Event] | None = None
+    ) -> list[MediaItem]:
         """The message's media and those of the burst its words take; a file whose own run
         fetched it is copied from that run, not downloaded a second time."""
         if self.media is None:
             return []
-        earlier = self.earlier_with_media(event)
+        earlier = self.earlier_with_media(event, nearby)
         had = self.store.get_run(earlier.event_id) if earlier is not None else None
         return await self.media.fetch(event, run.run_id, earlier, had.run_id if had else None)
 
@@ -248,18 +258,26 @@ class InvocationBuilder:
 
     # ------------------------------------------------------------------ burst
 
-    def burst(self, event: Event) -> Burst | None:
+    def _nearby(self, event: Event) -> list[Event] | None:
+        """The person's messages here from a burst window before ``event`` to the same
+        instant as it (what ``burst`` and ``earlier_with_media`` read), or None when
+        there is no burst window."""
+        if self.limits.burst_window_s <= 0:
+            return None
+        return self.store.events_between(
+            event.conversation.id,
+            event.actor.user_id,
+            event.created_at - self.limits.burst_window_s,
+            event.created_at + SAME_INSTANT_S,  # sent together: the same createAt
+        )
+
+    def burst(self, event: Event, nearby: list[Event] | None = None) -> Burst | None:
+        """``nearby``: ``_nearby(event)`` when already read."""
         if self.limits.burst_window_s <= 0 or self.limits.max_burst_messages <= 0:
             return None
+        window = self._nearby(event) if nearby is None else nearby
         earlier = [
-            e
-            for e in self.store.events_between(
-                event.conversation.id,
-                event.actor.user_id,
-                event.created_at - self.limits.burst_window_s,
-                event.created_at,
-            )
-            if e.event_id != event.event_id
+            e for e in window if e.created_at < event.created_at and e.event_id != event.event_id
         ]
         # 「忘掉…」: the person's messages before it are not shown again either
         earlier = after_last_forget(earlier, lambda e: e.text)
@@ -280,18 +298,14 @@ class InvocationBuilder:
             original_length=len(earlier) if len(kept) < len(earlier) else None,
         )
 
-    def earlier_with_media(self, event: Event) -> Event | None:
+    def earlier_with_media(self, event: Event, nearby: list[Event] | None = None) -> Event | None:
         """For a message with no media of its own, the person's latest earlier message
         here within the burst window that had some: 「帮我看下这个文件」 means that file,
-        whether it came together (its run superseded by this one) or seconds before."""
+        whether it came together (its run superseded by this one) or seconds before.
+        ``nearby``: ``_nearby(event)`` when already read."""
         if event.attachments or self.limits.burst_window_s <= 0:
             return None
-        earlier = self.store.events_between(
-            event.conversation.id,
-            event.actor.user_id,
-            event.created_at - self.limits.burst_window_s,
-            event.created_at + SAME_INSTANT_S,  # sent together: the same createAt
-        )
+        earlier = self._nearby(event) if nearby is None else nearby
         earlier = after_last_forget(earlier, lambda e: e.text)  # a forgotten file too
         with_media = [e for e in earlier if e.attachments and e.event_id != event.event_id]
         return with_media[-1] if with_media else None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from agent.clock import Clock
@@ -231,7 +232,9 @@ class Pipeline:
         own = await self.own.handle(event, run, self.hands)
         if own is not None:
             return own
-        start = self.tasks.begin(run, event.text, supplies=supplies(event, self.invocations))
+        # (a look at the burst's media only when a waiting task needs it)
+        brings = partial(supplies, event, self.invocations)
+        start = self.tasks.begin(run, event.text, supplies=brings)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")

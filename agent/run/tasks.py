@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.clock import Clock
@@ -104,10 +105,13 @@ class TaskKeeper:
         log.warning("task moved by another run", extra={"task_id": task.task_id})
         return None
 
-    def begin(self, run: Run, text: str, *, supplies: bool = False) -> TaskStart:
+    def begin(
+        self, run: Run, text: str, *, supplies: bool | Callable[[], bool] = False
+    ) -> TaskStart:
         """Before the provider: resume, stop or supersede the thread's active task.
         ``supplies``: the message brings something of its own (a file, a picture, a quote
-        of the question), so it answers a waiting task whatever its words."""
+        of the question), so it answers a waiting task whatever its words — asked only
+        when a waiting task needs the answer (a callable: it may read the store)."""
         active = self.store.active_task(run.thread_key)
         if active is not None and active.updated_by_run == run.run_id:
             return TaskStart(continuation=active)  # re-execution after a crash
@@ -117,7 +121,11 @@ class TaskKeeper:
         if stop:
             cancelled = self._move(active, run, status=TaskStatus.CANCELLED)
             return TaskStart(stop=True, cancelled=cancelled)
-        if active.status is TaskStatus.WAITING and not supplies and own_request(text, active):
+        if (
+            active.status is TaskStatus.WAITING
+            and own_request(text, active)
+            and not (supplies() if callable(supplies) else supplies)
+        ):
             return TaskStart()  # its own request: the task keeps waiting for its answer
         resumed = self._move(active, run, status=TaskStatus.WORKING, waiting_for=None)
         return TaskStart(continuation=resumed)
