@@ -168,10 +168,12 @@ def _masked(quote: re.Match[str]) -> str:
 def _read_masked(clause: str) -> Claim | None:
     latin = sum(ch.isascii() and ch.isalpha() for ch in clause)
     han = sum("\u4e00" <= ch <= "\u9fff" for ch in clause)
-    first, second = (read_zh, read_en) if han >= 3 or latin <= 2 * han else (read_en, read_zh)
-    claim = first(clause)
-    if claim is None and (han if second is read_zh else latin > 8):
-        claim = second(clause)
+    claim = None
+    if han or latin:  # digits and signs alone ("7 + 3 = 10") have no verb to read
+        first, second = (read_zh, read_en) if han >= 3 or latin <= 2 * han else (read_en, read_zh)
+        claim = first(clause)
+        if claim is None and (han if second is read_zh else latin > 8):
+            claim = second(clause)
     if claim is None and _CHECKED.match(clause):
         claim = Claim(clause, "done", "other", people(clause), objects(clause))
     return claim
