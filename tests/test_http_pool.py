@@ -4,13 +4,14 @@ no more are open than the limit."""
 import asyncio
 import ssl
 
+import httpcore
 import httpx
 import pytest
 import trustme
 from aiohttp import web
 
 from agent.dingtalk.http_backend import AsyncioBackend
-from agent.dingtalk.http_pool import EXEMPT, OutboundTransport
+from agent.dingtalk.http_pool import EXEMPT, OutboundTransport, _Places
 
 
 async def _server(
@@ -220,8 +221,47 @@ async def test_a_reserved_place_waits_as_long_as_it_takes_and_the_token_never_wa
         assert token.json() == {"accessToken": "t"}
         gate.set()
         assert await asyncio.gather(*sends) == [200] * 6
-        assert not transport._pool._places.locked()  # every place given back
+        assert transport._pool._places.free == 2  # every place given back
     finally:
         gate.set()
         await transport.aclose()
         await runner.cleanup()
+
+
+async def test_places_go_in_turn_and_one_handed_to_a_waiter_that_gave_up_is_not_lost():
+    places = _Places(1)
+    await places.acquire()
+    order: list[str] = []
+
+    async def wait(name: str, timeout: float | None = None) -> None:
+        await places.acquire(timeout)
+        order.append(name)
+
+    late = asyncio.create_task(wait("late", timeout=0.01))
+    first = asyncio.create_task(wait("first"))
+    cancelled = asyncio.create_task(wait("cancelled"))
+    second = asyncio.create_task(wait("second"))
+    await asyncio.sleep(0.05)
+    with pytest.raises(httpcore.PoolTimeout):
+        await late  # its time ran out while the place was held
+    cancelled.cancel()
+    places.release()  # to "first", in turn
+    await asyncio.sleep(0)
+    places.release()  # "cancelled" gave up: to "second"
+    await asyncio.gather(first, second)
+    assert order == ["first", "second"] and places.free == 0
+    # a place handed over just as its waiter is cancelled goes on to the next one
+    places.release()
+    places.release()
+    assert places.free == 2
+    await places.acquire()
+    await places.acquire()
+    doomed = asyncio.create_task(places.acquire())
+    heir = asyncio.create_task(places.acquire())
+    await asyncio.sleep(0)
+    places.release()  # handed to doomed ...
+    doomed.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    await asyncio.wait_for(heir, 1)  # the place went on
+    assert places.free == 0
