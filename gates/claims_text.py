@@ -59,6 +59,8 @@ def normalise(text: str) -> str:
     """``text`` in the one form the checks read (see the module's docstring)."""
     if not text:
         return ""
+    if text.isascii():  # nothing to fold but emphasis: no width, quote, format or script
+        return _EMPHASIS.sub("", text)
     folded = unicodedata.normalize("NFKC", text).translate(_QUOTES)
     folded = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
     folded = _EMPHASIS.sub("", folded)

@@ -18,13 +18,20 @@ class ContextRecords(StoreBase):
     # ------------------------------------------------------------------ invocation lookups
 
     def events_between(
-        self, conversation_id: str, actor_id: str, since: float, before: float
+        self,
+        conversation_id: str,
+        actor_id: str,
+        since: float,
+        before: float,
+        excluding: str = "",
     ) -> list[Event]:
-        """The actor's messages in a conversation created in [since, before), oldest first."""
+        """The actor's messages in a conversation created in [since, before), oldest first
+        (but the event ``excluding`` names: the one asking, never parsed for nothing)."""
         rows = self.conn.execute(
             "SELECT event_json FROM events WHERE conversation_id = ? AND actor_id = ?"
-            " AND created_at >= ? AND created_at < ? ORDER BY created_at, rowid",
-            (conversation_id, actor_id, since, before),
+            " AND created_at >= ? AND created_at < ? AND event_id != ?"
+            " ORDER BY created_at, rowid",
+            (conversation_id, actor_id, since, before, excluding),
         ).fetchall()
         return [Event.model_validate_json(row[0]) for row in rows]
 

@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.components import action_policy
 from agent.contracts import RefusalReason
 from gates.action import ActionFacts, ActionGate, Approval, Refusal, RunTally
 from gates.claims import done_claim, later_promise
+from gates.claims_text import normalise
 from tests.factories import ROBOT, T0, built, event, run_for
 
 TABLE = json.loads((Path(__file__).parents[1] / "lab/claims/sentences.json").read_text())
@@ -222,3 +225,18 @@ def test_a_speakers_tag_in_brackets_is_not_part_of_the_sentence() -> None:
     assert find_claims("（小助手）你已经同意了这个待办", ()) == []
     assert find_claims("【提醒】我已经通知张三了", ())[0].effect == "message"
     assert find_claims("[x] 建待办：跟进客户回访", ())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_text_is_folded_as_the_full_path_folds_it(text):
+    """ASCII skips the folding it cannot need (width, quotes, format marks, script)."""
+    import unicodedata
+
+    from gates import claims_text
+
+    full = unicodedata.normalize("NFKC", text).translate(claims_text._QUOTES)
+    full = "".join(ch for ch in full if unicodedata.category(ch) != "Cf")
+    full = claims_text._EMPHASIS.sub("", full)
+    full = claims_text._to_simplified().convert(full)
+    assert normalise(text) == claims_text._CJK_SPACE.sub("", full)

@@ -269,6 +269,7 @@ class InvocationBuilder:
             event.actor.user_id,
             event.created_at - self.limits.burst_window_s,
             event.created_at + SAME_INSTANT_S,  # sent together: the same createAt
+            excluding=event.event_id,
         )
 
     def burst(self, event: Event, nearby: list[Event] | None = None) -> Burst | None:

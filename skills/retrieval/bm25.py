@@ -74,10 +74,12 @@ class Bm25Index:
     ) -> list[Hit]:
         """Up to ``k`` sections that match, best first (fewer, or none, when fewer match);
         only ``visible`` ones are considered at all."""
+        if not self._docs:  # nothing to search (no knowledge folder): the question unread
+            return []
         weights = terms(question)
         wanted = {t: w * self.idf(t) for t, w in weights.items()}
         total = sum(weights.values())
-        if total == 0 or not self._docs:
+        if total == 0:
             return []
         strong = {t for t, w in weights.items() if w > UNIGRAM_WEIGHT}
         hits: list[Hit] = []
