@@ -581,3 +581,15 @@ async def test_a_token_never_given_fails_the_send_as_provably_not_sent(transport
     delivery = await deliver(transport, intent(), Channel.OPENAPI_OTO)
     assert delivery.outcome is AttemptOutcome.FAILED and delivery.evidence.error == "TokenError"
     assert send.call_count == 0 and clock.now() - started >= transport.config.token_wait_s - 5
+
+
+def test_loading_the_stream_sdk_leaves_the_environment_alone(monkeypatch):
+    """Connections open with dta's own request to the configured endpoint; the SDK's own
+    endpoint (read from the environment when it is first imported) is never written."""
+    from agent.dingtalk.connector import load_sdk
+
+    monkeypatch.delenv("DINGTALK_OPENAPI_ENDPOINT", raising=False)
+    load_sdk()
+    import os
+
+    assert "DINGTALK_OPENAPI_ENDPOINT" not in os.environ

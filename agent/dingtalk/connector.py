@@ -35,7 +35,6 @@ import contextlib
 import contextvars
 import inspect
 import logging
-import os
 import random
 import threading
 import time
@@ -89,9 +88,12 @@ def _recv_takes_decode(ws: Any) -> bool:
         return False
 
 
-def load_sdk(endpoint: str) -> ModuleType:
-    """Import the client after pointing it at ``endpoint`` (it reads the variable on import)."""
-    os.environ["DINGTALK_OPENAPI_ENDPOINT"] = endpoint
+def load_sdk() -> ModuleType:
+    """The client's module. Its endpoint (``DINGTALK_OPENAPI_ENDPOINT``, read once, when it
+    is first imported) is never used: connections open with our own request to the
+    configured endpoint (``agent/dingtalk/stream_client.py``), and nothing else of the SDK
+    that calls DingTalk is (its token, chatbot and card helpers), so the process
+    environment is left alone and each robot's endpoint is its own."""
     import dingtalk_stream
 
     return dingtalk_stream
@@ -123,7 +125,7 @@ class Connector:
         self.accepting = accepting
         self.stats = ConnectorStats()
         self._accepting_failures = FailureLog(log, "accepting check failed; not accepting")
-        self._sdk = load_sdk(config.endpoint)
+        self._sdk = load_sdk()
         self.frames = FrameHandler(
             sdk=self._sdk,
             stats=self.stats,
