@@ -38,6 +38,7 @@ from agent.config import Settings
 from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.ingest import FrameKind, Ingestor, IngestResult
+from agent.dingtalk.transport import DingTalkTransport
 from agent.run.dispatcher import Dispatcher
 from agent.run.retries import RETRY_BASE_S, RETRY_MAX_S, RetryQueue
 from agent.run.thread_claims import ThreadClaims
@@ -67,6 +68,7 @@ class Runtime:
         crash: CrashPoints | None = None,
         store_path: Path | None = None,
         on_run_finished: Callable[[float], None] | None = None,
+        transport: DingTalkTransport | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -86,6 +88,7 @@ class Runtime:
             http_client=http_client,
             provider=provider,
             skills=skills,
+            transport=transport,
         )
         self.response_gate, self.transport, self.broker = (
             parts.response_gate,

@@ -248,10 +248,13 @@ def build_parts(
     http_client: httpx.AsyncClient | None,
     provider: Provider | None,
     skills: SkillSource | None,
+    transport: DingTalkTransport | None = None,
 ) -> PipelineParts:
-    """Everything a runtime's pipeline runs with, from ``settings``; ``provider`` and
-    ``skills`` given by the lab or a daemon that built them already."""
-    transport = DingTalkTransport(transport_config(settings), clock, http_client)
+    """Everything a runtime's pipeline runs with, from ``settings``; ``provider``,
+    ``skills`` and ``transport`` given by the lab or a daemon that built them already (the
+    benchmark's transport answers without the wire)."""
+    if transport is None:
+        transport = DingTalkTransport(transport_config(settings), clock, http_client)
     broker = build_broker(settings, store, transport, clock, crash)
     action_gate = ActionGate(action_policy(settings))
     mcp = build_mcp(settings)

@@ -112,9 +112,9 @@ async def bench_pipeline_on(
         max_concurrent_runs=64,
         webhook_origins=[STUB_ORIGIN],  # the stub answers for it; nothing leaves the process
     )
-    runtime = Runtime(settings, clock=SystemClock())
-    stub = StubTransport(transport_config(settings), runtime.clock)
-    runtime.broker.transport = stub
+    clock = SystemClock()
+    stub = StubTransport(transport_config(settings), clock)
+    runtime = Runtime(settings, clock=clock, transport=stub)
     await runtime.start()
     settle_heap()  # as the daemon does once it is built: collections skip start-up's objects
     now_ms = int(time.time() * 1000)
