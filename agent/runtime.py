@@ -106,8 +106,8 @@ class Runtime:
         self.pipeline = build_pipeline(settings, parts, self.owner)
         # Proactive work (agent/proactive/heartbeat.py): None unless heartbeat_interval_s is set.
         self.heartbeat = build_heartbeat(settings, parts, self.submit)
-        reactions = self.pipeline.acting.reactions  # the working signal's, when it is one
-        self.chores = RuntimeChores(self.store, self.clock, self.cards, reactions, self.acts)
+        carriers = self.pipeline.acting.carriers
+        self.chores = RuntimeChores(self.store, self.clock, carriers, self.acts)
         # Every run in memory may be under way (the provider's places bound the expensive
         # part): a run waiting only for its turn would start its ack timer late.
         self.dispatcher = Dispatcher(settings.max_queued_runs)
@@ -162,9 +162,8 @@ class Runtime:
             dropped = self.store.drop_unsent_intents()
         if self.mcp is not None:  # before any run: their tools are offered from the start
             await self.mcp.start()
-        await self.sweep_cards(everything=True)
-        # a recall refused, or cut by the stop, is owed still
-        await self.sweep_reactions(everything=True)
+        # cards a stop left open, reactions whose recall was refused or cut: settled now
+        await self.chores.sweep_carriers(everything=True)
         resumed = self.tick(force=True)
         if uncertain or dropped or expired or resumed:
             log.warning(
@@ -307,11 +306,11 @@ class Runtime:
 
     async def sweep_cards(self, everything: bool = False) -> int:
         """Close AI cards left open by runs that have ended (card mode only)."""
-        return await self.chores.sweep_cards(everything)
+        return await self.chores.sweep_carriers(("card",), everything)
 
     async def sweep_reactions(self, everything: bool = False) -> int:
         """Recall the working-signal reactions still owed (``RuntimeChores``)."""
-        return await self.chores.sweep_reactions(everything)
+        return await self.chores.sweep_carriers(("reaction",), everything)
 
     async def settle_acts(self) -> int:
         """Read back the acts left ``uncertain`` (a timeout, a crash after the call)."""
@@ -326,8 +325,7 @@ class Runtime:
             wait = self.settings.recovery_interval_s
             try:
                 self.tick()
-                await self.sweep_cards()
-                await self.sweep_reactions()
+                await self.chores.sweep_carriers()
                 await self.settle_acts()
                 failures = 0
             except Exception as exc:

@@ -1,20 +1,19 @@
-"""The recovery pass's chores beside the queue (``agent/runtime.py``): AI cards left open by
-ended runs closed, working-signal reactions still owed recalled, acts left ``uncertain``
-read back (and their askers told). A chore that fails returns 0: a store outage is the
+"""The recovery pass's chores beside the queue (``agent/runtime.py``): what stops left on the
+carriers settled (AI cards of ended runs closed, reactions still owed recalled), acts left
+``uncertain`` read back (and their askers told). A chore that fails returns 0: a store outage is the
 next pass's to retry, said nowhere; anything else is logged with its traceback."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from agent.acts.executor import Resolved
 from agent.acts.settle import checked_event
-from agent.cards.stream import CardReplies
 from agent.clock import Clock
 from agent.components import ActParts
 from agent.contracts import ActionIntent, ReceiptStatus
-from agent.run.reactions import ReactionSignal
+from agent.run.carriers import Carriers
 from storage import Store
 from storage.patience import is_transient
 
@@ -25,36 +24,18 @@ class RuntimeChores:
     """What the recovery pass does beside queueing runs (``Runtime.tick``'s companions)."""
 
     def __init__(
-        self,
-        store: Store,
-        clock: Clock,
-        cards: CardReplies | None,
-        reactions: ReactionSignal | None,
-        acts: ActParts | None,
+        self, store: Store, clock: Clock, carriers: Carriers, acts: ActParts | None
     ) -> None:
         self.store = store
         self.clock = clock
-        self.cards = cards
-        self.reactions = reactions
+        self.carriers = carriers
         self.acts = acts
 
-    async def sweep_cards(self, everything: bool = False) -> int:
-        """Close AI cards left open by runs that have ended (card mode only)."""
-        cards = self.cards
-        if cards is None:
-            return 0
-        return await _unless_failed(lambda: cards.sweep(everything), "closing open cards failed")
-
-    async def sweep_reactions(self, everything: bool = False) -> int:
-        """Recall the working-signal reactions still on people's messages after their runs
-        ended (a refused recall, or one a crash never made), with back-off (``everything``:
-        each once now, at start-up)."""
-        reactions = self.reactions
-        if reactions is None:
-            return 0
-        return await _unless_failed(
-            lambda: reactions.recall_owed(everything=everything), "recalling reactions failed"
-        )
+    async def sweep_carriers(self, msgtypes: Sequence[str] = (), everything: bool = False) -> int:
+        """What stops left on the carriers (those of ``msgtypes``, or all), settled: AI
+        cards of ended runs closed, working-signal reactions still on people's messages
+        recalled with back-off (``everything``: each once now, at start-up)."""
+        return await self.carriers.sweep(everything, msgtypes)
 
     async def settle_acts(self) -> int:
         """Read back the acts left ``uncertain`` (a timeout, a crash after the call)."""

@@ -11,7 +11,8 @@ import trustme
 from aiohttp import web
 
 from agent.dingtalk.http_backend import AsyncioBackend
-from agent.dingtalk.http_pool import EXEMPT, OutboundTransport, _Places
+from agent.dingtalk.http_places import Places
+from agent.dingtalk.http_pool import EXEMPT, OutboundTransport
 
 
 async def _server(
@@ -229,7 +230,7 @@ async def test_a_reserved_place_waits_as_long_as_it_takes_and_the_token_never_wa
 
 
 async def test_places_go_in_turn_and_one_handed_to_a_waiter_that_gave_up_is_not_lost():
-    places = _Places(1)
+    places = Places(1)
     await places.acquire()
     order: list[str] = []
 

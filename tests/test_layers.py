@@ -58,6 +58,12 @@ ROWS = (
         (*RUNTIME_BELOW, "dingtalk", "tools", "builtin_tools", "run", "cards", "told"),
     ),
     Row("proactive", ("agent/proactive/",), (*RUNTIME_BELOW, "dingtalk", "tools", "run")),
+    # a carrier says how its form goes, over the wing that sends it (cards, acts, run)
+    Row(
+        "carriers",
+        ("agent/carriers/",),
+        (*RUNTIME_BELOW, "dingtalk", "tools", "builtin_tools", "run", "cards", "acts", "told"),
+    ),
     # a particular provider: only components choose one (``build_provider``)
     Row("providers", ("skills/providers/",), ("contracts", "gates", "skills", "interface")),
     Row(

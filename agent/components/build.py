@@ -14,6 +14,11 @@ from agent.cards.api import CardAPI
 from agent.cards.broker import CardBroker
 from agent.cards.pacing import CardPacer
 from agent.cards.stream import CardReplies
+from agent.carriers.approval_card import ApprovalCardCarrier
+from agent.carriers.attachments import AttachmentCarrier
+from agent.carriers.cards import CardCarrier
+from agent.carriers.messages import MessageCarrier
+from agent.carriers.reaction import ReactionCarrier
 from agent.clock import Clock
 from agent.components.acts import ActParts, build_acts, build_clicks, build_mcp, tool_box
 from agent.components.own_events import build_own_events, build_proactive
@@ -38,6 +43,7 @@ from agent.proactive.work import ProactiveWork
 from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
+from agent.run.carriers import Carrier, Carriers
 from agent.run.endings import Endings
 from agent.run.forgetting import Forgetting
 from agent.run.grounding import Grounder, GroundingLimits
@@ -179,20 +185,35 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
 def build_acting(
     settings: Settings, parts: PipelineParts, reactions: ReactionSignal | None
 ) -> Acting:
-    """The acting step: requests to receipts, with the cards, the acts (agent/acts/) and
-    the reaction signal it delivers through where they are set."""
+    """The acting step: requests to receipts, through the carriers and with the acts
+    (agent/acts/) where write tools are enabled."""
     acts = parts.acts
     return Acting(
         store=parts.store,
         clock=parts.clock,
         action_gate=parts.action_gate,
         broker=parts.broker,
-        reply_form=settings.reply_mode,
-        cards=parts.cards.cards if parts.cards is not None else None,
+        carriers=build_carriers(settings, parts, reactions),
         acts=ActSteps(parts.store, acts.runner) if acts is not None else None,
-        approval_cards=acts.cards if acts is not None else None,
-        reactions=reactions,
     )
+
+
+def build_carriers(
+    settings: Settings, parts: PipelineParts, reactions: ReactionSignal | None
+) -> Carriers:
+    """The forms a message may go in (agent/carriers/), in the order they claim a request:
+    an AI card for the answer in card mode, an approval card for a confirm where a template
+    is set, a reaction for the ack with ack_style = "reaction"; pictures and files; and
+    text or Markdown for everything else."""
+    rows: list[Carrier] = []
+    if parts.cards is not None:
+        rows.append(CardCarrier(parts.cards))
+    if parts.acts is not None and parts.acts.cards is not None:
+        rows.append(ApprovalCardCarrier(parts.acts.cards))
+    if reactions is not None:
+        rows.append(ReactionCarrier(reactions))
+    rows.append(AttachmentCarrier(parts.broker))
+    return Carriers(rows, fallback=MessageCarrier(parts.broker, settings.reply_mode))
 
 
 def build_answering(

@@ -29,11 +29,11 @@ from agent.contracts import (
     RunState,
 )
 from agent.run.broker import Broker
+from agent.run.carriers import Carriers
 from agent.run.gate_facts import load_facts
 from agent.run.memory import candidates_from
 from agent.run.outcome import RunOutcome
 from agent.run.pieces import is_attachment, missing_line, not_sent, payloads
-from agent.run.reactions import ReactionSignal
 from agent.run.refusals import note_refusal
 from agent.run.tasks import reminder_task
 from agent.run.ways import ActAs
@@ -42,14 +42,6 @@ from gates.frames import card_attachments
 from storage import Store
 
 log = logging.getLogger("dta.pipeline")
-
-
-class CardDeliverer(Protocol):
-    """What delivers a reply approved as an AI card (``agent.cards.broker.CardBroker``)."""
-
-    async def deliver(
-        self, run: Run, intent: ActionIntent, ending: RunEnding | None
-    ) -> Receipt: ...
 
 
 class Acts(Protocol):
@@ -91,27 +83,20 @@ class Acting:
         clock: Clock,
         action_gate: ActionGate,
         broker: Broker,
-        reply_form: str = "text",
-        cards: CardDeliverer | None = None,
+        carriers: Carriers,
         acts: Acts | None = None,
-        approval_cards: CardDeliverer | None = None,
-        reactions: ReactionSignal | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.action_gate = action_gate
         self.broker = broker
-        self.reply_form = reply_form
-        # Replies approved as AI cards go there (agent/cards/broker.py); None outside card
-        # mode. A card is a delivery form: the same step, the same gate, its own carrier.
-        self.cards = cards
+        # The forms a message goes in (agent/run/carriers.py; each is a module of
+        # agent/carriers/): text and Markdown by the broker, and — where configured — AI
+        # cards, approval cards, the reaction. The same step, the same gate, its own carrier.
+        self.carriers = carriers
         # Acts (workspace writes): their facts, execution and approvals (agent/acts/); None
-        # when no write tool is enabled. Approval prompts go as cards when a template is set.
+        # when no write tool is enabled.
         self.acts = acts
-        self.approval_cards = approval_cards
-        # ``ack_style = "reaction"``: the ack is an emotion on the person's message, recalled
-        # when the run ends (agent/run/reactions.py); None: the ack is a short text.
-        self.reactions = reactions
 
     async def act(
         self,
@@ -243,20 +228,18 @@ class Acting:
             await self.follow_up(run, line)
         return said
 
-    @staticmethod
-    def _pieces(intents: list[ActionIntent], after_words: bool = False) -> list[ActionIntent]:
+    def _pieces(self, intents: list[ActionIntent], after_words: bool = False) -> list[ActionIntent]:
         """The pieces stored together before the first goes: every piece of an answer of
         several (or pieces after its words) when the broker sends each, or a one-frame
         card answer's pictures and files (its cards keep their own records, in the same
         slot, so a crash after a card leaves them owed beside it). None for the rest (an
         approval card, a reaction)."""
-        own = ("card", "approval", "reaction")
-        if all(i.content is None or i.content.msgtype not in own for i in intents):
+        if not any(self.carriers.keeps_records(i) for i in intents):
             return intents if len(intents) >= (1 if after_words else 2) else []
-        cards = [i for i in intents if not is_attachment(i)]
+        words = [i for i in intents if not is_attachment(i)]
         files = [i for i in intents if is_attachment(i)]
-        on_cards = all(i.content is not None and i.content.msgtype == "card" for i in cards)
-        return files if cards and files and on_cards else []
+        on_cards = all(i.content is not None and i.content.msgtype == "card" for i in words)
+        return files if words and files and on_cards else []
 
     async def follow_up(self, run: Run, line: str) -> None:
         """The host's one line after an answer, through the gate like every message."""
@@ -275,7 +258,7 @@ class Acting:
             self.store, run, self.clock.now(), self.broker.webhook_problem(run.origin)
         )
         changes: dict[str, Any] = {"backing": tuple(outcome.backing)}
-        if self.cards is None:  # out of card mode no card carries a reply, blank or not
+        if not self.carriers.carries("card"):  # no card carries a reply, blank or not
             changes["blank_card_keys"] = frozenset()
         if not way.supersedable:
             changes["thread_generation"] = run.generation
@@ -298,12 +281,9 @@ class Acting:
         return replace(facts, **changes)
 
     def _form(self, raw: Any, answer: bool) -> str:
+        """The form the gate judges a request in: its carrier's (``Carriers.form``)."""
         request = _parsed(raw)
-        if request is not None and request.kind is ActionKind.CONFIRM:
-            return "approval" if self.approval_cards is not None else "text"
-        if request is not None and request.kind is ActionKind.ACK and self.reactions is not None:
-            return "reaction"
-        return self.reply_form if answer else "text"
+        return self.carriers.form(request.kind if request else ActionKind.REPLY, answer)
 
     async def deliver(
         self,
@@ -314,19 +294,9 @@ class Acting:
         payload: bytes | None = None,
         stored: bool = False,
     ) -> Receipt:
-        """An approved intent to its carrier: an AI card for a card reply, an approval card
-        for a confirm (when a template is set), else the broker (``payload``: the bytes of
-        an attachment; ``stored``: a piece stored with its answer's others)."""
-        content = intent.content
-        if self.cards is not None and content is not None and content.msgtype == "card":
-            return await self.cards.deliver(run, intent, ending)
-        approval_card = content is not None and content.msgtype == "approval"
-        if self.approval_cards is not None and approval_card:
-            return await self.approval_cards.deliver(run, intent, ending)
-        reaction = content is not None and content.msgtype == "reaction"
-        if self.reactions is not None and reaction:
-            return await self.reactions.deliver(run, intent, ending)
-        return await self.broker.execute(run, intent, silence_detail, ending, payload, stored)
+        """An approved intent to the carrier of its msgtype (``payload``: the bytes of an
+        attachment; ``stored``: a piece stored with its answer's others)."""
+        return await self.carriers.deliver(run, intent, ending, payload, stored, silence_detail)
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
         """What an approved request carries besides its message, before that goes out: its
@@ -383,3 +353,4 @@ def _parsed(raw: Any) -> ActionRequest | None:
         return ActionRequest.model_validate(raw)
     except ValidationError:
         return None
+

@@ -136,7 +136,8 @@ class Pipeline:
         try:
             run = await self._process(event, generation)
             if run is not None and run.state.is_finished:
-                await self._recall_reaction(event)
+                # what a carrier owes once the run has ended (its reaction comes off)
+                await self.acting.carriers.finished(event.event_id)
             return run
         except LeaseLost as lost:
             # Another replica took the run over while this one was away (paused, cut off
@@ -152,16 +153,6 @@ class Pipeline:
             log.exception("run failed unexpectedly", extra={"event_id": event.event_id})
             return await self.endings.abandon(event, exc)
 
-    async def _recall_reaction(self, event: Event) -> None:
-        """The run has ended: its working-signal reaction comes off the message (a failure
-        is logged; the answer has gone already)."""
-        reactions = self.acting.reactions
-        if reactions is None:
-            return
-        try:
-            await reactions.recall(event.event_id)
-        except Exception:
-            log.exception("recalling the reaction failed", extra={"event_id": event.event_id})
 
     async def _process(self, event: Event, generation: int | None) -> Run | None:
         """The run's one exit: settled early (already finished, settled from the records,
