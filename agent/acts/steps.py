@@ -66,7 +66,7 @@ class ActSteps:
             return
         receipt = await self.acts.execute(run, intent, None)
         outcome.receipts.append(receipt)
-        outcome.told.append(receipt)
+        outcome.acts.told.append(receipt)
         self._note_act(intent, receipt, outcome)
 
     async def _ask_approval(
@@ -94,17 +94,17 @@ class ActSteps:
         if not current.status.is_open:
             return
         if any(r.status.delivered for r in said):
-            outcome.awaiting.append(record.approval_id)
+            outcome.acts.awaiting.append(record.approval_id)
             how = current.asked_with or "text"
-            outcome.asked[record.approval_id] = {"how": how, "code": current.code}
+            outcome.acts.asked[record.approval_id] = {"how": how, "code": current.code}
             self._note_asked(current, outcome)
         elif any(r.status is ReceiptStatus.UNCERTAIN for r in said):
             # It may be on the asker's screen: it stays open (a click still counts, or it
             # expires and they are told), and the host's own line gives them the code to
             # answer in words — the model may not pass it on, and a prompt cut before its
             # bytes left reached nobody (kill -9 amid its send).
-            outcome.awaiting.append(record.approval_id)
-            outcome.asked[record.approval_id] = {"how": "uncertain", "code": current.code}
+            outcome.acts.awaiting.append(record.approval_id)
+            outcome.acts.asked[record.approval_id] = {"how": "uncertain", "code": current.code}
             self._note_asked(current, outcome)
             await acting.follow_up(run, self.acts.desk.code_line(current, in_group))
         else:
@@ -115,7 +115,7 @@ class ActSteps:
             void = Refusal(RefusalReason.APPROVAL_VOID, said, [], ActionKind.ACT)
             refused = acting.refuse(run, void)
             outcome.receipts.append(refused)
-            outcome.told.append(refused)
+            outcome.acts.told.append(refused)
 
     def prompts_in_doubt(self, run: Run) -> list[str]:
         """For a re-driven run: the code line of each of this message's open approvals
@@ -139,35 +139,35 @@ class ActSteps:
         """An approval its asker already answered: approved, it is being carried out (the
         model says so, never that it is done or needs asking); declined, the no stands."""
         if record.status is ApprovalStatus.APPROVED:
-            outcome.asked[record.approval_id] = {"how": "approved", "code": record.code}
+            outcome.acts.asked[record.approval_id] = {"how": "approved", "code": record.code}
             self._note_asked(record, outcome)  # backs "being carried out", never "done"
             return True
         if record.status in _SAID_NO:
             said = f"approval {record.approval_id} is {record.status.value}: not asked again"
             refused = acting.refuse(run, Refusal(_SAID_NO[record.status], said, [], ActionKind.ACT))
             outcome.receipts.append(refused)
-            outcome.told.append(refused)
+            outcome.acts.told.append(refused)
             return True
         return False
 
     def _note_asked(self, record: ApprovalRecord, outcome: RunOutcome) -> None:
         spec = self.acts.catalog.spec(record.tool)
-        outcome.backing.append(asked_backing(record, spec.effects if spec else []))
-        outcome.names.update(record.names)
+        outcome.acts.backing.append(asked_backing(record, spec.effects if spec else []))
+        outcome.acts.names.update(record.names)
 
     def _note_act(self, intent: ActionIntent, receipt: Receipt, outcome: RunOutcome) -> None:
         """What the act's receipt lets be said of it (gates/backing.py), and for an act in
         doubt that will be read back, the word its asker is owed then."""
         spec = self.acts.catalog.spec(intent.tool or "")
-        backing = act_backing(intent, receipt, spec.effects if spec else [], outcome.names)
+        backing = act_backing(intent, receipt, spec.effects if spec else [], outcome.acts.names)
         if backing is None:
             return
-        outcome.backing.append(backing)
+        outcome.acts.backing.append(backing)
         words = told_of(intent, receipt, outcome.english)
         if words:
-            outcome.acted.append(words)
+            outcome.acts.acted.append(words)
         if receipt.status is ReceiptStatus.UNCERTAIN and backing.checkable:
-            outcome.backing.append(Backing("follow_up", label=backing.label))
+            outcome.acts.backing.append(Backing("follow_up", label=backing.label))
 
     async def repeat(
         self, run: Run, facts: ActionFacts, outcome: RunOutcome, refused: Receipt
@@ -178,7 +178,7 @@ class ActSteps:
         key = facts.act_key
         intent = self.store.intent_by_key(key) if key else None
         if intent is None:
-            outcome.told.append(refused)
+            outcome.acts.told.append(refused)
             return
         last = last_act_receipt(self.store.intent_receipts(intent.intent_id))
         if last is None or last.status in (ReceiptStatus.UNCERTAIN, ReceiptStatus.ACCEPTED):
@@ -187,6 +187,6 @@ class ActSteps:
                 outcome.receipts.append(settled)
             # what it is now (another read-back may have settled it meanwhile)
             last = last_act_receipt(self.store.intent_receipts(intent.intent_id)) or last
-        outcome.told.append(last or refused)
+        outcome.acts.told.append(last or refused)
         if last is not None:
             self._note_act(intent, last, outcome)

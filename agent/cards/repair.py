@@ -66,7 +66,7 @@ async def repaired_answer(
     final = _reply_of(reply)
     if final is None:
         return None
-    check = final_check(gate, final, run, now, outcome.sources)
+    check = final_check(gate, final, run, now, outcome.grounds.sources)
     if check.refusal is not None:
         log.info("repaired card answer refused too", extra={"run_id": run.run_id})
         return check.refusal

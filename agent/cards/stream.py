@@ -227,7 +227,7 @@ class CardReplies(CardEndings):
         waits for the next text. Past what one card shows, the card ends with its part and
         the answer goes on in the next one."""
         assert live.card is not None
-        refusal = frame_refusal(self.gate, text, live.run, live.outcome.sources)
+        refusal = frame_refusal(self.gate, text, live.run, live.outcome.grounds.sources)
         if refusal is not None:
             live.refusal = refusal
             return
@@ -321,7 +321,7 @@ class CardReplies(CardEndings):
             await host.act(live.run, before, outcome, ActAs.STREAMED)
         run = live.run.model_copy(update={"usage": reply.usage, "evidence": reply.evidence})
         live.run = run
-        check = final_check(self.gate, final, run, self.cards.clock.now(), outcome.sources)
+        check = final_check(self.gate, final, run, self.cards.clock.now(), outcome.grounds.sources)
         if check.refusal is not None:
             return await self._refused(host, live, check.refusal, reply)
         request = ActionRequest.model_validate(final)

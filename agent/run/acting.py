@@ -126,7 +126,7 @@ class Acting:
                 if repeat and verdict.kind is ActionKind.ACT and self.acts is not None:
                     await self.acts.repeat(run, facts, outcome, refused)
                 elif verdict.kind is ActionKind.ACT:
-                    outcome.told.append(refused)
+                    outcome.acts.told.append(refused)
                 continue
             kind = verdict.request.kind
             if kind is ActionKind.ACT:
@@ -257,22 +257,22 @@ class Acting:
         facts = load_facts(
             self.store, run, self.clock.now(), self.broker.webhook_problem(run.origin)
         )
-        changes: dict[str, Any] = {"backing": tuple(outcome.backing)}
+        changes: dict[str, Any] = {"backing": tuple(outcome.acts.backing)}
         if not self.carriers.carries("card"):  # no card carries a reply, blank or not
             changes["blank_card_keys"] = frozenset()
         if not way.supersedable:
             changes["thread_generation"] = run.generation
-        if outcome.sources:
-            changes["sources"] = outcome.sources
-        if outcome.knowledge_used or outcome.results:
-            changes["grounds"] = (*outcome.sources, *outcome.results)
-            changes["question"] = outcome.question
-        changes["results"] = tuple(outcome.results)
-        changes["shown"] = tuple(outcome.shown)
-        changes["ids"] = tuple(sorted(outcome.people | set(outcome.names)))
+        if outcome.grounds.sources:
+            changes["sources"] = outcome.grounds.sources
+        if outcome.grounds.knowledge_used or outcome.grounds.results:
+            changes["grounds"] = (*outcome.grounds.sources, *outcome.grounds.results)
+            changes["question"] = outcome.grounds.question
+        changes["results"] = tuple(outcome.grounds.results)
+        changes["shown"] = tuple(outcome.grounds.shown)
+        changes["ids"] = tuple(sorted(outcome.acts.people | set(outcome.acts.names)))
         request = _parsed(raw)
         if request is not None and request.kind is ActionKind.ACT and self.acts is not None:
-            people = frozenset(outcome.people)
+            people = frozenset(outcome.acts.people)
             changes.update(await self.acts.facts(run, request, way.approval, people))
             key = changes.get("act_key")
             taken = self.store.receipt_for_idempotency_key(key) if key else None
@@ -321,7 +321,7 @@ class Acting:
             return RunEnding(state, state)
         if kind is ActionKind.SILENCE:
             return RunEnding(RunState.SILENT, RunState.SILENT)
-        waits = kind is ActionKind.ASK or bool(outcome.awaiting)
+        waits = kind is ActionKind.ASK or bool(outcome.acts.awaiting)
         spoken = RunState.WAITING if waits else RunState.DONE
         return RunEnding(spoken, RunState.INTERRUPTED if outcome.stale else RunState.FAILED)
 
@@ -353,4 +353,3 @@ def _parsed(raw: Any) -> ActionRequest | None:
         return ActionRequest.model_validate(raw)
     except ValidationError:
         return None
-

@@ -128,8 +128,8 @@ class Answering:
             acts = await self.earlier(run)
             if acts:
                 invocation = invocation.model_copy(update={"acts": acts})
-        outcome.sources = _sources(invocation)
-        outcome.knowledge_used = bool(invocation.knowledge and invocation.knowledge.items)
+        outcome.grounds.sources = _sources(invocation)
+        outcome.grounds.knowledge_used = bool(invocation.knowledge and invocation.knowledge.items)
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
@@ -146,7 +146,7 @@ class Answering:
         else:
             reply = await self._asked(run, invocation, skills, outcome)
             # after an act the fallback knows nothing of, plain words tell what was done
-            if metered and _down(reply) and self.fallback is not None and not outcome.acted:
+            if metered and _down(reply) and self.fallback is not None and not outcome.acts.acted:
                 assert isinstance(reply, ProviderFailed)
                 failure = f"{reply.reason}: {reply.detail}"
                 # A wrong key or model will not mend itself: said loudly, every time.

@@ -62,7 +62,7 @@ def failure_words(failure: ProviderFailed, outcome: RunOutcome) -> str:
     (each as its receipt says: an act carried out is never left untold), then a refusal's
     own plain words (reminders switched off, a claim nothing backs), else the words for its
     cause."""
-    if outcome.acted and outcome.refused_reason is RefusalReason.UNBACKED_CLAIM:
+    if outcome.acts.acted and outcome.refused_reason is RefusalReason.UNBACKED_CLAIM:
         said = OTHERS_NOT_DONE  # beside the acts just told, "this was not done" is ambiguous
     elif outcome.refused_say:
         said = outcome.refused_say
@@ -70,7 +70,7 @@ def failure_words(failure: ProviderFailed, outcome: RunOutcome) -> str:
         said = _SAID_FOR.get(outcome.refused_reason.value, HONEST_FAILURE)
     else:
         said = _SAID_FOR.get(failure.reason, HONEST_FAILURE)
-    return "\n".join([*outcome.acted, said])
+    return "\n".join([*outcome.acts.acted, said])
 
 
 class Endings:

@@ -39,7 +39,7 @@ from agent.contracts import (
 from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.endings import HONEST_FAILURE, Endings
-from agent.run.outcome import RunOutcome, touches_task
+from agent.run.outcome import ActLedger, Grounds, RunOutcome, touches_task
 from agent.run.own_events import Hands, OwnEvents
 from agent.run.pieces import send_owed
 from agent.run.recovery import settled_from_records
@@ -153,7 +153,6 @@ class Pipeline:
             log.exception("run failed unexpectedly", extra={"event_id": event.event_id})
             return await self.endings.abandon(event, exc)
 
-
     async def _process(self, event: Event, generation: int | None) -> Run | None:
         """The run's one exit: settled early (already finished, settled from the records,
         stopped, silent) or worked to its end; None while another owner holds it."""
@@ -230,7 +229,9 @@ class Pipeline:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
         outcome = RunOutcome(
-            people=_named_here(event), english=is_english(event.text), question=event.text
+            acts=ActLedger(people=_named_here(event)),
+            grounds=Grounds(question=event.text),
+            english=is_english(event.text),
         )
         invocation, reply = await self.answering.answer(
             event, skills, run, decision, start.continuation, outcome

@@ -42,18 +42,30 @@ log = logging.getLogger("dta.tools")
 Workspace = WorkspaceReads  # the robot app's reads (agent.dingtalk.workspace)
 
 
-class RunLedger(Protocol):
-    """What a run did so far (``agent.run.outcome.RunOutcome``): tools add to it."""
+class ActsSoFar(Protocol):
+    """What a run's acts and look-ups did so far (``agent.run.outcome.ActLedger``)."""
 
-    receipts: list[Any]
     backing: list[Any]
     awaiting: list[str]
     asked: dict[str, dict[str, str]]
     told: list[Any]
     people: set[str]
     names: dict[str, str]
+
+
+class ResultsSoFar(Protocol):
+    """What the run's tools returned so far (``agent.run.outcome.Grounds``)."""
+
     results: list[str]
     shown: list[str]
+
+
+class RunLedger(Protocol):
+    """What a run did so far (``agent.run.outcome.RunOutcome``): tools add to it."""
+
+    receipts: list[Any]
+    acts: ActsSoFar
+    grounds: ResultsSoFar
 
 
 # A write, as the acting step takes it: the request in, the run's ledger updated.
@@ -133,7 +145,7 @@ class RunTools:
         result.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         if self.ledger is not None:  # what the model saw: its reply says it, never pastes it
             shown = plain(result.for_model())
-            self.ledger.shown.append(json.dumps(shown, ensure_ascii=False, default=str))
+            self.ledger.grounds.shown.append(json.dumps(shown, ensure_ascii=False, default=str))
         return result
 
     async def _call(self, call: ToolCall) -> ToolResult:
@@ -180,8 +192,10 @@ class RunTools:
             log.warning("tool read failed", extra={"tool": call.name, "error": kind})
             return failed(str(kind), str(exc)[:300] or type(exc).__name__)
         if self.ledger is not None:
-            self.ledger.backing.append(Backing("read", label=call.name))
-            self.ledger.results.append(json.dumps(plain(data), ensure_ascii=False, default=str))
+            self.ledger.acts.backing.append(Backing("read", label=call.name))
+            self.ledger.grounds.results.append(
+                json.dumps(plain(data), ensure_ascii=False, default=str)
+            )
             if builtin is not None and builtin.finds_people:  # people this run may now name
                 self._learn(data or [])
         return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=plain(data))
@@ -210,10 +224,14 @@ class RunTools:
         """The call as an act through the acting step, and what became of it."""
         assert self.act is not None and self.ledger is not None
         ledger = self.ledger
-        told, waiting, asked = len(ledger.told), len(ledger.awaiting), dict(ledger.asked)
+        told, waiting, asked = (
+            len(ledger.acts.told),
+            len(ledger.acts.awaiting),
+            dict(ledger.acts.asked),
+        )
         await self.act({"kind": "act", "tool": call.name, "arguments": call.arguments})
         # what this call set (a second call of an approved act in the same run sets it anew)
-        new = {a: how for a, how in ledger.asked.items() if asked.get(a) is not how}
+        new = {a: how for a, how in ledger.acts.asked.items() if asked.get(a) is not how}
         approved = [a for a, how in new.items() if how["how"] == "approved"]
         if approved:
             data = {
@@ -223,11 +241,11 @@ class RunTools:
                 " so, never that it is done or that it needs approval again",
             }
             return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=data)
-        if len(ledger.awaiting) > waiting:
-            approval = ledger.awaiting[-1]
+        if len(ledger.acts.awaiting) > waiting:
+            approval = ledger.acts.awaiting[-1]
             data = {"status": "awaiting_approval", "approval": approval, **_asked(ledger, approval)}
             return ToolResult(call_id=call.call_id, name=call.name, ok=True, data=data)
-        last = ledger.told[-1] if len(ledger.told) > told else None
+        last = ledger.acts.told[-1] if len(ledger.acts.told) > told else None
         if last is None:
             return ToolResult(
                 call_id=call.call_id, name=call.name, ok=False, error="not_run", detail="no act"
@@ -255,10 +273,10 @@ class RunTools:
             user_id = str(getattr(person, "user_id", ""))
             if not user_id:
                 continue
-            self.ledger.people.add(user_id)
+            self.ledger.acts.people.add(user_id)
             name = getattr(person, "name", None)
             if name:
-                self.ledger.names[user_id] = str(name)
+                self.ledger.acts.names[user_id] = str(name)
 
     async def _candidates(self, call: ToolCall) -> dict[str, Any]:
         """Who the names an act gave might be: the directory asked for each (the asker's
@@ -280,7 +298,7 @@ class RunTools:
             value = call.arguments.get(key)
             named += [str(v) for v in value] if isinstance(value, list) else [str(value or "")]
         found: dict[str, Any] = {}
-        for name in [n for n in named if n and n not in self.ledger.people][:5]:
+        for name in [n for n in named if n and n not in self.ledger.acts.people][:5]:
             try:
                 people = await finder.read(self.workspace, self.asker, {"name": name})
             except Exception as exc:  # the question is asked anyway, without candidates
@@ -307,7 +325,7 @@ def _names_people_undeclared(spec: ToolSpec) -> bool:
 
 def _asked(ledger: RunLedger, approval: str) -> dict[str, str]:
     """How the asker was asked for their approval, and what the model may tell them."""
-    asked = ledger.asked.get(approval, {})
+    asked = ledger.acts.asked.get(approval, {})
     how, code = asked.get("how", "card"), asked.get("code", "")
     if how == "card":
         note = "nothing is done yet: the asker got an approval card; say that it waits for"
