@@ -8,8 +8,8 @@ card's record is the approval's own row (``storage/approvals.py``); nothing to s
 from __future__ import annotations
 
 from agent.acts.approval_card import ApprovalCards
-from agent.contracts import ActionIntent, ActionKind, Receipt, Run, RunEnding
-from agent.run.carriers import CarrierBase
+from agent.contracts import ActionKind, Receipt
+from agent.run.carriers import CarrierBase, Delivery
 
 
 class ApprovalCardCarrier(CarrierBase):
@@ -22,13 +22,5 @@ class ApprovalCardCarrier(CarrierBase):
     def form(self, kind: ActionKind, answer: bool) -> str | None:
         return "approval" if kind is ActionKind.CONFIRM else None
 
-    async def deliver(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        ending: RunEnding | None,
-        payload: bytes | None,
-        stored: bool,
-        silence_detail: str,
-    ) -> Receipt:
-        return await self.cards.deliver(run, intent, ending)
+    async def deliver(self, d: Delivery) -> Receipt:
+        return await self.cards.deliver(d.run, d.intent, d.ending)

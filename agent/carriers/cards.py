@@ -9,8 +9,8 @@ again (``CardReplies.recover``), and the recovery pass closes those of ended run
 from __future__ import annotations
 
 from agent.cards.stream import CardReplies
-from agent.contracts import ActionIntent, ActionKind, Receipt, Run, RunEnding
-from agent.run.carriers import CarrierBase
+from agent.contracts import ActionKind, Receipt
+from agent.run.carriers import CarrierBase, Delivery
 
 
 class CardCarrier(CarrierBase):
@@ -23,16 +23,8 @@ class CardCarrier(CarrierBase):
     def form(self, kind: ActionKind, answer: bool) -> str | None:
         return "card" if kind is ActionKind.REPLY and answer else None
 
-    async def deliver(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        ending: RunEnding | None,
-        payload: bytes | None,
-        stored: bool,
-        silence_detail: str,
-    ) -> Receipt:
-        return await self.cards.cards.deliver(run, intent, ending)
+    async def deliver(self, d: Delivery) -> Receipt:
+        return await self.cards.cards.deliver(d.run, d.intent, d.ending)
 
     async def sweep(self, everything: bool) -> int:
         return await self.cards.sweep(everything)

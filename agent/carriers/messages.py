@@ -6,9 +6,9 @@ sweep: an attempt a stop cut is ``uncertain`` and never sent again."""
 
 from __future__ import annotations
 
-from agent.contracts import ActionIntent, ActionKind, Receipt, Run, RunEnding
+from agent.contracts import ActionKind, Receipt
 from agent.run.broker import Broker
-from agent.run.carriers import CarrierBase
+from agent.run.carriers import CarrierBase, Delivery
 
 
 class MessageCarrier(CarrierBase):
@@ -25,13 +25,7 @@ class MessageCarrier(CarrierBase):
             return "markdown"
         return "text"
 
-    async def deliver(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        ending: RunEnding | None,
-        payload: bytes | None,
-        stored: bool,
-        silence_detail: str,
-    ) -> Receipt:
-        return await self.broker.execute(run, intent, silence_detail, ending, payload, stored)
+    async def deliver(self, d: Delivery) -> Receipt:
+        return await self.broker.execute(
+            d.run, d.intent, d.silence_detail, d.ending, d.payload, d.stored
+        )

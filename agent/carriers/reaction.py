@@ -6,8 +6,8 @@ answers."""
 
 from __future__ import annotations
 
-from agent.contracts import ActionIntent, ActionKind, Receipt, Run, RunEnding
-from agent.run.carriers import CarrierBase
+from agent.contracts import ActionKind, Receipt
+from agent.run.carriers import CarrierBase, Delivery
 from agent.run.reactions import ReactionSignal
 
 
@@ -21,16 +21,8 @@ class ReactionCarrier(CarrierBase):
     def form(self, kind: ActionKind, answer: bool) -> str | None:
         return "reaction" if kind is ActionKind.ACK else None
 
-    async def deliver(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        ending: RunEnding | None,
-        payload: bytes | None,
-        stored: bool,
-        silence_detail: str,
-    ) -> Receipt:
-        return await self.signal.deliver(run, intent, ending)
+    async def deliver(self, d: Delivery) -> Receipt:
+        return await self.signal.deliver(d.run, d.intent, d.ending)
 
     async def finished(self, event_id: str) -> None:
         await self.signal.recall(event_id)

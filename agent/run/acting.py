@@ -29,7 +29,7 @@ from agent.contracts import (
     RunState,
 )
 from agent.run.broker import Broker
-from agent.run.carriers import Carriers
+from agent.run.carriers import Carriers, Delivery
 from agent.run.gate_facts import load_facts
 from agent.run.memory import candidates_from
 from agent.run.outcome import RunOutcome
@@ -296,7 +296,9 @@ class Acting:
     ) -> Receipt:
         """An approved intent to the carrier of its msgtype (``payload``: the bytes of an
         attachment; ``stored``: a piece stored with its answer's others)."""
-        return await self.carriers.deliver(run, intent, ending, payload, stored, silence_detail)
+        return await self.carriers.deliver(
+            Delivery(run, intent, ending, payload, stored, silence_detail)
+        )
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
         """What an approved request carries besides its message, before that goes out: its

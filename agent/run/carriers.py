@@ -19,12 +19,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from agent.contracts import ActionIntent, ActionKind, Receipt, Run, RunEnding
 from storage.patience import is_transient
 
 log = logging.getLogger("dta.carriers")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """An approved intent on its way to its carrier: how the run ends if its receipt is the
+    run's last word (``ending``), an attachment's bytes (``payload``), whether it is a piece
+    stored with its answer's others (``stored``), why a silence is silent."""
+
+    run: Run
+    intent: ActionIntent
+    ending: RunEnding | None = None
+    payload: bytes | None = None
+    stored: bool = False
+    silence_detail: str = ""
 
 
 class Carrier(Protocol):
@@ -40,16 +55,8 @@ class Carrier(Protocol):
         answer, which goes in the reply form), or None when it does not carry it."""
         ...
 
-    async def deliver(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        ending: RunEnding | None,
-        payload: bytes | None,
-        stored: bool,
-        silence_detail: str,
-    ) -> Receipt:
-        """An approved intent sent, its receipt (saved with ``ending`` when given)."""
+    async def deliver(self, d: Delivery) -> Receipt:
+        """An approved intent sent, its receipt (saved with ``d.ending`` when given)."""
         ...
 
     async def finished(self, event_id: str) -> None:
@@ -109,17 +116,8 @@ class Carriers:
         """Is there a carrier of its own for ``msgtype`` (a card in card mode)?"""
         return msgtype in self._by_msgtype
 
-    async def deliver(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        ending: RunEnding | None = None,
-        payload: bytes | None = None,
-        stored: bool = False,
-        silence_detail: str = "",
-    ) -> Receipt:
-        carrier = self.of(intent)
-        return await carrier.deliver(run, intent, ending, payload, stored, silence_detail)
+    async def deliver(self, d: Delivery) -> Receipt:
+        return await self.of(d.intent).deliver(d)
 
     async def finished(self, event_id: str) -> None:
         """Each carrier's due once the event's run has ended; a failure is logged (the
