@@ -13,6 +13,14 @@ from agent.contracts import (
     RunState,
 )
 from storage.base import StoreBase
+from storage.rows import (
+    insert_attempt,
+    insert_intent,
+    insert_outbound,
+    insert_receipt,
+    update_attempt,
+    update_run,
+)
 
 
 class ActionRecords(StoreBase):
@@ -118,82 +126,36 @@ class ActionRecords(StoreBase):
         attempt, together. False if another execution already holds the idempotency key;
         ``LeaseLost`` if another owner took the run over (then nothing may be sent)."""
         with self._tx(run=intent.run_id) as conn:
-            if not self._insert_intent(conn, intent):
+            if not insert_intent(conn, intent):
                 return False
             if first_attempt is not None:
-                self._insert_attempt(conn, first_attempt)
+                insert_attempt(conn, first_attempt)
         return True
-
-    @staticmethod
-    def _insert_intent(conn: Any, intent: ActionIntent) -> bool:
-        """The intent and (for a message) its write-budget row; False if its key is held."""
-        cursor = conn.execute(
-            "INSERT INTO intents (intent_id, run_id, event_id, kind,"
-            " idempotency_key, conversation_id, created_at, intent_json)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (
-                intent.intent_id,
-                intent.run_id,
-                intent.event_id,
-                intent.kind.value,
-                intent.idempotency_key,
-                intent.target.conversation_id,
-                intent.created_at,
-                intent.to_json(),
-            ),
-        )
-        if cursor.rowcount == 0:
-            return False
-        if intent.kind.is_message:
-            conn.execute(
-                "INSERT INTO budget_ledger (conversation_id, intent_id, at) VALUES (?, ?, ?)",
-                (intent.target.conversation_id, intent.intent_id, intent.created_at),
-            )
-        return True
-
-    @staticmethod
-    def _insert_outbound(conn: Any, outbound: dict[str, Any]) -> None:
-        conn.execute(
-            "INSERT INTO outbound (intent_id, process_query_key,"
-            " conversation_id, channel, text, sent_at) VALUES (?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (intent_id) DO UPDATE SET"
-            " process_query_key = excluded.process_query_key,"
-            " conversation_id = excluded.conversation_id, channel = excluded.channel,"
-            " text = excluded.text, sent_at = excluded.sent_at",
-            (
-                outbound["intent_id"],
-                outbound.get("process_query_key"),
-                outbound["conversation_id"],
-                outbound["channel"],
-                outbound["text"],
-                outbound["sent_at"],
-            ),
-        )
 
     def start_attempt(self, attempt: Attempt) -> None:
         """Record an attempt before its I/O, for an intent already stored (an act stores
         its intent first, has what its request needs, and only then may it be sent)."""
         with self._tx(intent=attempt.intent_id) as conn:
-            self._insert_attempt(conn, attempt)
+            insert_attempt(conn, attempt)
 
     def switch_delivery(self, done: Attempt, intent: ActionIntent, attempt: Attempt) -> None:
         """A form that could not carry the intent (an approval card DingTalk refused): that
         attempt closed, the intent's new content and its first attempt on the usual
         channel recorded, together, before any I/O."""
         with self._tx(intent=intent.intent_id) as conn:
-            self._update_attempt(conn, done)
+            update_attempt(conn, done)
             conn.execute(
                 "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
                 (intent.to_json(), intent.intent_id),
             )
-            self._insert_attempt(conn, attempt)
+            insert_attempt(conn, attempt)
 
     def finish_attempt(self, attempt: Attempt, start_next: Attempt | None = None) -> None:
         """Close an attempt; ``start_next`` is recorded in the same breath, before its I/O."""
         with self._tx(intent=attempt.intent_id) as conn:
-            self._update_attempt(conn, attempt)
+            update_attempt(conn, attempt)
             if start_next is not None:
-                self._insert_attempt(conn, start_next)
+                insert_attempt(conn, start_next)
 
     def finish_delivery(
         self,
@@ -205,18 +167,18 @@ class ActionRecords(StoreBase):
         """Close the last attempt, write the receipt, index what we sent and (when this was
         the run's last word) save the run's final state, together."""
         with self._tx(run=receipt.run_id) as conn:
-            self._update_attempt(conn, attempt)
-            self._insert_receipt(conn, receipt)
+            update_attempt(conn, attempt)
+            insert_receipt(conn, receipt)
             if run is not None:
-                self._update_run(conn, run)
+                update_run(conn, run)
             if outbound is not None:
-                self._insert_outbound(conn, outbound)
+                insert_outbound(conn, outbound)
 
     def add_receipt(self, receipt: Receipt, run: Run | None = None) -> None:
         with self._tx(run=receipt.run_id) as conn:
-            self._insert_receipt(conn, receipt)
+            insert_receipt(conn, receipt)
             if run is not None:
-                self._update_run(conn, run)
+                update_run(conn, run)
 
     def interrupted_attempts(
         self, event_id: str | None = None
@@ -290,5 +252,5 @@ class ActionRecords(StoreBase):
 
     def close_interrupted(self, attempt: Attempt, receipt: Receipt) -> None:
         with self._tx(run=receipt.run_id) as conn:
-            self._update_attempt(conn, attempt)
-            self._insert_receipt(conn, receipt)
+            update_attempt(conn, attempt)
+            insert_receipt(conn, receipt)

@@ -20,6 +20,7 @@ from agent.contracts import (
     RunState,
 )
 from storage.base import StoreBase
+from storage.rows import insert_receipt
 
 _COLUMNS = "approval_json"
 
@@ -318,7 +319,7 @@ class ApprovalRecords(StoreBase):
                 ).fetchone()
                 if last is not None and last[0] != after:
                     return False
-            self._insert_receipt(conn, receipt)
+            insert_receipt(conn, receipt)
         return True
 
     def acts_since(self, since: float, conversation_id: str | None = None) -> int:

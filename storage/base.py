@@ -1,4 +1,4 @@
-"""The store's connection and transactions; the record families build on it."""
+"""The store's connection and transactions, and ``Family``: what each record family builds on."""
 
 from __future__ import annotations
 
@@ -8,12 +8,6 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from agent.contracts import (
-    Attempt,
-    Receipt,
-    ResponseDecision,
-    Run,
-)
 from storage.backends import StoreBackend, open_backend
 from storage.integrity import FileIdentity, StoreHealth
 from storage.schema import Dialect
@@ -36,8 +30,8 @@ class LeaseLost(Exception):
 
 
 class StoreBase:
-    """One store backend's connection, its transactions, and the row writers several parts
-    share.
+    """One store backend's connection and its transactions (the row writers several record
+    families share are in ``storage/rows.py``).
 
     ``path``: a SQLite file (or ``":memory:"``), or a PostgreSQL URL with ``schema`` the
     robot's schema in it (storage/backends/). Opening failures (corrupt file, read-only
@@ -223,72 +217,23 @@ class StoreBase:
         """Does a write commit within ``timeout_s``? (see ``probe`` for the reason if not)"""
         return self.probe(timeout_s).ok
 
-    @staticmethod
-    def _update_run(conn: Any, run: Run) -> None:
-        conn.execute(
-            "UPDATE runs SET state = ?, updated_at = ?, run_json = ? WHERE run_id = ?",
-            (run.state.value, run.updated_at, run.to_json(), run.run_id),
-        )
 
-    @staticmethod
-    def _insert_decision(conn: Any, run_id: str, decision: ResponseDecision) -> None:
-        conn.execute(
-            "INSERT INTO decisions (event_id, run_id, verdict, reason, gate_version,"
-            " decided_at, decision_json) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (
-                decision.event_id,
-                run_id,
-                decision.verdict.value,
-                decision.reason.value,
-                decision.gate_version,
-                decision.decided_at,
-                decision.to_json(),
-            ),
-        )
+class Family:
+    """One record family (events, cards, approvals, ...): its queries over the store's one
+    connection, ``db``. Every family of a store is given the same ``StoreBase``, so a
+    transaction any of them opens is the store's, with its lease fence and its writers'
+    turn; a family that needs another is given it (``ActionRecords`` its ``PieceRecords``)."""
 
-    @staticmethod
-    def _insert_attempt(conn: Any, attempt: Attempt) -> None:
-        conn.execute(
-            "INSERT INTO attempts (attempt_id, intent_id, channel, outcome, started_at,"
-            " finished_at, attempt_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                attempt.attempt_id,
-                attempt.intent_id,
-                attempt.channel.value,
-                attempt.outcome.value,
-                attempt.started_at,
-                attempt.finished_at,
-                attempt.to_json(),
-            ),
-        )
+    def __init__(self, db: StoreBase) -> None:
+        self.db = db
 
-    @staticmethod
-    def _update_attempt(conn: Any, attempt: Attempt) -> None:
-        conn.execute(
-            "UPDATE attempts SET outcome = ?, finished_at = ?, attempt_json = ?"
-            " WHERE attempt_id = ?",
-            (
-                attempt.outcome.value,
-                attempt.finished_at,
-                attempt.to_json(),
-                attempt.attempt_id,
-            ),
-        )
+    def _tx(
+        self, *, run: str | None = None, intent: str | None = None
+    ) -> AbstractContextManager[Any]:
+        return self.db._tx(run=run, intent=intent)
 
-    @staticmethod
-    def _insert_receipt(conn: Any, receipt: Receipt) -> None:
-        conn.execute(
-            "INSERT INTO receipts (receipt_id, run_id, event_id, intent_id, kind, status, reason,"
-            " created_at, receipt_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                receipt.receipt_id,
-                receipt.run_id,
-                receipt.event_id,
-                receipt.intent_id,
-                receipt.kind.value if receipt.kind else None,
-                receipt.status.value,
-                receipt.reason,
-                receipt.created_at,
-                receipt.to_json(),
-            ),
-        )
+    def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db._scalar(sql, params)
+
+    def _dicts(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        return self.db._dicts(sql, params)

@@ -25,6 +25,14 @@ from agent.contracts import (
     RunState,
 )
 from storage.actions import ActionRecords
+from storage.rows import (
+    insert_attempt,
+    insert_intent,
+    insert_outbound,
+    insert_receipt,
+    update_attempt,
+    update_run,
+)
 
 _OPEN = (CardState.CREATED.value, CardState.STREAMING.value)
 
@@ -40,10 +48,10 @@ class CardRecords(ActionRecords):
         (when the create goes at once) its attempt, together; False when another execution
         holds the key."""
         with self._tx(run=intent.run_id) as conn:
-            if not self._insert_intent(conn, intent):
+            if not insert_intent(conn, intent):
                 return False
             if attempt is not None:
-                self._insert_attempt(conn, attempt)
+                insert_attempt(conn, attempt)
             conn.execute(
                 "INSERT INTO cards (out_track_id, intent_id, event_id, state, updated_at,"
                 " card_json) VALUES (?, ?, ?, ?, ?, ?)",
@@ -66,9 +74,9 @@ class CardRecords(ActionRecords):
         with self._tx(run=card.run_id) as conn:
             self._update_card(conn, card)
             if done is not None:
-                self._update_attempt(conn, done)
+                update_attempt(conn, done)
             if start is not None:
-                self._insert_attempt(conn, start)
+                insert_attempt(conn, start)
 
     def finish_card(
         self,
@@ -88,12 +96,12 @@ class CardRecords(ActionRecords):
                 (intent.to_json(), intent.intent_id),
             )
             if attempt is not None:
-                self._update_attempt(conn, attempt)
-            self._insert_receipt(conn, receipt)
+                update_attempt(conn, attempt)
+            insert_receipt(conn, receipt)
             if outbound is not None:
-                self._insert_outbound(conn, outbound)
+                insert_outbound(conn, outbound)
             if run is not None:
-                self._update_run(conn, run)
+                update_run(conn, run)
 
     def fall_back(self, card: Card, intent: ActionIntent, attempt: Attempt) -> None:
         """The card will not carry the answer: its state, the intent's content as the
@@ -104,7 +112,7 @@ class CardRecords(ActionRecords):
                 "UPDATE intents SET intent_json = ? WHERE intent_id = ?",
                 (intent.to_json(), intent.intent_id),
             )
-            self._insert_attempt(conn, attempt)
+            insert_attempt(conn, attempt)
 
     def forget_unsent_cards(self, event_id: str, run_id: str) -> int:
         """Forget the event's answer cards that provably never reached DingTalk — no receipt,

@@ -12,6 +12,7 @@ from agent.contracts import (
     Run,
 )
 from storage.base import StoreBase
+from storage.rows import insert_decision, insert_receipt, update_run
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class EventRecords(StoreBase):
 
     def save_run(self, run: Run) -> None:
         with self._tx(run=run.run_id) as conn:
-            self._update_run(conn, run)
+            update_run(conn, run)
 
     def get_run(self, event_id: str) -> Run | None:
         row = self.conn.execute(
@@ -114,14 +115,14 @@ class EventRecords(StoreBase):
     def add_decision(self, run_id: str, decision: ResponseDecision) -> None:
         """Record the response gate's verdict; the first verdict for an event stands."""
         with self._tx(run=run_id) as conn:
-            self._insert_decision(conn, run_id, decision)
+            insert_decision(conn, run_id, decision)
 
     def add_silence(self, run: Run, decision: ResponseDecision, receipt: Receipt) -> None:
         """A silent verdict: decision, silent receipt and the run's end, all at once."""
         with self._tx(run=run.run_id) as conn:
-            self._insert_decision(conn, run.run_id, decision)
-            self._insert_receipt(conn, receipt)
-            self._update_run(conn, run)
+            insert_decision(conn, run.run_id, decision)
+            insert_receipt(conn, receipt)
+            update_run(conn, run)
 
 
 def _count_delivery(conn: Any, event: Event, *, duplicate: bool) -> None:

@@ -15,6 +15,7 @@ import base64
 
 from agent.contracts import ActionIntent, Attempt
 from storage.actions import ActionRecords
+from storage.rows import insert_attempt, insert_intent
 
 
 def answer_of(intent_key: str) -> str:
@@ -56,7 +57,7 @@ class PieceRecords(ActionRecords):
         held (another execution's answer): nothing is written then."""
         with self._tx(run=intents[0].run_id) as conn:
             for index, intent in enumerate(intents):
-                if not self._insert_intent(conn, intent):
+                if not insert_intent(conn, intent):
                     if index == 0:
                         return False
                     continue  # a piece stored by an execution that crashed: it stands
@@ -85,7 +86,7 @@ class PieceRecords(ActionRecords):
             ).fetchone()
             if sent is not None:
                 return False
-            self._insert_attempt(conn, attempt)
+            insert_attempt(conn, attempt)
         return True
 
     def keep_piece_bytes(self, intent: ActionIntent, data: bytes) -> None:

@@ -15,6 +15,7 @@ of it or none of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent.contracts import (
@@ -54,10 +55,30 @@ class Store(
     ContextRecords,
     InspectRecords,
     ScheduleRecords,
-    UsageRecords,
     ApprovalRecords,
 ):
-    """The whole store: every record family over one connection (see ``StoreBase``)."""
+    """The whole store: its connection (``StoreBase``) and every record family over it, each
+    an attribute (``store.usage``, ...)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        synchronous: str = "normal",
+        busy_timeout_s: float = 10.0,
+        *,
+        schema: str | None = None,
+        checkpoints: bool = True,
+        owner: str | None = None,
+    ) -> None:
+        super().__init__(
+            path,
+            synchronous,
+            busy_timeout_s,
+            schema=schema,
+            checkpoints=checkpoints,
+            owner=owner,
+        )
+        self.usage = UsageRecords(self)
 
     def prune(self, before: float) -> dict[str, int]:
         """Forget finished work received before ``before`` (epoch seconds).

@@ -1,16 +1,16 @@
 """What models cost: one row per run that had a model behind it (``model_usage``).
 
-store.add_model_usage(ModelUsage(run_id="r1", actor_id="u1", conversation_id="cid",
-                                 model="qwen-plus", at=now, prompt_tokens=900,
-                                 completion_tokens=120, cost=0.0021))
-store.model_tokens("u1", "cid", day_ago=now - 86_400, month_start=first_of_month)
+store.usage.add_model_usage(ModelUsage(run_id="r1", actor_id="u1", conversation_id="cid",
+                                       model="qwen-plus", at=now, prompt_tokens=900,
+                                       completion_tokens=120, cost=0.0021))
+store.usage.model_tokens("u1", "cid", day_ago=now - 86_400, month_start=first_of_month)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage.base import StoreBase
+from storage.base import Family
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class TokensSpent:
     month: int
 
 
-class UsageRecords(StoreBase):
+class UsageRecords(Family):
     def add_model_usage(self, usage: ModelUsage) -> None:
         """The run's usage so far (a repair round adds to it; a re-executed run replaces
         what its crashed execution recorded)."""
@@ -69,7 +69,7 @@ class UsageRecords(StoreBase):
     ) -> TokensSpent:
         """Tokens spent by the person and in the conversation since ``day_ago``, and by
         everyone since ``month_start`` (one statement)."""
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT"
             " (SELECT COALESCE(SUM(total_tokens), 0) FROM model_usage"
             "  WHERE actor_id = ? AND at > ?),"
@@ -82,7 +82,7 @@ class UsageRecords(StoreBase):
 
     def model_usage_totals(self) -> list[tuple[str, str | None, int, int, float]]:
         """(model, degraded, runs, tokens, cost) over every row: the metrics' source."""
-        return self.conn.execute(
+        return self.db.conn.execute(
             "SELECT model, degraded, COUNT(*), COALESCE(SUM(total_tokens), 0),"
             " COALESCE(SUM(cost), 0) FROM model_usage GROUP BY model, degraded"
         ).fetchall()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from agent.contracts import ResponseDecision, Run, RunState
 from storage.base import StoreBase
+from storage.rows import insert_decision
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class WorkRecords(StoreBase):
             )
             if cursor.rowcount == 1:
                 if decision is not None:
-                    self._insert_decision(conn, run.run_id, decision)
+                    insert_decision(conn, run.run_id, decision)
                 return run
             row = conn.execute(
                 "SELECT run_json, state, owner, lease_until FROM runs WHERE event_id = ?",

@@ -6,6 +6,7 @@ import sqlite3
 from lab.bench.floor import StoreCalls
 from lab.bench.pipeline import bench_pipeline_on
 from storage import Store
+from storage.base import Family
 
 TABLES = ("events", "deliveries", "threads", "runs", "decisions", "intents", "attempts",
           "receipts", "budget_ledger", "outbound")  # fmt: skip
@@ -47,7 +48,10 @@ def test_detached_the_store_keeps_no_trace(tmp_path):
     calls.detach()
     store.active_task("scope-1")
     assert [name for name, _, _ in calls.calls] == ["active_task"]
-    assert not [
-        name for name in vars(store) if not name.startswith("_") and callable(getattr(store, name))
-    ]
+    for holder in (store, *(v for v in vars(store).values() if isinstance(v, Family))):
+        assert not [
+            name
+            for name in vars(holder)
+            if not name.startswith("_") and callable(getattr(holder, name))
+        ]
     store.close()

@@ -34,7 +34,7 @@ def test_a_limit_is_reached_by_the_call_that_crosses_it_and_checked_before_the_n
     _spend(store, meter, "u1", "m1", 900, 300)  # crosses 1,000: delivered, then over
     assert meter.over_limit(event(user="u1")) == "the person's tokens today: 1200 of 1000"
     assert meter.over_limit(event(user="u2", msg_id="m9")) is None  # someone else is not
-    ((model, degraded, runs, tokens, cost),) = store.model_usage_totals()
+    ((model, degraded, runs, tokens, cost),) = store.usage.model_usage_totals()
     assert (model, degraded, runs, tokens) == ("qwen-plus", None, 1, 1200)
     assert abs(cost - (900 * 0.002 + 300 * 0.006) / 1000) < 1e-9
     text = Metrics([RobotView("r1", store)]).render().decode()

@@ -113,7 +113,7 @@ class StoreCollector(Collector):
         )
         tokens = self._family(families, gauge, "dta_model_tokens", "Model tokens spent", labels)
         cost = self._family(families, gauge, "dta_model_cost", "Model cost (model_prices)", labels)
-        for model, degraded, n, spent, paid in store.model_usage_totals():
+        for model, degraded, n, spent, paid in store.usage.model_usage_totals():
             key = [robot, model, degraded or ""]
             runs.add_metric(key, n)
             tokens.add_metric(key, spent)

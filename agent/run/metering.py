@@ -50,7 +50,7 @@ class ModelMeter:
         if not (limits.per_person_per_day or limits.per_conversation_per_day or limits.per_month):
             return None
         now = self.clock.now()
-        spent = self.store.model_tokens(
+        spent = self.store.usage.model_tokens(
             event.actor.user_id, event.conversation.id, now - DAY_S, self._month_start(now)
         )
         checks = (
@@ -70,7 +70,7 @@ class ModelMeter:
         completion = int(usage.get("completion_tokens") or 0)
         price_in, price_out = self.limits.prices.get(model, (0.0, 0.0))
         cost = (prompt * price_in + completion * price_out) / 1000
-        self.store.add_model_usage(
+        self.store.usage.add_model_usage(
             ModelUsage(
                 run_id=run.run_id,
                 actor_id=event.actor.user_id,

@@ -1,8 +1,9 @@
 """The pipeline's store calls on their own: how much of the pipeline's time is its store.
 
 ``StoreCalls`` is attached to the store of a pipeline run by ``dta lab bench`` and keeps a
-deep copy of the arguments of every call the run makes to it (add_event, open_run, the
-gate's facts, add_intent, finish_delivery, the lookups for the invocation...). ``replay``
+deep copy of the arguments of every call the run makes to it and its record families
+(events.add_event, work.open_run, the gate's facts, actions.add_intent, the lookups for the
+invocation...). ``replay``
 makes the same calls in the same order on a fresh store, timed.
 
 The replay is what the pipeline would take if everything but its store calls (parsing,
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from storage import Store
+from storage.base import Family
 
 # Store methods a run makes no use of while events flow, or that end the store.
 _NOT_RECORDED = frozenset({"close", "probe", "set_autocheckpoint", "writers_held"})
@@ -32,24 +34,23 @@ class StoreCalls:
     """The store calls of one pipeline run, recorded while attached."""
 
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
-    _store: Store | None = field(default=None, init=False, repr=False)
-    _wrapped: list[str] = field(default_factory=list, init=False, repr=False)
+    _wrapped: list[tuple[object, str]] = field(default_factory=list, init=False, repr=False)
 
     def attach(self, store: Store) -> None:
-        """Record every public method call on ``store`` from now on (instance attributes
-        shadow the class's methods, so ``detach`` restores them by deleting)."""
-        self._store = store
-        for name, _ in inspect.getmembers(type(store), inspect.isfunction):
-            if name.startswith("_") or name in _NOT_RECORDED:
-                continue
-            setattr(store, name, self._recording(name, getattr(store, name)))
-            self._wrapped.append(name)
+        """Record every public method call on ``store`` and its record families from now on,
+        named as called (``events.add_event``); instance attributes shadow the classes'
+        methods, so ``detach`` restores them by deleting."""
+        for prefix, holder in _holders(store):
+            for name, _ in inspect.getmembers(type(holder), inspect.isfunction):
+                if name.startswith("_") or name in _NOT_RECORDED:
+                    continue
+                setattr(holder, name, self._recording(prefix + name, getattr(holder, name)))
+                self._wrapped.append((holder, name))
 
     def detach(self) -> None:
-        if self._store is not None:
-            for name in self._wrapped:
-                delattr(self._store, name)
-        self._store, self._wrapped = None, []
+        for holder, name in self._wrapped:
+            delattr(holder, name)
+        self._wrapped = []
 
     def _recording(self, name: str, bound: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -69,7 +70,21 @@ class StoreCalls:
         try:
             started = time.perf_counter()
             for name, args, kwargs in self.calls:
-                getattr(store, name)(*args, **kwargs)
+                _method(store, name)(*args, **kwargs)
             return time.perf_counter() - started
         finally:
             store.close()
+
+
+def _holders(store: Store) -> list[tuple[str, object]]:
+    """The store and each of its record families, with the prefix their calls are named by."""
+    families = [(f"{name}.", v) for name, v in vars(store).items() if isinstance(v, Family)]
+    return [("", store), *families]
+
+
+def _method(store: Store, name: str) -> Any:
+    """The method a recorded call's name says: ``counts``, ``events.add_event``."""
+    holder: Any = store
+    for part in name.split("."):
+        holder = getattr(holder, part)
+    return holder
