@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.contracts import TaskCheckpoint
-from storage.base import StoreBase
+from storage.base import Family
 
 
-class ScheduleRecords(StoreBase):
+class ScheduleRecords(Family):
     def due_tasks(
         self,
         now: float,
@@ -27,7 +27,7 @@ class ScheduleRecords(StoreBase):
         before ``created_before`` (expiry). ``None`` turns a condition off. Reminders come
         first, then the oldest: follow-ups held back by quiet hours never crowd a reminder
         out of the ``limit``."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT task_json FROM tasks WHERE (status = 'scheduled' AND due_at <= ?)"
             " OR (status = 'waiting' AND waiting_since <= ?)"
             " OR (status IN ('working', 'waiting') AND created_at <= ?)"
@@ -37,14 +37,14 @@ class ScheduleRecords(StoreBase):
         return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
 
     def get_task(self, task_id: str) -> TaskCheckpoint | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT task_json FROM tasks WHERE task_id = ?", (task_id,)
         ).fetchone()
         return TaskCheckpoint.model_validate_json(row[0]) if row else None
 
     def scheduled_reminders(self, scope_id: str) -> list[TaskCheckpoint]:
         """The thread's reminders still waiting for their time, soonest first."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT task_json FROM tasks WHERE scope_id = ? AND status = 'scheduled'"
             " ORDER BY due_at, rowid",
             (scope_id,),
@@ -58,7 +58,7 @@ class ScheduleRecords(StoreBase):
         if not wanted:
             return set()
         marks = ", ".join("?" for _ in wanted)
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             f"SELECT event_id FROM events WHERE event_id IN ({marks})", tuple(wanted)
         ).fetchall()
         return {row[0] for row in rows}

@@ -54,7 +54,6 @@ class Store(
     ActionRecords,
     ContextRecords,
     InspectRecords,
-    ScheduleRecords,
     ApprovalRecords,
 ):
     """The whole store: its connection (``StoreBase``) and every record family over it, each
@@ -79,6 +78,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.schedule = ScheduleRecords(self)
 
     def prune(self, before: float) -> dict[str, int]:
         """Forget finished work received before ``before`` (epoch seconds).

@@ -218,9 +218,9 @@ def test_due_reminders_come_before_follow_ups_within_a_beats_limit(store):
             kind="reminder", origin=origin, due_at=START + 60,
         )
     )  # fmt: skip
-    (first,) = store.due_tasks(START + 900, START + 300, None, limit=1)
+    (first,) = store.schedule.due_tasks(START + 900, START + 300, None, limit=1)
     assert first.task_id == "rem"
-    assert len(store.due_tasks(START + 900, START + 300, None)) == 4
+    assert len(store.schedule.due_tasks(START + 900, START + 300, None)) == 4
 
 
 def test_tasks_from_before_the_heartbeat_can_still_expire(store_target, monkeypatch):
@@ -246,7 +246,7 @@ def test_tasks_from_before_the_heartbeat_can_still_expire(store_target, monkeypa
     monkeypatch.undo()
     new = Store(where, schema=schema)
     try:
-        (found,) = new.due_tasks(START + 7200, None, START + 3600)
+        (found,) = new.schedule.due_tasks(START + 7200, None, START + 3600)
         assert found.task_id == "t-old"
     finally:
         new.close()

@@ -84,12 +84,12 @@ class Heartbeat:
         """This slot's beat, once across restarts and replicas; None when it was done."""
         now = self.clock.now()
         beat_id = f"beat:{int(beat_slot(now, self.interval_s, self.anchor))}"
-        if self.store.known_events([beat_id]):
+        if self.store.schedule.known_events([beat_id]):
             return None
         due = self._due(now)
         postponed = [i for i in due if i.kind == "follow_up" and self.policy.quiet_at(now)]
         due = [i for i in due if i not in postponed]
-        known = self.store.known_events(i.event_id for i in due)
+        known = self.store.schedule.known_events(i.event_id for i in due)
         for item in due:
             if item.event_id in known:
                 self.proactive.reconcile(item)  # handled before; settle what it left
@@ -125,7 +125,7 @@ class Heartbeat:
 
     def _due(self, now: float) -> list[DueItem]:
         policy = self.policy
-        tasks = self.store.due_tasks(
+        tasks = self.store.schedule.due_tasks(
             now,
             None if policy.follow_up_after_s is None else now - policy.follow_up_after_s,
             None if policy.task_expiry_s is None else now - policy.task_expiry_s,

@@ -89,7 +89,7 @@ class ProactiveWork:
         """The run of 「取消提醒」: the thread's scheduled reminders cancelled, and said so."""
         now = self.clock.now()
         cancelled = []
-        for task in self.store.scheduled_reminders(run.thread_key):
+        for task in self.store.schedule.scheduled_reminders(run.thread_key):
             moved = _moved(task, run, now, status=TaskStatus.CANCELLED)
             if self.store.save_task(moved):
                 cancelled.append(moved)
@@ -101,7 +101,7 @@ class ProactiveWork:
         acting, endings = hands.acting, hands.endings
         scheduled = event.scheduled
         now = self.clock.now()
-        task = self.store.get_task((scheduled.task_id if scheduled else None) or "")
+        task = self.store.schedule.get_task((scheduled.task_id if scheduled else None) or "")
         item = due_item(task, now, self.policy) if task is not None else None
         if item is None or item.event_id != event.event_id:
             return endings.end_silent(
