@@ -13,10 +13,9 @@ from typing import Any
 
 from agent.contracts import (
     Event,
-    MemoryCandidate,
     TaskCheckpoint,
 )
-from storage.base import StoreBase
+from storage.base import Family
 
 # The filters the console offers; each is a condition on an event's receipts or run.
 FILTERS = ("silent", "failed", "uncertain", "refused")
@@ -67,7 +66,7 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-class InspectRecords(StoreBase):
+class InspectRecords(Family):
     """Read-only lookups by message, conversation, sender, text and time."""
 
     def find_events(
@@ -116,7 +115,7 @@ class InspectRecords(StoreBase):
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY e.received_at DESC, e.event_id DESC LIMIT ?"
-        rows = self.conn.execute(sql, (*params, max(limit * 4, limit) if text else limit))
+        rows = self.db.conn.execute(sql, (*params, max(limit * 4, limit) if text else limit))
         events = [Event.model_validate_json(row[0]) for row in rows.fetchall()]
         if text:
             events = [event for event in events if text in event.text][:limit]
@@ -124,7 +123,7 @@ class InspectRecords(StoreBase):
 
     def conversations(self, limit: int = 100) -> list[ConversationSummary]:
         """Conversations with stored messages, the most recently active first."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT conversation_id, COUNT(*), COUNT(DISTINCT actor_id), MAX(received_at)"
             " FROM events GROUP BY conversation_id ORDER BY MAX(received_at) DESC LIMIT ?",
             (limit,),
@@ -133,7 +132,7 @@ class InspectRecords(StoreBase):
 
     def silence_reasons(self) -> dict[str, int]:
         """How many silent receipts each reason has (the console's filter list)."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT reason, COUNT(*) FROM receipts WHERE status = 'silent'"
             " GROUP BY reason ORDER BY COUNT(*) DESC"
         ).fetchall()
@@ -141,7 +140,7 @@ class InspectRecords(StoreBase):
 
     def delivery_log(self, event_id: str) -> list[Delivery]:
         """Each time the platform delivered the message, duplicates included."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT received_at, duplicate FROM deliveries WHERE event_id = ?"
             " ORDER BY received_at, id",
             (event_id,),
@@ -150,7 +149,7 @@ class InspectRecords(StoreBase):
 
     def quarantine_mentioning(self, fragment: str, limit: int = 5) -> list[dict[str, Any]]:
         """Quarantined frames whose raw text contains ``fragment`` (a msgId, usually)."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT received_at, reason, error FROM quarantine WHERE raw LIKE ? ESCAPE '\\'"
             " ORDER BY received_at DESC LIMIT ?",
             (_like(fragment), limit),
@@ -158,21 +157,14 @@ class InspectRecords(StoreBase):
         return [{"received_at": at, "reason": reason, "error": error} for at, reason, error in rows]
 
     def tasks_in_scope(self, scope_id: str) -> list[TaskCheckpoint]:
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT task_json FROM tasks WHERE scope_id = ? ORDER BY updated_at", (scope_id,)
         ).fetchall()
         return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
 
-    def memory_in_scope(self, scope_id: str) -> list[MemoryCandidate]:
-        rows = self.conn.execute(
-            "SELECT candidate_json FROM memory_candidates WHERE scope_id = ? ORDER BY created_at",
-            (scope_id,),
-        ).fetchall()
-        return [MemoryCandidate.model_validate_json(row[0]) for row in rows]
-
     def change_mark(self) -> tuple[int, ...]:
         """A value that changes whenever something a viewer shows changes (live updates)."""
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM deliveries),"
             " (SELECT COUNT(*) FROM receipts), (SELECT COUNT(*) FROM quarantine),"
             " (SELECT COUNT(*) FROM runs WHERE state = 'working'),"
@@ -183,7 +175,7 @@ class InspectRecords(StoreBase):
 
     def newest_events(self, after: float, limit: int = 100) -> list[tuple[float, Event]]:
         """Events received after ``after``, oldest first, with their arrival time."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT received_at, event_json FROM events WHERE received_at > ?"
             " ORDER BY received_at, event_id LIMIT ?",
             (after, limit),

@@ -53,7 +53,6 @@ class Store(
     PieceRecords,
     ActionRecords,
     ContextRecords,
-    InspectRecords,
     ApprovalRecords,
 ):
     """The whole store: its connection (``StoreBase``) and every record family over it, each
@@ -78,6 +77,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.inspect = InspectRecords(self)
         self.schedule = ScheduleRecords(self)
 
     def prune(self, before: float) -> dict[str, int]:

@@ -47,19 +47,6 @@ from storage.inspect import InspectRecords
 SCHEMA = "dta.trace/1"
 
 
-def inspector(store: Store) -> InspectRecords:
-    """The store's inspection queries (the ``InspectRecords`` mixin).
-
-    ``Store`` gains the mixin in ``storage/store.py``; until a store object has it, the
-    queries are bound to the same connection, so callers never care which it is.
-    """
-    if isinstance(store, InspectRecords):
-        return store
-    bound = InspectRecords.__new__(InspectRecords)
-    bound.__dict__.update(store.__dict__)
-    return bound
-
-
 def shown_store(target: str) -> str:
     """Where a store is, safe to print: a database URL loses its password."""
     parts = urlsplit(target)
@@ -122,7 +109,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
     arguments in ``timezone`` (the team's, ``Settings.timezone``)."""
     zone = timezone or DEFAULT_TIMEZONE
     when = clock(zone)
-    records = inspector(store)
+    records = store.inspect
     event = store.get_event(msg_id)
     if event is None:
         return _never_stored(records, msg_id, when)
@@ -130,7 +117,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
     run = store.get_run(msg_id)
     receipts = [receipt_record(r, when) for r in store.receipts(msg_id)]
     tasks = task_records(records.tasks_in_scope(event.thread_key), run)
-    memory = memory_records(records.memory_in_scope(event.conversation.id), msg_id)
+    memory = memory_records(store.memory_in_scope(event.conversation.id), msg_id)
     later = answered_later_by(store, event, run) if run is not None else None
     cause, summary = classify(event, decision, run, receipts, tasks, [], later)
     return Trace(
@@ -188,7 +175,7 @@ def search(store: Store, query: Query, timezone: str | None = None) -> list[Trac
     """Every stored message matching ``query``, traced, newest first."""
     if query.msg_id is not None:
         return [trace_message(store, query.msg_id, timezone)]
-    events = inspector(store).find_events(
+    events = store.inspect.find_events(
         conversation=query.conversation,
         sender=query.sender,
         text=query.text,

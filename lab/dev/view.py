@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.cli.trace import Cause, Trace, inspector, trace_message
+from agent.cli.trace import Cause, Trace, trace_message
 from agent.cli.trace_cause import GATE_SILENCES
 from agent.cli.trace_text import receipt_line, task_line
 from storage import Store
@@ -107,7 +107,7 @@ class Watcher:
         if not self.store_path.exists():
             return since
         with Store(self.store_path) as store:
-            records = inspector(store)
+            records = store.inspect
             for received_at, event in records.newest_events(since - 1.0, limit=500):
                 if event.event_id not in pending and not self.seen(event.event_id).is_set():
                     pending[event.event_id] = time.monotonic()

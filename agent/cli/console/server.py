@@ -32,7 +32,7 @@ from aiohttp import web
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from agent.cli.console.views import Selection, approvals_list, badge, memory_queue, overview
-from agent.cli.trace import inspector, trace_message
+from agent.cli.trace import trace_message
 from agent.config import Settings
 from agent.run import memory
 from storage import Store
@@ -176,7 +176,7 @@ async def mark(request: web.Request) -> web.Response:
     not a held-open stream: short requests never pile up against the browser's few
     connections per host, whatever pages were left open.
     """
-    value = await _read(request, lambda store: inspector(store).change_mark())
+    value = await _read(request, lambda store: store.inspect.change_mark())
     return web.json_response({"mark": ".".join(map(str, value))})
 
 

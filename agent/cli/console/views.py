@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.acts.shown import person_names, readable
-from agent.cli.trace import DEFAULT_TIMEZONE, Trace, clock, inspector, trace_message
+from agent.cli.trace import DEFAULT_TIMEZONE, Trace, clock, trace_message
 from agent.cli.trace_acts import approval_act, named
 from agent.contracts import MemoryStatus
 from storage import Store
@@ -81,7 +81,7 @@ def overview(
 ) -> dict[str, Any]:
     """The threads page: conversations, the filters with counts, and the messages shown."""
     when = clock(timezone)
-    records = inspector(store)
+    records = store.inspect
     conversations = [
         {
             "id": c.conversation_id,
