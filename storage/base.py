@@ -18,6 +18,12 @@ from storage.schema import Dialect
 WRITE_CHUNK = 50
 
 
+def write_chunks(items: list[Any]) -> Iterator[list[Any]]:
+    """``items`` in pieces of at most ``WRITE_CHUNK``, one transaction each."""
+    for start in range(0, len(items), WRITE_CHUNK):
+        yield items[start : start + WRITE_CHUNK]
+
+
 class LeaseLost(Exception):
     """This owner no longer holds the run's lease: another replica took the run over (this
     process was paused, or cut off from the store, past its lease). Nothing of the write
@@ -176,17 +182,11 @@ class StoreBase:
         finally:
             lock.release()
 
-    @staticmethod
-    def _chunks(items: list[Any]) -> Iterator[list[Any]]:
-        """``items`` in pieces of at most ``WRITE_CHUNK``, one transaction each."""
-        for start in range(0, len(items), WRITE_CHUNK):
-            yield items[start : start + WRITE_CHUNK]
-
     def _update_where_in(self, sql: str, params: tuple[Any, ...], keys: list[str]) -> int:
         """``sql`` (ending ``IN ({marks})``) for ``keys``, a chunk per transaction; how many
         rows it changed in all."""
         changed = 0
-        for chunk in self._chunks(keys):
+        for chunk in write_chunks(keys):
             marks = ",".join("?" * len(chunk))
             with self._tx() as conn:
                 changed += conn.execute(sql.format(marks=marks), (*params, *chunk)).rowcount

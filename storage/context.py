@@ -11,10 +11,10 @@ from agent.contracts import (
     MemoryCandidate,
     TaskCheckpoint,
 )
-from storage.base import StoreBase
+from storage.base import Family, write_chunks
 
 
-class ContextRecords(StoreBase):
+class ContextRecords(Family):
     # ------------------------------------------------------------------ invocation lookups
 
     def events_between(
@@ -27,7 +27,7 @@ class ContextRecords(StoreBase):
     ) -> list[Event]:
         """The actor's messages in a conversation created in [since, before), oldest first
         (but the event ``excluding`` names: the one asking, never parsed for nothing)."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT event_json FROM events WHERE conversation_id = ? AND actor_id = ?"
             " AND created_at >= ? AND created_at < ? AND event_id != ?"
             " ORDER BY created_at, rowid",
@@ -47,7 +47,7 @@ class ContextRecords(StoreBase):
         """The actor's last ``limit`` messages in the conversation created in
         [since, before) other than ``exclude``, oldest first: (msgId, text, created_at, the
         text the robot last delivered in answer, or None). One statement."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT e.event_id, e.event_json, e.created_at,"
             " (SELECT o.text FROM intents i JOIN outbound o ON o.intent_id = i.intent_id"
             "  WHERE i.event_id = e.event_id AND i.kind IN ('reply', 'ask')"
@@ -76,7 +76,7 @@ class ContextRecords(StoreBase):
         return rows[0] if rows else None
 
     def cached_identity(self, user_id: str, fresh_after: float) -> dict[str, Any] | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT identity_json FROM identity_cache WHERE user_id = ? AND fetched_at > ?",
             (user_id, fresh_after),
         ).fetchone()
@@ -87,7 +87,7 @@ class ContextRecords(StoreBase):
     ) -> dict[str, tuple[dict[str, Any], float]]:
         """The cache's fresh answers (user id → (fields, fetched at)), at most ``limit``,
         the most recently fetched kept, in the order they were fetched."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT user_id, identity_json, fetched_at FROM identity_cache"
             " WHERE fetched_at > ? ORDER BY fetched_at DESC LIMIT ?",
             (fresh_after, limit),
@@ -101,7 +101,7 @@ class ContextRecords(StoreBase):
             (user_id, at, json.dumps(fields, ensure_ascii=False))
             for user_id, (fields, at) in found.items()
         ]
-        for chunk in self._chunks(rows):
+        for chunk in write_chunks(rows):
             with self._tx() as conn:
                 for row in chunk:
                     conn.execute(
@@ -115,7 +115,7 @@ class ContextRecords(StoreBase):
     # ------------------------------------------------------------------ tasks
 
     def active_task(self, scope_id: str) -> TaskCheckpoint | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT task_json FROM tasks WHERE scope_id = ? AND status IN ('working', 'waiting')"
             " ORDER BY updated_at DESC, rowid DESC LIMIT 1",
             (scope_id,),
@@ -163,7 +163,7 @@ class ContextRecords(StoreBase):
         return cursor.rowcount == 1
 
     def tasks(self) -> list[TaskCheckpoint]:
-        rows = self.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
+        rows = self.db.conn.execute("SELECT task_json FROM tasks ORDER BY rowid").fetchall()
         return [TaskCheckpoint.model_validate_json(row[0]) for row in rows]
 
     # ------------------------------------------------------------------ memory candidates
@@ -191,11 +191,11 @@ class ContextRecords(StoreBase):
 
     def memory_candidates(self, status: str | None = None) -> list[MemoryCandidate]:
         if status is None:
-            rows = self.conn.execute(
+            rows = self.db.conn.execute(
                 "SELECT candidate_json FROM memory_candidates ORDER BY created_at, rowid"
             )
         else:
-            rows = self.conn.execute(
+            rows = self.db.conn.execute(
                 "SELECT candidate_json FROM memory_candidates WHERE status = ?"
                 " ORDER BY created_at, rowid",
                 (status,),
@@ -219,7 +219,7 @@ class ContextRecords(StoreBase):
 
     def memory_in_scope(self, scope_id: str) -> list[MemoryCandidate]:
         """Every candidate of one conversation (any status), oldest first."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT candidate_json FROM memory_candidates WHERE scope_id = ?"
             " ORDER BY created_at, rowid",
             (scope_id,),

@@ -50,8 +50,7 @@ def insert_attempt(conn: Any, attempt: Attempt) -> None:
 
 def update_attempt(conn: Any, attempt: Attempt) -> None:
     conn.execute(
-        "UPDATE attempts SET outcome = ?, finished_at = ?, attempt_json = ?"
-        " WHERE attempt_id = ?",
+        "UPDATE attempts SET outcome = ?, finished_at = ?, attempt_json = ? WHERE attempt_id = ?",
         (
             attempt.outcome.value,
             attempt.finished_at,

@@ -52,7 +52,6 @@ class Store(
     CardRecords,
     PieceRecords,
     ActionRecords,
-    ContextRecords,
     ApprovalRecords,
 ):
     """The whole store: its connection (``StoreBase``) and every record family over it, each
@@ -77,6 +76,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.context = ContextRecords(self)
         self.inspect = InspectRecords(self)
         self.schedule = ScheduleRecords(self)
 

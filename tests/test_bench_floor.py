@@ -44,10 +44,10 @@ def test_detached_the_store_keeps_no_trace(tmp_path):
     store = Store(tmp_path / "store.db")
     calls = StoreCalls()
     calls.attach(store)
-    store.active_task("scope-1")
+    store.context.active_task("scope-1")
     calls.detach()
-    store.active_task("scope-1")
-    assert [name for name, _, _ in calls.calls] == ["active_task"]
+    store.context.active_task("scope-1")
+    assert [name for name, _, _ in calls.calls] == ["context.active_task"]
     for holder in (store, *(v for v in vars(store).values() if isinstance(v, Family))):
         assert not [
             name

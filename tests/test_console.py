@@ -103,7 +103,7 @@ async def test_the_console_wants_its_token_and_loopback(console, store_path):
         trace = (await client.get(base + "/api/trace/g1", headers=bearer)).json()
         assert trace["cause"] == "silent_by_gate"
         with Store(store_path) as store:
-            proposed = store.memory_candidates("proposed")[0]
+            proposed = store.context.memory_candidates("proposed")[0]
         stale = await client.post(
             f"{base}/memory/{proposed.candidate_id}",
             data={"action": "approve", "revision": str(proposed.revision - 1)},
@@ -198,7 +198,8 @@ async def test_the_console_in_a_browser(console, store_path, tmp_path):
         assert answer["ok"] is False and "already approved" in answer["message"]
         with Store(store_path) as store:
             statuses = {
-                c.candidate_id: (c.status.value, c.revision) for c in store.memory_candidates()
+                c.candidate_id: (c.status.value, c.revision)
+                for c in store.context.memory_candidates()
             }
         assert statuses == {ids[0]: ("approved", 2), ids[1]: ("approved", 2)}
 

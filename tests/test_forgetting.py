@@ -81,14 +81,14 @@ def test_what_can_be_forgotten_here_spans_the_store_and_the_folder() -> None:
 
 def test_a_published_tombstone_removes_the_block(store, tmp_path) -> None:
     desk = _candidate("工位在 3 楼 A 区", title="工位")
-    store.propose_memory([desk])
+    store.context.propose_memory([desk])
     review(store, desk.candidate_id, 1, True, io.StringIO())
     target = tmp_path / "MEMORY.md"
     target.write_text("# Team memory\n\nkeep this line\n", encoding="utf-8")
     assert publish(store, desk.candidate_id, target, file_hash(target), io.StringIO()) == 0
     assert "工位在 3 楼 A 区" in target.read_text() and "scope=cid-1" in target.read_text()
     tombstone = _candidate("不再使用：工位", kind="tombstone", supersedes=[desk.candidate_id])
-    store.propose_memory([tombstone])
+    store.context.propose_memory([tombstone])
     review(store, tombstone.candidate_id, 1, True, io.StringIO())
     dry = io.StringIO()
     assert publish(store, tombstone.candidate_id, target, None, dry) == 0
@@ -101,10 +101,10 @@ def test_a_published_tombstone_removes_the_block(store, tmp_path) -> None:
 
 def test_a_second_publisher_waits_for_the_lease(store, tmp_path) -> None:
     desk = _candidate("工位在 3 楼 A 区")
-    store.propose_memory([desk])
+    store.context.propose_memory([desk])
     review(store, desk.candidate_id, 1, True, io.StringIO())
     target = tmp_path / "MEMORY.md"
-    assert store.take_lease(f"publish:{target.resolve()}", "someone-else", PUBLISH_LEASE_S)
+    assert store.context.take_lease(f"publish:{target.resolve()}", "someone-else", PUBLISH_LEASE_S)
     out = io.StringIO()
     assert publish(store, desk.candidate_id, target, file_hash(target), out) == 1
     assert "someone else is publishing" in out.getvalue() and not target.exists()
@@ -158,13 +158,17 @@ def test_in_a_group_only_what_the_asker_taught_is_withdrawn_at_once(store) -> No
     assert own.supersedes == ["mem_car"] and own.taught_by == "u2"
     assert asked.supersedes == [] and asked.asks_to_supersede == ["mem_desk", "mem_door"]
     assert "u2" in asked.content and "u1" in asked.content and "未记录" in asked.content
-    store.propose_memory([own, asked])
-    assert withdrawn_ids(store.memory_in_scope("cid-g1")) == {"mem_car"}
+    store.context.propose_memory([own, asked])
+    assert withdrawn_ids(store.context.memory_in_scope("cid-g1")) == {"mem_car"}
     listed = io.StringIO()
     list_candidates(store, "proposed", listed)
     assert "asks to supersede mem_desk, mem_door (still in use" in listed.getvalue()
     assert review(store, asked.candidate_id, 1, True, io.StringIO()) == 0
-    assert withdrawn_ids(store.memory_in_scope("cid-g1")) == {"mem_car", "mem_desk", "mem_door"}
+    assert withdrawn_ids(store.context.memory_in_scope("cid-g1")) == {
+        "mem_car",
+        "mem_desk",
+        "mem_door",
+    }
 
 
 def test_in_a_group_what_someone_else_taught_is_not_claimed_forgotten() -> None:

@@ -94,7 +94,7 @@ def test_dm_memory_never_reaches_a_group_and_forgetting_withdraws_it(tmp_path: P
     fact = _memory(
         "dm-1", "我的工位在 3 楼 A 区 12 号", title="工位", status=MemoryStatus.PUBLISHED
     )
-    store.propose_memory([fact])
+    store.context.propose_memory([fact])
     question = "我的工位在哪"
     dm = grounder.ground(_event("dm-1", ConversationType.DM, question), question, None)
     assert [i.ref for i in dm.items] == [f"memory:{fact.candidate_id}"]
@@ -102,7 +102,7 @@ def test_dm_memory_never_reaches_a_group_and_forgetting_withdraws_it(tmp_path: P
     assert group.items == [] and group.memories == 0
     assert group.missing  # no folder and nothing remembered there: said so
     tombstone = _memory("dm-1", "忘掉：工位", kind="tombstone", supersedes=[fact.candidate_id])
-    store.propose_memory([tombstone])  # proposed, not yet reviewed: withdrawn at once
+    store.context.propose_memory([tombstone])  # proposed, not yet reviewed: withdrawn at once
     after = grounder.ground(_event("dm-1", ConversationType.DM, question), question, None)
     assert after.items == [] and after.withdrawn == [fact.candidate_id]
     store.close()

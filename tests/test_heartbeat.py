@@ -80,7 +80,7 @@ async def test_a_reminder_goes_once_whichever_replica_beats(settings, platform):
     first = await booted(settings, clock)
     first.ingest(frame(callback(text="10分钟后提醒我喝水", created_at=START)), START)
     await first.drain_store()
-    (task,) = first.store.tasks()
+    (task,) = first.store.context.tasks()
     assert (task.kind, task.status, task.due_at) == ("reminder", TaskStatus.SCHEDULED, START + 600)
     assert task.origin is not None and task.origin.user_id == "u1"
 
@@ -98,7 +98,7 @@ async def test_a_reminder_goes_once_whichever_replica_beats(settings, platform):
     assert platform["oto"].call_count == 1
     sent = platform["oto"].calls.last.request
     assert b'"userIds":["u1"]' in sent.content and "喝水".encode() in sent.content
-    (done,) = first.store.tasks()
+    (done,) = first.store.context.tasks()
     assert done.status is TaskStatus.COMPLETED and done.evidence
     await second.aclose()
     await first.aclose()
@@ -134,14 +134,14 @@ async def test_a_follow_up_goes_to_the_tasks_origin_by_the_openapi(settings, pla
     runtime = await booted(settings, clock)
     runtime.ingest(frame(callback(text="帮我算一下", created_at=START)), START)
     await runtime.drain_store()
-    (task,) = runtime.store.tasks()
+    (task,) = runtime.store.context.tasks()
     assert task.status is TaskStatus.WAITING and task.waiting_since == START
     clock.advance_to(START + 600)
     runtime.heartbeat.beat()
     await runtime.drain_store()
     assert platform["webhook"].call_count == 1  # the question, on the session webhook
     assert platform["oto"].call_count == 1  # the follow-up, by the OpenAPI
-    (moved,) = runtime.store.tasks()
+    (moved,) = runtime.store.context.tasks()
     assert (moved.status, moved.follow_ups, moved.waiting_since) == (
         TaskStatus.WAITING,
         1,
@@ -154,7 +154,7 @@ async def test_a_follow_up_goes_to_the_tasks_origin_by_the_openapi(settings, pla
     runtime.heartbeat.beat()
     await runtime.drain_store()
     assert platform["oto"].call_count == 1
-    assert runtime.store.tasks()[0].status is TaskStatus.COMPLETED
+    assert runtime.store.context.tasks()[0].status is TaskStatus.COMPLETED
     await runtime.aclose()
 
 
@@ -170,7 +170,7 @@ async def test_a_message_from_the_person_does_not_supersede_their_due_reminder(s
     await runtime.drain_store()
     assert platform["oto"].call_count == 1
     assert "喝水".encode() in platform["oto"].calls.last.request.content
-    reminder = next(t for t in runtime.store.tasks() if t.kind == "reminder")
+    reminder = next(t for t in runtime.store.context.tasks() if t.kind == "reminder")
     assert reminder.status is TaskStatus.COMPLETED
     await runtime.aclose()
 
@@ -190,7 +190,7 @@ async def test_a_cancel_in_a_group_cancels_only_the_askers_reminders_there(setti
     cancel = callback(msg_id="m4", user="u1", group="cid-g1", at_bot=True, text="取消提醒")
     runtime.ingest(frame(cancel), START + 1)
     await runtime.drain_store()
-    status = {t.goal: t.status for t in runtime.store.tasks()}
+    status = {t.goal: t.status for t in runtime.store.context.tasks()}
     assert status == {
         "喝水": TaskStatus.CANCELLED,
         "开会": TaskStatus.SCHEDULED,  # someone else's, in the same group
@@ -204,14 +204,14 @@ def test_due_reminders_come_before_follow_ups_within_a_beats_limit(store):
     window and keep a reminder that came later from being found."""
     origin = Origin(conversation_id="cid", conversation_type="dm", user_id="u1")
     for n in range(3):
-        store.save_task(
+        store.context.save_task(
             TaskCheckpoint(
                 task_id=f"t{n}", scope_id="cid|u1", status=TaskStatus.WAITING, revision=1,
                 goal="g", updated_by_run="r", created_at=START, updated_at=START,
                 origin=origin, waiting_since=START,
             )
         )  # fmt: skip
-    store.save_task(
+    store.context.save_task(
         TaskCheckpoint(
             task_id="rem", scope_id="cid|u1", status=TaskStatus.SCHEDULED, revision=1,
             goal="喝水", updated_by_run="r", created_at=START, updated_at=START,

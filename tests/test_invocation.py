@@ -300,9 +300,9 @@ async def test_a_prefetched_lookup_is_shared_and_its_answer_reaches_the_store(st
     b.identities.prefetch(ev)
     first, second = await asyncio.gather(b.identity(ev), b.identity(ev))
     assert first.name == second.name == "张三" and users.call_count == 1
-    assert store.cached_identity("u1", T0 - 1) is None  # kept in memory until a flush
+    assert store.context.cached_identity("u1", T0 - 1) is None  # kept in memory until a flush
     assert b.identities.flush() == 1
-    cached = store.cached_identity("u1", T0 - 1)
+    cached = store.context.cached_identity("u1", T0 - 1)
     assert cached == {"name": "张三", "title": None, "department": None}
     later = await builder(store, directory(tmp_path)).identity(ev)  # a new process
     assert later.source == "directory:cache" and users.call_count == 1
@@ -316,16 +316,18 @@ async def test_senders_are_known_from_memory_without_asking_the_store(store, tmp
     respx.post(f"{OAPI}/topapi/v2/user/get").mock(
         return_value=httpx.Response(200, json={"errcode": 0, "result": {"name": "李四"}})
     )
-    store.cache_identities({"u1": ({"name": "张三"}, T0 - 10)})  # an earlier process's answer
+    store.context.cache_identities(
+        {"u1": ({"name": "张三"}, T0 - 10)}
+    )  # an earlier process's answer
     b = builder(store, directory(tmp_path))
     asked: list[str] = []
-    real = store.cached_identity
+    real = store.context.cached_identity
 
     def counted(user_id: str, fresh_after: float) -> dict | None:
         asked.append(user_id)
         return real(user_id, fresh_after)
 
-    store.cached_identity = counted  # type: ignore[method-assign]
+    store.context.cached_identity = counted  # type: ignore[method-assign]
     known = await b.identity(stored(store, msg_id="m1"))
     new = await b.identity(stored(store, msg_id="m2", user="u2"))
     again = await b.identity(stored(store, msg_id="m3", user="u2"))

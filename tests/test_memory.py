@@ -24,25 +24,25 @@ def candidate(content="周五例会在 301", scope="cid-1", run="run_1") -> Memo
 
 
 def test_same_scope_and_content_is_one_candidate(store):
-    assert store.propose_memory([candidate()]) == 1
-    assert store.propose_memory([candidate(run="run_2")]) == 0  # a replay, a repeat
-    assert store.propose_memory([candidate(scope="cid-2")]) == 1  # another conversation
-    assert len(store.memory_candidates()) == 2
+    assert store.context.propose_memory([candidate()]) == 1
+    assert store.context.propose_memory([candidate(run="run_2")]) == 0  # a replay, a repeat
+    assert store.context.propose_memory([candidate(scope="cid-2")]) == 1  # another conversation
+    assert len(store.context.memory_candidates()) == 2
 
 
 def test_review_is_compare_and_set(store):
-    store.propose_memory([candidate()])
+    store.context.propose_memory([candidate()])
     cid = candidate().candidate_id
     out = io.StringIO()
     assert review(store, cid, revision=5, approve=True, out=out) == 1
     assert "revision 1" in out.getvalue()
     assert review(store, cid, revision=1, approve=True, out=io.StringIO()) == 0
-    assert store.memory_candidates("approved")[0].revision == 2
+    assert store.context.memory_candidates("approved")[0].revision == 2
     assert review(store, cid, revision=2, approve=False, out=io.StringIO()) == 1  # not proposed
 
 
 def test_publish_needs_approval_then_the_expected_hash(store, tmp_path):
-    store.propose_memory([candidate()])
+    store.context.propose_memory([candidate()])
     cid = candidate().candidate_id
     target = tmp_path / "MEMORY.md"
     target.write_text("# Team memory\n", encoding="utf-8")
@@ -58,7 +58,7 @@ def test_publish_needs_approval_then_the_expected_hash(store, tmp_path):
     assert publish(store, cid, target, now, io.StringIO()) == 0
     text = target.read_text()
     assert "edited meanwhile" in text and "周五例会在 301" in text and cid in text
-    assert store.memory_candidates()[0].status is MemoryStatus.PUBLISHED
+    assert store.context.memory_candidates()[0].status is MemoryStatus.PUBLISHED
     assert publish(store, cid, target, file_hash(target), io.StringIO()) == 1  # not approved
 
 

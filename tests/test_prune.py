@@ -42,7 +42,7 @@ async def test_prune_keeps_recent_and_open_work(store_settings):
     assert removed["events"] == 2 and removed["runs"] == 2 and removed["quarantine"] == 1
     assert removed["receipts"] == 2 and removed["attempts"] == 2 and removed["tasks"] == 0
     assert [e.event_id for e in store.events()] == ["new"]
-    assert store.active_task("cid-dm-u1|u1") is not None  # still waiting: kept
+    assert store.context.active_task("cid-dm-u1|u1") is not None  # still waiting: kept
     store.vacuum()
 
     # DingTalk delivering a pruned message again gets silence, not a second answer.

@@ -196,7 +196,8 @@ async def test_session_gone_falls_back_to_openapi(settings, clock):
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED
     assert [c.value for c in receipt.evidence.channels_tried] == ["session_webhook", "openapi_oto"]
-    assert runtime.store.outbound(process_query_key="pqk-9")["intent_id"] == receipt.intent_id
+    ours = runtime.store.context.outbound(process_query_key="pqk-9")
+    assert ours["intent_id"] == receipt.intent_id
     await runtime.aclose()
 
 
@@ -430,7 +431,7 @@ async def test_a_crash_before_the_task_moves_is_finished_by_recovery(
     assert route.call_count == sent  # nothing is said twice
     store = restarted.store
     if step == "ask":
-        task = store.active_task(store.get_run("m1").thread_key)
+        task = store.context.active_task(store.get_run("m1").thread_key)
         assert (task.status.value, task.waiting_for, task.goal) == (
             "waiting",
             "哪一天？",
@@ -439,8 +440,8 @@ async def test_a_crash_before_the_task_moves_is_finished_by_recovery(
         assert store.get_run("m1").state is RunState.WAITING
     else:
         run = store.get_run("m2")
-        assert run.state is RunState.DONE and store.active_task(run.thread_key) is None
-        (task,) = store.tasks()
+        assert run.state is RunState.DONE and store.context.active_task(run.thread_key) is None
+        (task,) = store.context.tasks()
         assert task.status.value == "completed" and list(task.evidence) == ["room booked"]
     await restarted.aclose()
 

@@ -241,8 +241,8 @@ def test_many_leases_and_cached_identities_are_written_in_short_transactions(sto
         ids.append(ev.event_id)
     assert store.renew_leases("a", ids, T0 + 600) == count
     assert all(item.lease_until == T0 + 600 for item in store.unfinished_work(limit=count))
-    store.cache_identities({f"u{n}": ({"name": f"N{n}"}, T0) for n in range(count)})
-    assert len(store.cached_identities(T0 - 1, 10 * count)) == count
+    store.context.cache_identities({f"u{n}": ({"name": f"N{n}"}, T0) for n in range(count)})
+    assert len(store.context.cached_identities(T0 - 1, 10 * count)) == count
 
 
 def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(store):

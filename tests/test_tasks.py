@@ -61,7 +61,7 @@ def test_single_question_and_answer_leave_no_task(store):
     start = k.begin(run(), "7+5")
     assert start.continuation is None and not start.stop
     assert k.settle(run(), None, REPLY, receipt()) is None
-    assert store.tasks() == []
+    assert store.context.tasks() == []
 
 
 def test_ask_opens_waiting_then_answer_resumes_and_completes(store):
@@ -102,7 +102,7 @@ def test_stop_cancels_the_waiting_task(store):
     k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
     start = k.begin(run("m2", "run_2"), "算了")
     assert start.stop and start.cancelled.status is TaskStatus.CANCELLED
-    assert store.active_task(run().thread_key) is None
+    assert store.context.active_task(run().thread_key) is None
 
 
 def test_stop_without_a_task_is_still_a_stop(store):
@@ -114,10 +114,10 @@ def test_revision_compare_and_set_rejects_a_stale_writer(store):
     k = keeper(store)
     opened = k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
     ahead = opened.model_copy(update={"revision": 2, "status": TaskStatus.WORKING})
-    assert store.save_task(ahead)
+    assert store.context.save_task(ahead)
     stale = opened.model_copy(update={"revision": 2, "status": TaskStatus.CANCELLED})
-    assert not store.save_task(stale)
-    assert store.active_task(run().thread_key).status is TaskStatus.WORKING
+    assert not store.context.save_task(stale)
+    assert store.context.active_task(run().thread_key).status is TaskStatus.WORKING
     # moving from the old revision through the keeper fails the same way
     assert k._move(opened, run(), status=TaskStatus.CANCELLED) is None
 
@@ -144,7 +144,7 @@ def test_a_request_of_its_own_leaves_the_waiting_task_waiting(store, text):
     k.settle(run(), None, ASK, receipt(kind=ActionKind.ASK))
     start = k.begin(run("m2", "run_2"), text)
     assert start.continuation is None and not start.stop
-    assert store.active_task(run().thread_key).status is TaskStatus.WAITING
+    assert store.context.active_task(run().thread_key).status is TaskStatus.WAITING
 
 
 @pytest.mark.parametrize(("text", "supplies"), [("7+5", False), ("就是这个", False), ("", True)])

@@ -256,7 +256,7 @@ def memory(args: argparse.Namespace) -> int:
     with st:
         command = args.memory_command
         if command == "list" and args.json:
-            emit([c.model_dump(mode="json") for c in st.memory_candidates(args.status)])
+            emit([c.model_dump(mode="json") for c in st.context.memory_candidates(args.status)])
             return 0
         if command == "list":
             return memories.list_candidates(st, args.status, sys.stdout)

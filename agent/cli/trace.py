@@ -117,7 +117,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
     run = store.get_run(msg_id)
     receipts = [receipt_record(r, when) for r in store.receipts(msg_id)]
     tasks = task_records(records.tasks_in_scope(event.thread_key), run)
-    memory = memory_records(store.memory_in_scope(event.conversation.id), msg_id)
+    memory = memory_records(store.context.memory_in_scope(event.conversation.id), msg_id)
     later = answered_later_by(store, event, run) if run is not None else None
     cause, summary = classify(event, decision, run, receipts, tasks, [], later)
     return Trace(

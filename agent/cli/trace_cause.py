@@ -113,7 +113,7 @@ def answered_later_by(store: Store, event: Event, run: Run) -> tuple[str, str] |
     if run.state is not RunState.INTERRUPTED:
         return None
     actor, conversation = event.actor.user_id, event.conversation.id
-    for later in store.events_between(conversation, actor, event.created_at, float("inf")):
+    for later in store.context.events_between(conversation, actor, event.created_at, float("inf")):
         if later.event_id == event.event_id:
             continue
         answered = store.get_run(later.event_id)

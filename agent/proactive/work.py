@@ -91,7 +91,7 @@ class ProactiveWork:
         cancelled = []
         for task in self.store.schedule.scheduled_reminders(run.thread_key):
             moved = _moved(task, run, now, status=TaskStatus.CANCELLED)
-            if self.store.save_task(moved):
+            if self.store.context.save_task(moved):
                 cancelled.append(moved)
         said = cancelled_text(cancelled, now, self.policy.timezone, is_english(event.text))
         return await hands.say(run, said)
@@ -148,7 +148,7 @@ class ProactiveWork:
             return False
         evidence = {**task.evidence, FIRST_DUE: repr(first_due)}
         moved = _moved(task, run, now, due_at=now + POSTPONE_S, evidence=evidence)
-        return self.store.save_task(moved)
+        return self.store.context.save_task(moved)
 
     def settle(self, item: DueItem, run: Run, status: ReceiptStatus | None) -> None:
         """Move the item's task for what became of it (compare-and-set: a task someone
@@ -165,7 +165,7 @@ class ProactiveWork:
             moved = _moved(task, run, now, status=TaskStatus.COMPLETED, evidence=evidence)
         else:
             moved = _moved(task, run, now, status=TaskStatus.FAILED)
-        if not self.store.save_task(moved):
+        if not self.store.context.save_task(moved):
             log.info("task moved by another run", extra={"task_id": task.task_id})
 
     def reconcile(self, item: DueItem) -> bool:

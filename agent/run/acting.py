@@ -305,13 +305,13 @@ class Acting:
         memory candidates are proposed and its reminder is scheduled. The card stream calls
         this for its finished answer too, so a reply in a card keeps what text keeps."""
         if request.memory_candidates:
-            self.store.propose_memory(candidates_from(run, request, self.clock.now()))
+            self.store.context.propose_memory(candidates_from(run, request, self.clock.now()))
         reminder = request.reminder
         if reminder is not None and reminder_due is not None:
             # Scheduled before the reply that confirms it goes out; its id comes from the
             # event, so a re-executed run finds it already stored.
             now = self.clock.now()
-            self.store.save_task(reminder_task(run, reminder.text, reminder_due, now))
+            self.store.context.save_task(reminder_task(run, reminder.text, reminder_due, now))
 
     @staticmethod
     def ending(outcome: RunOutcome, kind: ActionKind) -> RunEnding:

@@ -183,7 +183,9 @@ class Forgetting:
         if forget_request(invocation.text, self.agent_name) is None:
             return None  # the common case: no store read
         scope = invocation.event.conversation.id
-        here = remembered_here(self.store.memory_in_scope(scope), self.knowledge.sections, scope)
+        here = remembered_here(
+            self.store.context.memory_in_scope(scope), self.knowledge.sections, scope
+        )
         return forget_reply(invocation, here, self.agent_name)
 
 

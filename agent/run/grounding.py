@@ -69,7 +69,7 @@ class Grounder:
 
     def ground(self, event: Event, text: str, recent: RecentExchange | None) -> Grounding:
         scope = event.conversation.id
-        memories = self.store.memory_in_scope(scope)
+        memories = self.store.context.memory_in_scope(scope)
         withdrawn = withdrawn_ids(memories)
         published = [
             m

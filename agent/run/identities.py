@@ -92,7 +92,7 @@ class IdentityDirectory:
             return 0
         batch, self._unwritten = self._unwritten, {}
         try:
-            self.store.cache_identities(batch)
+            self.store.context.cache_identities(batch)
         except Exception:
             # Kept for the next flush; newer answers for the same person win.
             self._unwritten = {**batch, **self._unwritten}
@@ -122,12 +122,12 @@ class IdentityDirectory:
             return held[0]
         if self._complete:
             return None
-        return self.store.cached_identity(user_id, now - self.ttl_s)
+        return self.store.context.cached_identity(user_id, now - self.ttl_s)
 
     def _remembered(self) -> dict[str, tuple[dict[str, Any], float]]:
         if self._memory is None:
             fresh_after = self.clock.now() - self.ttl_s
-            cached = self.store.cached_identities(fresh_after, MEMORY_LIMIT + 1)
+            cached = self.store.context.cached_identities(fresh_after, MEMORY_LIMIT + 1)
             self._complete = self.store.exclusive and len(cached) <= MEMORY_LIMIT
             self._memory = dict(list(cached.items())[:MEMORY_LIMIT])
         return self._memory

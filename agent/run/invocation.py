@@ -250,7 +250,7 @@ class InvocationBuilder:
             )
             if found.text:
                 return found
-        ours = self.store.outbound(process_query_key=process_query_key)
+        ours = self.store.context.outbound(process_query_key=process_query_key)
         if ours is not None and ours["conversation_id"] == event.conversation.id:
             robot = event.robot.chatbot_user_id
             return _QuoteText(ours["text"], "store:outbound", robot, None, ours["sent_at"])
@@ -264,7 +264,7 @@ class InvocationBuilder:
         there is no burst window."""
         if self.limits.burst_window_s <= 0:
             return None
-        return self.store.events_between(
+        return self.store.context.events_between(
             event.conversation.id,
             event.actor.user_id,
             event.created_at - self.limits.burst_window_s,
@@ -317,7 +317,7 @@ class InvocationBuilder:
         limits = self.limits
         if limits.context_window_s <= 0 or limits.context_turns <= 0:
             return None
-        rows = self.store.recent_exchange(
+        rows = self.store.context.recent_exchange(
             event.conversation.id,
             event.actor.user_id,
             event.created_at - limits.context_window_s,

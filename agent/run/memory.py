@@ -81,7 +81,9 @@ def block(candidate: MemoryCandidate) -> str:
 
 
 def _find(store: Store, candidate_id: str) -> MemoryCandidate | None:
-    return next((c for c in store.memory_candidates() if c.candidate_id == candidate_id), None)
+    return next(
+        (c for c in store.context.memory_candidates() if c.candidate_id == candidate_id), None
+    )
 
 
 def review(store: Store, candidate_id: str, revision: int, approve: bool, out: TextIO) -> int:
@@ -99,7 +101,7 @@ def review(store: Store, candidate_id: str, revision: int, approve: bool, out: T
         asked = [i for i in candidate.asks_to_supersede if i not in candidate.supersedes]
         update |= {"supersedes": [*candidate.supersedes, *asked], "asks_to_supersede": None}
     moved = candidate.model_copy(update=update)
-    if revision != candidate.revision or not store.save_memory(moved):
+    if revision != candidate.revision or not store.context.save_memory(moved):
         print(
             f"{candidate_id} moved: it is at revision {candidate.revision}, "
             f"you reviewed {revision}",
@@ -153,7 +155,7 @@ def publish(
     # A lease on the file in the store: two reviewers (or a console on another replica)
     # publishing to one file at once would each pass the hash check and lose an edit.
     key, owner = f"publish:{target.resolve()}", f"publisher-{uuid.uuid4().hex[:12]}"
-    if expect_hash is not None and not store.take_lease(key, owner, PUBLISH_LEASE_S):
+    if expect_hash is not None and not store.context.take_lease(key, owner, PUBLISH_LEASE_S):
         print(f"someone else is publishing to {target} right now; try again shortly", file=out)
         return 1
     try:
@@ -191,7 +193,7 @@ def _publish_held(
             "updated_at": time.time(),
         }
     )
-    if not store.save_memory(published):
+    if not store.context.save_memory(published):
         print(f"{candidate.candidate_id} moved during publishing; check {target}", file=out)
         return 1
     print(f"{candidate.candidate_id}: published to {target} (hash {file_hash(target)})", file=out)
@@ -199,7 +201,7 @@ def _publish_held(
 
 
 def list_candidates(store: Store, status: str | None, out: TextIO) -> int:
-    candidates = store.memory_candidates(status)
+    candidates = store.context.memory_candidates(status)
     if not candidates:
         print("nothing to review", file=out)
     for c in candidates:

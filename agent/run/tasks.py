@@ -100,7 +100,7 @@ class TaskKeeper:
                 "updated_at": now,
             }
         )
-        if self.store.save_task(moved):
+        if self.store.context.save_task(moved):
             return moved
         log.warning("task moved by another run", extra={"task_id": task.task_id})
         return None
@@ -112,7 +112,7 @@ class TaskKeeper:
         ``supplies``: the message brings something of its own (a file, a picture, a quote
         of the question), so it answers a waiting task whatever its words — asked only
         when a waiting task needs the answer (a callable: it may read the store)."""
-        active = self.store.active_task(run.thread_key)
+        active = self.store.context.active_task(run.thread_key)
         if active is not None and active.updated_by_run == run.run_id:
             return TaskStart(continuation=active)  # re-execution after a crash
         stop = is_stop(text)
@@ -167,7 +167,7 @@ class TaskKeeper:
 
     def taken_by(self, run: Run) -> TaskCheckpoint | None:
         """The thread's active task if this run is the one that last moved it."""
-        active = self.store.active_task(run.thread_key)
+        active = self.store.context.active_task(run.thread_key)
         return active if active is not None and active.updated_by_run == run.run_id else None
 
     def _open(self, run: Run, request: ActionRequest, waiting_for: str) -> TaskCheckpoint | None:
@@ -187,7 +187,7 @@ class TaskKeeper:
             origin=run.origin,
             waiting_since=now,
         )
-        return task if self.store.save_task(task) else None
+        return task if self.store.context.save_task(task) else None
 
 
 def reminder_id(event_id: str) -> str:

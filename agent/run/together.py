@@ -38,7 +38,7 @@ def answered_by(
     window = invocations.limits.burst_window_s
     if window <= 0 or event.text.strip() or not _own_media(event):
         return None
-    candidates = invocations.store.events_between(
+    candidates = invocations.store.context.events_between(
         event.conversation.id,
         event.actor.user_id,
         event.created_at - SAME_INSTANT_S,  # the words may carry the earlier millisecond

@@ -329,13 +329,13 @@ def judge(
             problems.append(Check(f"processed.{msg}", "exactly one run", runs.get(msg, 0)))
 
     problems.extend(
-        _records("tasks", expect.tasks, [t.model_dump(mode="json") for t in store.tasks()])
+        _records("tasks", expect.tasks, [t.model_dump(mode="json") for t in store.context.tasks()])
     )
     problems.extend(
         _records(
             "memory_candidates",
             expect.memory_candidates,
-            [c.model_dump(mode="json") for c in store.memory_candidates()],
+            [c.model_dump(mode="json") for c in store.context.memory_candidates()],
         )
     )
     return problems

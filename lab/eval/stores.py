@@ -31,9 +31,25 @@ from storage import Store
 from storage.store import Counts
 
 
+class _Context:
+    """Every robot's tasks and memory, read as one store's ``context`` family."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self.stores = stores
+
+    def tasks(self) -> list[TaskCheckpoint]:
+        return [task for store in self.stores for task in store.context.tasks()]
+
+    def memory_candidates(self) -> list[MemoryCandidate]:
+        return [c for store in self.stores for c in store.context.memory_candidates()]
+
+
 class RobotStores:
+    """Every robot's store, read as one: the record families the judge reads, each a join."""
+
     def __init__(self, stores: Sequence[Store]) -> None:
         self.stores = list(stores)
+        self.context = _Context(self.stores)
 
     def get_run(self, event_id: str) -> Run | None:
         return next((r for s in self.stores if (r := s.get_run(event_id)) is not None), None)
@@ -59,12 +75,6 @@ class RobotStores:
     def approvals(self) -> list[ApprovalRecord]:
         held = [record for store in self.stores for record in store.approvals()]
         return sorted(held, key=lambda record: record.created_at)
-
-    def tasks(self) -> list[TaskCheckpoint]:
-        return [task for store in self.stores for task in store.tasks()]
-
-    def memory_candidates(self) -> list[MemoryCandidate]:
-        return [c for store in self.stores for c in store.memory_candidates()]
 
     def quarantined(self) -> list[dict[str, Any]]:
         return [q for store in self.stores for q in store.quarantined()]

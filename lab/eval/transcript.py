@@ -138,5 +138,5 @@ def collect_transcript(
         {"reason": q["reason"], "error": q["error"], "raw": q["raw"][:200]}
         for q in store.quarantined()
     ]
-    tasks = [task.model_dump(mode="json") for task in store.tasks()]
+    tasks = [task.model_dump(mode="json") for task in store.context.tasks()]
     return Transcript(trails, platform, quarantine, list(faults or []), tasks)

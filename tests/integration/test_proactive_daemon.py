@@ -40,7 +40,7 @@ async def test_a_reminder_survives_kill9_and_restarts_and_goes_once(fake, tmp_pa
         await daemon.kill9()  # down before the reminder is due
         store = daemon.store()
         try:
-            (task,) = store.tasks()
+            (task,) = store.context.tasks()
             assert (task.kind, task.status) == ("reminder", TaskStatus.SCHEDULED)
         finally:
             store.close()
@@ -55,7 +55,7 @@ async def test_a_reminder_survives_kill9_and_restarts_and_goes_once(fake, tmp_pa
         assert reminders(fake) == ["提醒：喝水"]
         store = daemon.store()
         try:
-            (task,) = store.tasks()
+            (task,) = store.context.tasks()
             assert task.status is TaskStatus.COMPLETED
             beats = [r for r in store.receipts() if r.event_id.startswith("beat:")]
             assert beats and {r.reason for r in beats} <= {"heartbeat_idle", "heartbeat_due"}

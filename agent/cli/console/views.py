@@ -114,7 +114,7 @@ def overview(
         "selection": selection,
         "filters": filters,
         "messages": messages,
-        "pending_memory": len(store.memory_candidates(MemoryStatus.PROPOSED.value)),
+        "pending_memory": len(store.context.memory_candidates(MemoryStatus.PROPOSED.value)),
     }
 
 
@@ -133,7 +133,7 @@ def memory_queue(store: Store, timezone: str = DEFAULT_TIMEZONE) -> dict[str, An
             "confidence": c.confidence,
             "updated": when(c.updated_at),
         }
-        for c in store.memory_candidates()
+        for c in store.context.memory_candidates()
     ]
     candidates.sort(key=lambda c: c["status"] != MemoryStatus.PROPOSED.value)
     return {"candidates": candidates}
