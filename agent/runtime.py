@@ -272,10 +272,10 @@ class Runtime:
         """The events of decided approvals not stored yet (stored now), to be run."""
         events = []
         for record in self.store.unsettled_approvals():
-            run = self.store.get_run(record.event_id)
+            run = self.store.events.get_run(record.event_id)
             if run is not None:
                 event = settle_event(record, run, self.clock.now())
-                if self.store.add_event(event, event.to_json(), supersedes=False).new:
+                if self.store.events.add_event(event, event.to_json(), supersedes=False).new:
                     events.append(event)
         return events
 
@@ -295,7 +295,7 @@ class Runtime:
             if self.queued >= self.settings.max_queued_runs:
                 self._spilling = True  # the rest waits for room, and new events behind it
                 return queued
-            event = self.store.get_event(event_id)
+            event = self.store.events.get_event(event_id)
             if event is not None:
                 self._queue(event)
                 queued += 1

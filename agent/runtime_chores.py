@@ -55,7 +55,7 @@ class RuntimeChores:
         # stored even while the act's own run is still answering: it queues behind that
         # run on the asker's thread, so the word promised there is never lost
         event = checked_event(intent, self.clock.now())
-        self.store.add_event(event, event.to_json(), supersedes=False)
+        self.store.events.add_event(event, event.to_json(), supersedes=False)
 
 
 async def _unless_failed(chore: Callable[[], Awaitable[int]], failed: str) -> int:

@@ -11,7 +11,7 @@ from agent.contracts import (
     ResponseDecision,
     Run,
 )
-from storage.base import StoreBase
+from storage.base import Family
 from storage.rows import insert_decision, insert_receipt, update_run
 
 
@@ -27,7 +27,7 @@ class _LostRace(Exception):
     """The msgId was stored already, though our look (or the lack of one) said it was not."""
 
 
-class EventRecords(StoreBase):
+class EventRecords(Family):
     # ------------------------------------------------------------------ ingest
 
     def add_event(
@@ -82,7 +82,7 @@ class EventRecords(StoreBase):
         return int(row[0])
 
     def get_event(self, event_id: str) -> Event | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT event_json FROM events WHERE event_id = ?", (event_id,)
         ).fetchone()
         return Event.model_validate_json(row[0]) if row else None
@@ -101,13 +101,13 @@ class EventRecords(StoreBase):
             update_run(conn, run)
 
     def get_run(self, event_id: str) -> Run | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT run_json FROM runs WHERE event_id = ?", (event_id,)
         ).fetchone()
         return Run.model_validate_json(row[0]) if row else None
 
     def get_decision(self, event_id: str) -> ResponseDecision | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT decision_json FROM decisions WHERE event_id = ?", (event_id,)
         ).fetchone()
         return ResponseDecision.model_validate_json(row[0]) if row else None
@@ -123,6 +123,25 @@ class EventRecords(StoreBase):
             insert_decision(conn, run.run_id, decision)
             insert_receipt(conn, receipt)
             update_run(conn, run)
+
+    # ------------------------------------------------------------------ reading back
+
+    def all(self) -> list[Event]:
+        rows = self.db.conn.execute("SELECT event_json FROM events ORDER BY rowid").fetchall()
+        return [Event.model_validate_json(row[0]) for row in rows]
+
+    def decisions(self) -> list[ResponseDecision]:
+        rows = self.db.conn.execute("SELECT decision_json FROM decisions ORDER BY rowid").fetchall()
+        return [ResponseDecision.model_validate_json(row[0]) for row in rows]
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT id, received_at, frame_message_id, reason, error, raw FROM quarantine"
+            " ORDER BY id"
+        )
+
+    def deliveries(self, event_id: str) -> int:
+        return int(self._scalar("SELECT COUNT(*) FROM deliveries WHERE event_id = ?", (event_id,)))
 
 
 def _count_delivery(conn: Any, event: Event, *, duplicate: bool) -> None:

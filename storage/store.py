@@ -7,7 +7,7 @@ changes more than one row does so in a single transaction, so a crash leaves eit
 of it or none of it.
 
     store = Store("./.dta/dta.db")
-    inserted = store.add_event(event, raw_frame)
+    inserted = store.events.add_event(event, raw_frame)
     if inserted.new:
         ...
 """
@@ -16,14 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent.contracts import (
     ActionIntent,
     Attempt,
-    Event,
     Receipt,
-    ResponseDecision,
 )
 from storage.actions import ActionRecords
 from storage.approvals import ApprovalRecords
@@ -47,7 +44,6 @@ class Counts:
 
 
 class Store(
-    EventRecords,
     WorkRecords,
     CardRecords,
     PieceRecords,
@@ -76,6 +72,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.events = EventRecords(self)
         self.context = ContextRecords(self)
         self.inspect = InspectRecords(self)
         self.schedule = ScheduleRecords(self)
@@ -137,10 +134,6 @@ class Store(
 
     # ------------------------------------------------------------------ reading back
 
-    def decisions(self) -> list[ResponseDecision]:
-        rows = self.conn.execute("SELECT decision_json FROM decisions ORDER BY rowid").fetchall()
-        return [ResponseDecision.model_validate_json(row[0]) for row in rows]
-
     def receipts(self, event_id: str | None = None) -> list[Receipt]:
         if event_id is None:
             rows = self.conn.execute("SELECT receipt_json FROM receipts ORDER BY rowid")
@@ -165,22 +158,9 @@ class Store(
         ).fetchall()
         return [Attempt.model_validate_json(row[0]) for row in rows]
 
-    def events(self) -> list[Event]:
-        rows = self.conn.execute("SELECT event_json FROM events ORDER BY rowid").fetchall()
-        return [Event.model_validate_json(row[0]) for row in rows]
-
     def runs_per_event(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT event_id, COUNT(*) FROM runs GROUP BY event_id").fetchall()
         return {event_id: count for event_id, count in rows}
-
-    def quarantined(self) -> list[dict[str, Any]]:
-        return self._dicts(
-            "SELECT id, received_at, frame_message_id, reason, error, raw FROM quarantine"
-            " ORDER BY id"
-        )
-
-    def deliveries(self, event_id: str) -> int:
-        return int(self._scalar("SELECT COUNT(*) FROM deliveries WHERE event_id = ?", (event_id,)))
 
     def counts(self) -> Counts:
         def count(sql: str) -> int:

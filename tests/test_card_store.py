@@ -27,7 +27,7 @@ NOW = T0
 
 def open_run_for(store: Store, event_id: str) -> Any:
     ev = event(msg_id=event_id)
-    store.add_event(ev, "{}")
+    store.events.add_event(ev, "{}")
     run = run_for(ev).model_copy(update={"run_id": f"run-{event_id}"})
     return store.open_run(run)
 
@@ -137,14 +137,14 @@ def test_frames_and_the_finish_are_recorded_and_the_run_ends_with_the_receipt(st
     assert store.open_cards("m1") == []
     assert store.intents("m1")[0].content == content
     assert store.receipts("m1")[0].status is ReceiptStatus.ACCEPTED
-    assert store.get_run("m1").state is RunState.DONE
+    assert store.events.get_run("m1").state is RunState.DONE
     assert store.has_receipt(intent.intent_id)
 
 
 def test_open_cards_of_ended_runs_are_found_for_closing(store: Store):
     run, _i, card, _ = _opened(store)
     assert store.cards_to_close(before=float("inf")) == []  # its run still works
-    store.save_run(run.model_copy(update={"state": RunState.FAILED}))
+    store.events.save_run(run.model_copy(update={"state": RunState.FAILED}))
     assert [c.out_track_id for c in store.cards_to_close(before=float("inf"))] == ["dta_m1"]
     assert store.cards_to_close(before=NOW - 1) == []  # touched too recently
     card.state = CardState.FINALIZED
@@ -172,7 +172,7 @@ def test_prune_forgets_the_cards_of_pruned_events(store: Store):
     attempt.outcome = AttemptOutcome.ACCEPTED
     card.state = CardState.FINALIZED
     store.save_card(card, done=attempt)
-    store.save_run(run.model_copy(update={"state": RunState.DONE}))
+    store.events.save_run(run.model_copy(update={"state": RunState.DONE}))
     removed = store.prune(before=float("inf"))
     assert removed["cards"] == 1 and store.cards() == []
 

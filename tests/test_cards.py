@@ -122,7 +122,7 @@ async def test_a_stalled_answer_is_cut_off_and_the_provider_stopped(fake, tmp_pa
     assert card.finalized and card.content.startswith("先说一半") and "中断" in card.content
     (receipt,) = runtime.store.receipts()
     assert (receipt.status, receipt.reason) == (ReceiptStatus.FAILED, "card_cut_off")
-    run = runtime.store.get_run("m1")
+    run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure.startswith("card_cut_off")
     await runtime.aclose()
 
@@ -135,7 +135,7 @@ async def test_a_provider_that_breaks_mid_answer_leaves_no_card_spinning(fake, t
     assert card.finalized and card.content.startswith("第一步")
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.FAILED and receipt.evidence.frames >= 1
-    assert "unavailable" in runtime.store.get_run("m1").failure
+    assert "unavailable" in runtime.store.events.get_run("m1").failure
     assert runtime.store.cards()[0].state is CardState.FINALIZED
     await runtime.aclose()
 
@@ -166,7 +166,7 @@ async def test_the_models_own_ack_goes_first_and_only_once(fake, tmp_path):
         (ActionKind.ACK, ReceiptStatus.ACCEPTED),
         (ActionKind.REPLY, ReceiptStatus.ACCEPTED),
     ]
-    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert runtime.store.events.get_run("m1").state is RunState.DONE
     await runtime.aclose()
 
 
@@ -177,7 +177,7 @@ async def test_an_answer_repaired_into_something_else_ends_its_card_cut_off(fake
     assert fake.cards[0].finalized and "中断" in fake.cards[0].content
     card, refused = runtime.store.receipts()
     assert card.reason == "card_cut_off" and refused.reason == "run_terminal"
-    assert runtime.store.get_run("m1").state is RunState.FAILED
+    assert runtime.store.events.get_run("m1").state is RunState.FAILED
     await runtime.aclose()
 
 
@@ -206,7 +206,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     assert receipt.status is ReceiptStatus.FAILED and receipt.evidence.retries > 2
     assert receipt.reason == "card_final_late"
     assert not fake.cards[0].finalized
-    assert runtime.store.get_run("m1").state is RunState.FAILED
+    assert runtime.store.events.get_run("m1").state is RunState.FAILED
     fake.faults.clear()
     assert await runtime.sweep_cards() == 0  # touched too recently
     fake.clock.advance_to(fake.clock.now() + 10)
@@ -217,7 +217,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     first, later = runtime.store.receipts()
     assert (first.status, later.status) == (ReceiptStatus.FAILED, ReceiptStatus.ACCEPTED)
     assert later.reason == "card_final_late" and later.intent_id == first.intent_id
-    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert runtime.store.events.get_run("m1").state is RunState.DONE
     assert await runtime.sweep_cards() == 0  # closed for good: no third receipt
     await runtime.aclose()
 
@@ -262,7 +262,7 @@ async def test_a_blank_card_carries_the_honest_failure_when_the_model_is_down(fa
     assert card.finalized and "连不上" in card.content and len(fake.received) == 1
     (receipt,) = again.store.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED and receipt.evidence.out_track_id
-    assert again.store.get_run("m1").state is RunState.FAILED
+    assert again.store.events.get_run("m1").state is RunState.FAILED
     await again.aclose()
 
 
@@ -271,7 +271,7 @@ async def test_a_blank_card_whose_run_ends_without_answering_is_closed_by_the_sw
     answer = Cued([("text", 0, "答案")], [{"kind": "reply", "text": "答案"}])
     again = await boot(fake, tmp_path, answer, card_frames_per_second=1, paused=True)
     await again.drain_store()
-    assert again.store.get_run("m1").state is RunState.SILENT  # the operator paused it
+    assert again.store.events.get_run("m1").state is RunState.SILENT  # the operator paused it
     assert again.store.cards()[0].state is CardState.STREAMING  # left for an answer
     fake.clock.advance_to(fake.clock.now() + 10)
     assert await again.sweep_cards() == 1
@@ -308,7 +308,7 @@ async def test_a_chart_the_gate_saw_at_the_start_goes_once_after_the_card(fake, 
     )
     keys = [i.idempotency_key for i in runtime.store.intents("m1")]
     assert keys == ["m1:terminal", "m1:terminal#file1"]
-    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert runtime.store.events.get_run("m1").state is RunState.DONE
     await runtime.aclose()
 
 
@@ -321,7 +321,7 @@ async def test_the_write_budget_keeps_the_chart_not_the_card(fake, tmp_path):
     card, chart = runtime.store.receipts()
     assert card.status is ReceiptStatus.ACCEPTED
     assert (chart.status, chart.reason) == (ReceiptStatus.REFUSED, "write_budget")
-    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert runtime.store.events.get_run("m1").state is RunState.DONE
     await runtime.aclose()
 
 
@@ -350,7 +350,7 @@ async def test_a_chart_dingtalk_cannot_take_is_repaired_and_the_repair_sends_its
     reasons = [(r.status, r.reason) for r in runtime.store.receipts()]
     assert reasons[0] == (ReceiptStatus.REFUSED, "attachment_unsupported")
     assert reasons[1:] == [(ReceiptStatus.ACCEPTED, None)] * 2
-    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert runtime.store.events.get_run("m1").state is RunState.DONE
     await runtime.aclose()
 
 

@@ -78,7 +78,7 @@ def receipt(run_id: str, n: int = 1) -> Receipt:
 def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas) -> None:
     first, second = replicas
     ev = event(msg_id="m1")
-    first.add_event(ev, "{}")
+    first.events.add_event(ev, "{}")
     run = first.open_run(run_for(ev), None, Lease("replica-a", T0 + 60, T0))
     assert run is not None
     assert first.add_intent(intent(run.run_id), attempt())  # its own: written
@@ -92,7 +92,7 @@ def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas)
         lambda: first.add_intent(intent(run.run_id, 2), attempt(2)),
         lambda: first.finish_delivery(sent, receipt(run.run_id), None, done),
         lambda: first.add_receipt(receipt(run.run_id, 3), done),
-        lambda: first.save_run(done),
+        lambda: first.events.save_run(done),
         lambda: first.finish_attempt(sent),
         lambda: first.forget_unsent("int-1"),
     ]
@@ -101,7 +101,7 @@ def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas)
             write()
         assert lost.value.holder == "replica-b" and lost.value.run_id == run.run_id
     assert [i.intent_id for i in second.intents()] == ["int-1"]
-    assert second.receipts() == [] and second.get_run("m1").state is RunState.WORKING
+    assert second.receipts() == [] and second.events.get_run("m1").state is RunState.WORKING
     assert [a.outcome for a in second.attempts("int-1")] == [AttemptOutcome.STARTED]
     # The new owner writes as usual: its receipt is the run's one last word.
     second.finish_delivery(sent, receipt(run.run_id), None, done)
@@ -111,7 +111,7 @@ def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas)
 def test_a_run_still_held_is_written_and_an_unowned_one_too(replicas) -> None:
     first, _ = replicas
     ev = event(msg_id="m1")
-    first.add_event(ev, "{}")
+    first.events.add_event(ev, "{}")
     run = first.open_run(run_for(ev))  # no lease (an operator's send, a test): no owner
     assert run is not None and first.add_intent(intent(run.run_id), attempt())
     first.add_receipt(receipt(run.run_id))

@@ -102,7 +102,7 @@ def ingest_and_check(
     assert moved == MOVES[result.kind], (result.kind, moved)
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     if result.kind is FrameKind.QUARANTINED:
-        row = store.quarantined()[-1]
+        row = store.events.quarantined()[-1]
         assert result.reason is not None and row["reason"] == result.reason.value
         assert row["reason"] in REASONS
         assert result.error and row["error"] == result.error
@@ -321,9 +321,9 @@ def test_valid_callback_is_stored_once_however_often_delivered(
             result = ingest_and_check(store, raw.encode() if as_bytes else raw)
             kinds.append(result.kind)
         assert kinds == [FrameKind.EVENT] + [FrameKind.DUPLICATE] * (deliveries - 1)
-        assert store.counts().events == 1 and store.deliveries(data["msgId"]) == deliveries
+        assert store.counts().events == 1 and store.events.deliveries(data["msgId"]) == deliveries
         assert stored_raw(store, data["msgId"]) == frames[0]
-        event = store.get_event(data["msgId"])
+        event = store.events.get_event(data["msgId"])
         assert event is not None and event.event_id == data["msgId"]
         assert event.frame_message_id == "f0"
 

@@ -118,13 +118,13 @@ def test_ingest_stores_event_and_counts_duplicates(store):
     assert again.kind is FrameKind.DUPLICATE
     assert store.counts().events == 1
     assert store.counts().duplicates == 1
-    assert store.deliveries("m1") == 2
+    assert store.events.deliveries("m1") == 2
 
 
 def test_bad_frame_quarantined_with_reason_and_id(store):
     result = Ingestor(store).ingest(frame("{broken", "f-bad"), T0)
     assert result.kind is FrameKind.QUARANTINED
-    rows = store.quarantined()
+    rows = store.events.quarantined()
     assert rows[0]["reason"] == "data_not_json"
     assert rows[0]["frame_message_id"] == "f-bad"
     assert rows[0]["raw"].startswith("{")
@@ -147,12 +147,12 @@ def test_a_duplicate_this_ingestor_never_saw_is_still_one(store):
     """Only msgIds an ingestor stored lately are looked for first; any other duplicate (from
     before a restart, or another replica's) is found by the insert, and undone whole."""
     Ingestor(store).ingest(frame(callback("m1"), "f1"), T0)
-    generation = store.thread_generation("cid-dm-u1|u1")
+    generation = store.events.thread_generation("cid-dm-u1|u1")
     assert generation == 1
     again = Ingestor(store).ingest(frame(callback("m1"), "f2"), T0 + 61)  # a new process
     assert again.kind is FrameKind.DUPLICATE and again.generation == generation
-    assert store.thread_generation("cid-dm-u1|u1") == generation  # the bump was rolled back
-    assert store.counts().events == 1 and store.deliveries("m1") == 2
+    assert store.events.thread_generation("cid-dm-u1|u1") == generation  # the bump was rolled back
+    assert store.counts().events == 1 and store.events.deliveries("m1") == 2
 
 
 def test_addressed_messages_bump_the_thread_generation(store):
@@ -161,7 +161,7 @@ def test_addressed_messages_bump_the_thread_generation(store):
     assert ingestor.ingest(frame(callback("m2")), T0).generation == 2
     # an un-mentioned group message does not supersede anything
     ingestor.ingest(frame(callback("g1", group="cid-g")), T0)
-    assert store.thread_generation("cid-g|u1") == 0
+    assert store.events.thread_generation("cid-g|u1") == 0
 
 
 # --------------------------------------------------------------------------- size and bytes
@@ -203,7 +203,7 @@ def test_an_oversize_frame_is_stored_as_a_bounded_head(store):
     raw = big_frame(5 * 1024 * 1024, "f-5mb")
     result = Ingestor(store, max_frame_bytes=4 * 1024 * 1024).ingest(raw, T0)
     assert result.kind is FrameKind.QUARANTINED and result.frame_message_id == "f-5mb"
-    (row,) = store.quarantined()
+    (row,) = store.events.quarantined()
     assert row["reason"] == "frame_too_large" and row["frame_message_id"] == "f-5mb"
     assert row["raw"] == raw[:KEPT_HEAD_CHARS]
     assert store.counts().events == 0
@@ -238,7 +238,7 @@ def test_binary_frames_are_read_when_utf8_and_quarantined_when_not(store):
     result = Ingestor(store).ingest(junk, T0)
     assert result.reason is QuarantineReason.NOT_UTF8 and result.frame_message_id == "f-bin"
     assert "invalid start byte" in result.error
-    (row,) = store.quarantined()
+    (row,) = store.events.quarantined()
     assert row["reason"] == "not_utf8" and base64.b64decode(row["raw"]) == junk
 
 

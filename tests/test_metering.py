@@ -17,7 +17,7 @@ def _meter(store, **settings) -> ModelMeter:
 def _spend(store, meter, user: str, msg: str, prompt: int, completion: int) -> None:
     ev = event(msg_id=msg, user=user)
     run = run_for(ev)
-    store.add_event(ev, "{}")
+    store.events.add_event(ev, "{}")
     store.open_run(run)
     meter.record(
         run, ev, "qwen-plus", {"prompt_tokens": prompt, "completion_tokens": completion}, None

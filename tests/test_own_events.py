@@ -149,7 +149,7 @@ async def test_an_approval_event_a_previous_version_stored_is_carried_out(settin
     if written_by == "previous":  # exactly the JSON the previous version wrote
         legacy = Scheduled.model_construct(kind="approval", task_id=decided.approval_id)
         stored = stored.model_copy(update={"scheduled": legacy})
-    store.add_event(stored, stored.to_json(), supersedes=False)
+    store.events.add_event(stored, stored.to_json(), supersedes=False)
     (raw,) = store.conn.execute(
         "SELECT event_json FROM events WHERE event_id = ?", (stored.event_id,)
     ).fetchone()
@@ -164,10 +164,10 @@ async def test_an_approval_event_a_previous_version_stored_is_carried_out(settin
 
     assert await runtime.start() == 1
     await runtime.drain()
-    read = store.get_event(stored.event_id)
+    read = store.events.get_event(stored.event_id)
     assert read is not None and read.scheduled is not None
     assert read.scheduled.approval_id == decided.approval_id
-    run = store.get_run(stored.event_id)
+    run = store.events.get_run(stored.event_id)
     assert run is not None and run.state is RunState.DONE
     (receipt,) = [r for r in store.receipts(stored.event_id) if r.intent_id]
     assert receipt.status is ReceiptStatus.ACCEPTED

@@ -41,7 +41,7 @@ async def test_prune_keeps_recent_and_open_work(store_settings):
     removed = store.prune(T0 + 30 * DAY)
     assert removed["events"] == 2 and removed["runs"] == 2 and removed["quarantine"] == 1
     assert removed["receipts"] == 2 and removed["attempts"] == 2 and removed["tasks"] == 0
-    assert [e.event_id for e in store.events()] == ["new"]
+    assert [e.event_id for e in store.events.all()] == ["new"]
     assert store.context.active_task("cid-dm-u1|u1") is not None  # still waiting: kept
     store.vacuum()
 

@@ -77,7 +77,7 @@ async def test_silent_event_has_silent_receipt_and_no_outbound_call(settings, cl
         "group_not_mentioned",
     )
     assert route.call_count == 0
-    assert runtime.store.get_run("m1").state is RunState.SILENT
+    assert runtime.store.events.get_run("m1").state is RunState.SILENT
     await runtime.aclose()
 
 
@@ -91,7 +91,7 @@ async def test_dm_reply_receipt_carries_snapshot_gate_and_evidence(settings, clo
     assert "12" in route.calls.last.request.content.decode()
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED
-    run = runtime.store.get_run("m1")
+    run = runtime.store.events.get_run("m1")
     assert receipt.skill_snapshot == run.skill_snapshot.digest
     assert "basic-behavior" in [s.name for s in run.skill_snapshot.skills]
     assert receipt.gate_version.startswith("action-gate/")
@@ -123,7 +123,7 @@ async def test_crash_mid_delivery_leaves_uncertain_receipt_and_never_resends(
     # settled from the records: the provider is not asked again, nothing is resent
     assert statuses == [(ActionKind.REPLY, ReceiptStatus.UNCERTAIN, None)]
     assert restarted.store.runs_per_event() == {"m1": 1}
-    run = restarted.store.get_run("m1")
+    run = restarted.store.events.get_run("m1")
     assert (
         run.state is RunState.FAILED and run.failure == "reply uncertain when the runtime stopped"
     )
@@ -164,7 +164,7 @@ async def test_intent_cut_before_its_attempt_is_sent_after_restart(settings, clo
     intent = store.intents("m1")[0]
     store.conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent.intent_id,))
     store.conn.execute("DELETE FROM receipts WHERE event_id = 'm1'")
-    store.save_run(store.get_run("m1").model_copy(update={"state": RunState.WORKING}))
+    store.events.save_run(store.events.get_run("m1").model_copy(update={"state": RunState.WORKING}))
     store.close()
     route.reset()
 
@@ -218,7 +218,7 @@ async def test_provider_failure_gets_an_honest_short_reply(settings, clock):
     assert (receipt.kind, receipt.status) == (ActionKind.REPLY, ReceiptStatus.ACCEPTED)
     assert HONEST_FAILURE in route.calls.last.request.content.decode()
     assert "model fell over" not in route.calls.last.request.content.decode()
-    run = runtime.store.get_run("m1")
+    run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure == "provider_error: RuntimeError"
     await runtime.aclose()
 
@@ -255,7 +255,7 @@ async def test_an_unexpected_error_ends_the_run_with_a_receipt(settings, clock, 
     monkeypatch.setattr(runtime.pipeline.invocations, "build", broken)
     runtime.ingest(frame(callback(text="1+1")))
     await runtime.drain()
-    run = runtime.store.get_run("m1")
+    run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure == "internal_error: OSError"
     (receipt,) = runtime.store.receipts()
     assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "internal_error")
@@ -307,7 +307,7 @@ async def test_crash_after_a_piece_of_a_long_reply_sends_the_rest_once_and_says_
     runtime.store.close()
     restarted = await boot(settings, clock, provider=Long())
     await restarted.drain()
-    run = restarted.store.get_run("m1")
+    run = restarted.store.events.get_run("m1")
     assert route.call_count == 4
     bodies = [json.loads(call.request.content) for call in route.calls]
     assert [b["text"]["content"].count("行") > 0 for b in bodies[:3]] == [True] * 3
@@ -345,7 +345,7 @@ async def test_crash_between_pieces_sends_each_remaining_piece_once(settings, cl
     await restarted.drain()
     texts = [json.loads(call.request.content)["text"]["content"] for call in route.calls]
     assert len(texts) == 3 and "".join(texts).count("行") == 90 * 90
-    run = restarted.store.get_run("m1")
+    run = restarted.store.events.get_run("m1")
     assert run.state is RunState.DONE
     assert restarted.store.owed_pieces("m1") == []
     await restarted.aclose()
@@ -359,7 +359,7 @@ async def test_a_message_that_arrived_fresh_is_answered_after_a_long_outage(sett
     restarted = await boot(settings, clock)
     await restarted.drain()
     assert route.call_count == 1
-    assert restarted.store.get_decision("m1").reason.value == "dm"
+    assert restarted.store.events.get_decision("m1").reason.value == "dm"
     await restarted.aclose()
 
 
@@ -383,7 +383,7 @@ async def test_pausing_stops_work_resumed_after_a_restart(settings, clock):
     assert route.call_count == 0
     receipts = paused.store.receipts("m1")
     assert [(r.status, r.reason) for r in receipts] == [(ReceiptStatus.SILENT, "paused")]
-    assert paused.store.get_decision("m1").reason.value == "dm"  # the first verdict stands
+    assert paused.store.events.get_decision("m1").reason.value == "dm"  # the first verdict stands
     await paused.aclose()
 
 
@@ -431,15 +431,15 @@ async def test_a_crash_before_the_task_moves_is_finished_by_recovery(
     assert route.call_count == sent  # nothing is said twice
     store = restarted.store
     if step == "ask":
-        task = store.context.active_task(store.get_run("m1").thread_key)
+        task = store.context.active_task(store.events.get_run("m1").thread_key)
         assert (task.status.value, task.waiting_for, task.goal) == (
             "waiting",
             "哪一天？",
             "book a room",
         )
-        assert store.get_run("m1").state is RunState.WAITING
+        assert store.events.get_run("m1").state is RunState.WAITING
     else:
-        run = store.get_run("m2")
+        run = store.events.get_run("m2")
         assert run.state is RunState.DONE and store.context.active_task(run.thread_key) is None
         (task,) = store.context.tasks()
         assert task.status.value == "completed" and list(task.evidence) == ["room booked"]
@@ -469,7 +469,7 @@ async def test_a_receipt_waits_out_a_store_locked_by_another_process(settings, c
     await runtime.drain()
     assert route.call_count == 1
     assert [r.status for r in runtime.store.receipts()] == [ReceiptStatus.ACCEPTED]
-    assert runtime.store.get_run("m1").state is RunState.DONE
+    assert runtime.store.events.get_run("m1").state is RunState.DONE
     other.close()
     await runtime.aclose()
 
@@ -499,7 +499,7 @@ async def test_stopped_during_a_rate_limit_back_off_the_reply_is_sent_after_rest
     await restarted.drain()
     assert route.call_count == 2
     assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.ACCEPTED]
-    assert restarted.store.get_run("m1").state is RunState.DONE
+    assert restarted.store.events.get_run("m1").state is RunState.DONE
     await restarted.aclose()
 
 

@@ -88,7 +88,7 @@ def test_a_postgresql_store_numbered_the_old_way_is_carried_over(
     had no ``schema_migrations``: it is read as what it is, migrated on, and keeps its rows."""
     monkeypatch.setattr(storage.schema, "MIGRATIONS", MIGRATIONS[:7])
     old = Store(PG_URL, schema=pg_schema)
-    old.add_event(event(msg_id="m-old"), "{}")
+    old.events.add_event(event(msg_id="m-old"), "{}")
     old.close()
     monkeypatch.undo()
     with psycopg.connect(PG_URL, autocommit=True) as pg:
@@ -97,7 +97,7 @@ def test_a_postgresql_store_numbered_the_old_way_is_carried_over(
         pg.execute("UPDATE schema_version SET version = 4")  # the old numbering's newest
     store = Store(PG_URL, schema=pg_schema)
     try:
-        assert [e.event_id for e in store.events()] == ["m-old"]
+        assert [e.event_id for e in store.events.all()] == ["m-old"]
         assert store.conn.execute("SELECT version FROM schema_migrations").fetchone()[0] == len(
             MIGRATIONS
         )
@@ -141,8 +141,8 @@ def test_a_new_backend_is_one_class_beside_them(
     store = Store(f"prefixed:{tmp_path / 'third.db'}")
     try:
         assert isinstance(store.engine, PrefixedSqlite)
-        assert store.add_event(event(msg_id="m1"), "{}").new
-        assert not store.add_event(event(msg_id="m1"), "{}").new
+        assert store.events.add_event(event(msg_id="m1"), "{}").new
+        assert not store.events.add_event(event(msg_id="m1"), "{}").new
         assert store.probe().ok
     finally:
         store.close()

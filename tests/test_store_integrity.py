@@ -349,7 +349,7 @@ def test_writers_of_one_file_in_this_process_take_turns(tmp_path: Path) -> None:
         with first._tx() as conn:  # waits for the thread's commit, then writes
             conn.execute("INSERT INTO threads (thread_key, generation) VALUES ('t', 1)")
         thread.join(5)
-        assert second.thread_generation("t") == 1
+        assert second.events.thread_generation("t") == 1
     finally:
         first.close()
         second.close()

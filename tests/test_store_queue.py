@@ -73,7 +73,7 @@ async def test_a_full_store_delays_answers_and_never_drops_them(settings):
     await runtime.drain_store()
     assert sorted(answered(route)) == sorted(f"m{n}" for n in range(1, 9))  # once each
     assert runtime.store.unfinished_work() == []
-    states = {runtime.store.get_run(f"m{n}").state for n in range(1, 9)}
+    states = {runtime.store.events.get_run(f"m{n}").state for n in range(1, 9)}
     assert states == {RunState.DONE}
     assert runtime.queued == 0
     await runtime.aclose()
@@ -215,7 +215,7 @@ def make_run(run_id: str = "run_1"):
 
 
 def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(store):
-    store.add_event(event(), "{}")
+    store.events.add_event(event(), "{}")
     run = make_run()
     assert store.open_run(run, lease=Lease("a", T0 + 60, T0)) == run
     again = make_run("run_2")
@@ -235,7 +235,7 @@ def test_many_leases_and_cached_identities_are_written_in_short_transactions(sto
     ids = []
     for n in range(count):
         ev = event(msg_id=f"m{n}", user=f"u{n}")
-        store.add_event(ev, "{}")
+        store.events.add_event(ev, "{}")
         run = run_for(ev).model_copy(update={"run_id": f"run_{n}"})
         store.open_run(run, lease=Lease("a", T0 + 60, T0))
         ids.append(ev.event_id)
@@ -246,7 +246,7 @@ def test_many_leases_and_cached_identities_are_written_in_short_transactions(sto
 
 
 def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(store):
-    store.add_event(event(), "{}")
+    store.events.add_event(event(), "{}")
     store.open_run(make_run(), lease=Lease("old", T0 + 3600, T0))
     assert store.expire_leases(except_owner="new") == 1
     (pending,) = store.unfinished_work()
@@ -270,10 +270,10 @@ def test_one_msgid_stored_by_two_writers_at_once_is_one_event(store_target):
     where, schema = store_target
     first, second = Store(where, schema=schema), Store(where, schema=schema)
     try:
-        results = [first.add_event(event(), "{}"), second.add_event(event(), "{}")]
+        results = [first.events.add_event(event(), "{}"), second.events.add_event(event(), "{}")]
         assert sorted(r.new for r in results) == [False, True]
         assert first.counts().events == 1 and first.counts().duplicates == 1
-        assert first.thread_generation(event().thread_key) == 1
+        assert first.events.thread_generation(event().thread_key) == 1
     finally:
         first.close()
         second.close()
@@ -304,7 +304,7 @@ async def test_a_refused_answer_gets_the_honest_short_reply(settings, store_sett
     assert HONEST_FAILURE in body and "已通知全员" not in body
     statuses = [(r.status, r.reason) for r in runtime.store.receipts()]
     assert statuses == [(ReceiptStatus.REFUSED, "schema_invalid"), (ReceiptStatus.ACCEPTED, None)]
-    run = runtime.store.get_run("m1")
+    run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure.startswith("refused_by_gate: schema")
     await runtime.aclose()
 
@@ -313,14 +313,14 @@ def test_a_thread_is_claimed_in_arrival_order(store):
     """With replicas, a person's later message may not take the thread while an earlier one
     (on whichever replica) has no finished run; once it has, the later one may."""
     first, second = event(msg_id="m1"), event(msg_id="m2")
-    store.add_event(first, "{}")
-    store.add_event(second, "{}")
+    store.events.add_event(first, "{}")
+    store.events.add_event(second, "{}")
     lease = Lease("b", T0 + 60, T0)
     assert not store.claim_thread(second.thread_key, lease, "m2")  # m1 has no run yet
     assert store.claim_thread(first.thread_key, Lease("a", T0 + 60, T0), "m1")
     store.open_run(run_for(first).model_copy(update={"run_id": "run_m1"}))
     assert not store.claim_thread(second.thread_key, lease, "m2")  # m1 still working
     store.release_thread(first.thread_key, "a")
-    done = store.get_run("m1").model_copy(update={"state": RunState.DONE})
-    store.save_run(done)
+    done = store.events.get_run("m1").model_copy(update={"state": RunState.DONE})
+    store.events.save_run(done)
     assert store.claim_thread(second.thread_key, lease, "m2")

@@ -92,7 +92,7 @@ def test_words_whose_run_ended_without_an_answer_do_not_take_it(store):
         (RunState.SILENT, False),
         (RunState.INTERRUPTED, False),
     ]:
-        store.save_run(run.model_copy(update={"state": state}))
+        store.events.save_run(run.model_copy(update={"state": state}))
         assert (taker(store, file) == "w") is takes, state
 
 

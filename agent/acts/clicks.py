@@ -79,7 +79,7 @@ class ClickDesk:
         """The stop button of a streaming reply card: only the person who asked stops it
         (the streaming run reads the request between frames); anyone else's does nothing."""
         card = self.store.card_by_track(click.out_track_id)
-        run = self.store.get_run(card.event_id) if card is not None else None
+        run = self.store.events.get_run(card.event_id) if card is not None else None
         if run is None:
             outcome = "unknown"
         elif click.user_id != run.origin.user_id:
@@ -111,10 +111,10 @@ class ClickDesk:
             decision = desk.decide(record, click.user_id, click.action)
             decision_said, outcome, decided = decision.said, decision.outcome, decision.decided
             if decision.decided and decision.record is not None:
-                run = self.store.get_run(decision.record.event_id)
+                run = self.store.events.get_run(decision.record.event_id)
                 if run is not None:
                     event = settle_event(decision.record, run, click.received_at)
-                    self.store.add_event(event, event.to_json(), supersedes=False)
+                    self.store.events.add_event(event, event.to_json(), supersedes=False)
                 if self.paused and decision.record.status is ApprovalStatus.APPROVED:
                     decision_said = WAITS_FOR_RESUME
         approval_id = record.approval_id if record is not None else None

@@ -290,7 +290,7 @@ class ActExecutor:
         ``on_resolved``: told of each one that settled (the asker is owed a word)."""
         settled = 0
         for intent, _since in self.store.due_readbacks(self.clock.now()):
-            run = self.store.get_run(intent.event_id)
+            run = self.store.events.get_run(intent.event_id)
             if run is None:
                 continue
             resolved = await self._read_back(run, intent)

@@ -151,7 +151,7 @@ class ApprovalSettlement:
         if not self.store.claim_settlement(record.approval_id, run.event_id):
             detail = f"approval {record.approval_id} is carried out by another run"
             return self.endings.end_silent(run, SilentReason.APPROVAL_SETTLED, detail)
-        proposed = self.store.get_run(record.event_id)
+        proposed = self.store.events.get_run(record.event_id)
         receipt = None
         # an act this settlement started before a crash: uncertain, then read back below;
         # one stored but cut before its attempt (having its unionIds, its token) provably

@@ -54,7 +54,7 @@ async def recover(cards: CardBroker, event_id: str, take_up: bool = False) -> in
     ``take_up``: the event is about to be driven again, and its first card that shows
     nothing yet is left for that execution's answer."""
     store = cards.store
-    run = store.get_run(event_id)
+    run = store.events.get_run(event_id)
     if run is None:
         return 0
     if take_up:  # created nowhere (a create or a fallback that waited): answered afresh

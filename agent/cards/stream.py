@@ -85,7 +85,7 @@ class CardReplies(CardEndings):
         (a card that shows nothing yet is left for this execution's answer), then the cards
         of a long one-frame answer it never opened, sent once each."""
         closed = await card_recovery.recover(self.cards, event_id, take_up=True)
-        run = self.cards.store.get_run(event_id)
+        run = self.cards.store.events.get_run(event_id)
         if run is not None:
             await card_recovery.send_owed_parts(self.cards, run)
         return closed

@@ -110,11 +110,11 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
     zone = timezone or DEFAULT_TIMEZONE
     when = clock(zone)
     records = store.inspect
-    event = store.get_event(msg_id)
+    event = store.events.get_event(msg_id)
     if event is None:
         return _never_stored(records, msg_id, when)
-    decision = decision_record(store.get_decision(msg_id))
-    run = store.get_run(msg_id)
+    decision = decision_record(store.events.get_decision(msg_id))
+    run = store.events.get_run(msg_id)
     receipts = [receipt_record(r, when) for r in store.receipts(msg_id)]
     tasks = task_records(records.tasks_in_scope(event.thread_key), run)
     memory = memory_records(store.context.memory_in_scope(event.conversation.id), msg_id)

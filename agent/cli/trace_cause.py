@@ -116,7 +116,7 @@ def answered_later_by(store: Store, event: Event, run: Run) -> tuple[str, str] |
     for later in store.context.events_between(conversation, actor, event.created_at, float("inf")):
         if later.event_id == event.event_id:
             continue
-        answered = store.get_run(later.event_id)
+        answered = store.events.get_run(later.event_id)
         if answered is not None and answered.state in (RunState.DONE, RunState.WAITING):
             return later.event_id, later.text
     return None

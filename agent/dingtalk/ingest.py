@@ -132,7 +132,7 @@ class Ingestor:
         if parsed.kind is FrameKind.QUARANTINED:
             assert parsed.reason is not None
             frame_id = parsed.frame_message_id
-            self.store.quarantine(
+            self.store.events.quarantine(
                 kept_text(parsed.reason, raw),
                 parsed.reason.value,
                 parsed.error or "",
@@ -151,14 +151,14 @@ class Ingestor:
         bumps = self.supersedes(parsed.event, received_at) if self.supersedes else None
         event_id = parsed.event.event_id
         try:
-            inserted = self.store.add_event(
+            inserted = self.store.events.add_event(
                 parsed.event, text, bumps, look_first=event_id in self._recent
             )
         except (ValueError, UnicodeError) as exc:
             # Parsed, yet not storable (e.g. a lone surrogate escaped in the JSON): keep the
             # raw frame in quarantine rather than refusing it forever.
             error = f"cannot be stored: {exc}"[:500]
-            self.store.quarantine(
+            self.store.events.quarantine(
                 text, QuarantineReason.BAD_FIELD.value, error, received_at, parsed.frame_message_id
             )
             return IngestResult(
@@ -181,7 +181,7 @@ class Ingestor:
             click = parse_click(click_data(parsed.document), frame_id, received_at)
         except ValueError as exc:
             error = str(exc)[:500]
-            self.store.quarantine(
+            self.store.events.quarantine(
                 text, QuarantineReason.BAD_FIELD.value, error, received_at, frame_id
             )
             return IngestResult(

@@ -98,13 +98,13 @@ class Heartbeat:
         if self.gate.decide(beat, now).reason not in BEAT_REASONS:
             fresh = []  # stopped by the operator: nothing goes, all of it stays due
             beat = self._beat_event(beat_id, now, [], 0)
-        stored = self.store.add_event(beat, beat.to_json(), supersedes=False)
+        stored = self.store.events.add_event(beat, beat.to_json(), supersedes=False)
         if not stored.new:
             return None  # another replica took this slot a moment ago
         self.submit(beat, stored.generation)
         for item in fresh:
             event = self._item_event(item, now)
-            inserted = self.store.add_event(event, event.to_json(), supersedes=False)
+            inserted = self.store.events.add_event(event, event.to_json(), supersedes=False)
             if inserted.new:
                 self.submit(event, inserted.generation)
         return beat

@@ -63,7 +63,7 @@ def operator_event(
 
 async def send(store: Store, pipeline: Pipeline, event: Event) -> list[Receipt]:
     """Store the operator's event and run it to its receipts."""
-    inserted = store.add_event(event, event.to_json(), supersedes=False)
+    inserted = store.events.add_event(event, event.to_json(), supersedes=False)
     await pipeline.process(event, inserted.generation)
     return store.receipts(event.event_id)
 

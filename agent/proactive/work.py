@@ -171,7 +171,7 @@ class ProactiveWork:
     def reconcile(self, item: DueItem) -> bool:
         """The item's event is already stored: if its run has ended, move the task as its
         receipts say (the run's own move was cut short). True when it did."""
-        run = self.store.get_run(item.event_id)
+        run = self.store.events.get_run(item.event_id)
         if run is None or not run.state.is_finished:
             return False
         statuses = [r.status for r in self.store.receipts(item.event_id) if r.intent_id]

@@ -350,7 +350,7 @@ class Broker:
         before it is driven again."""
         receipts = []
         for attempt, intent in self.store.interrupted_attempts(event_id):
-            run = self.store.get_run(intent.event_id)
+            run = self.store.events.get_run(intent.event_id)
             approval_card = intent.content is not None and intent.content.msgtype == "approval"
             if run is None or (attempt.channel is Channel.CARD and not approval_card):
                 continue  # a reply card's calls are reconciled with it (CardBroker.recover)

@@ -92,7 +92,7 @@ class Endings:
             reason=decision.reason.value,
             gate_version=RESPONSE_GATE_VERSION,
         )
-        self.store.add_silence(run, decision, receipt)
+        self.store.events.add_silence(run, decision, receipt)
         return run
 
     def end_silent(self, run: Run, reason: SilentReason, detail: str) -> Run:
@@ -136,14 +136,14 @@ class Endings:
         if outcome.settled is not None:
             return outcome.settled
         run = run.model_copy(update={"state": state, "updated_at": self.clock.now()})
-        self.store.save_run(run)
+        self.store.events.save_run(run)
         return run
 
     async def abandon(self, event: Event, exc: Exception) -> Run | None:
         """An unexpected error: the run ends ``failed`` with an ``internal_error`` receipt;
         None if even that cannot be recorded (a transient store failure is raised)."""
         try:
-            run = self.store.get_run(event.event_id)
+            run = self.store.events.get_run(event.event_id)
             if run is None or run.state.is_finished:
                 return run
             run = run.model_copy(

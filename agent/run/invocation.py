@@ -194,7 +194,7 @@ class InvocationBuilder:
         if self.media is None:
             return []
         earlier = self.earlier_with_media(event, nearby)
-        had = self.store.get_run(earlier.event_id) if earlier is not None else None
+        had = self.store.events.get_run(earlier.event_id) if earlier is not None else None
         return await self.media.fetch(event, run.run_id, earlier, had.run_id if had else None)
 
     # ------------------------------------------------------------------ quote
@@ -242,7 +242,7 @@ class InvocationBuilder:
         by its msgId, else our own reply by its processQueryKey; this conversation's only,
         never another conversation's text pulled into this run."""
         found = None
-        earlier = self.store.get_event(str(msg_id)) if msg_id else None
+        earlier = self.store.events.get_event(str(msg_id)) if msg_id else None
         if earlier is not None and earlier.conversation.id == event.conversation.id:
             author = earlier.actor.dingtalk_id or earlier.actor.user_id
             found = _QuoteText(

@@ -285,7 +285,7 @@ class Pipeline:
             event.msgtype, event.conversation.type.value, self.provider.name
         )
         if generation is None:
-            generation = self.store.event_generation(event.event_id)
+            generation = self.store.events.event_generation(event.event_id)
         decision = self.response_gate.decide(event, now)
         fresh = self._new_run(event, snapshot, allowed, generation, now)
         narrowed = allowed_tools(skills)
@@ -298,9 +298,9 @@ class Pipeline:
         again = run.run_id != fresh.run_id
         if again:
             # The event already had a run: its first recorded verdict stands.
-            recorded = self.store.get_decision(event.event_id)
+            recorded = self.store.events.get_decision(event.event_id)
             if recorded is None:
-                self.store.add_decision(run.run_id, decision)
+                self.store.events.add_decision(run.run_id, decision)
             decision = recorded or decision
         log.info(
             "decision",

@@ -69,7 +69,7 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
     elif recorded:
         tasks.settle(run, task, _request_of(terminal), recorded[-1])
     settled = run.model_copy(update={"state": state, "failure": failure, "updated_at": now})
-    store.save_run(settled)
+    store.events.save_run(settled)
     return settled
 
 

@@ -79,5 +79,5 @@ def _takes(
     taken = invocations.earlier_with_media(other)
     if taken is None or taken.event_id != event.event_id:
         return False
-    run = invocations.store.get_run(other.event_id)
+    run = invocations.store.events.get_run(other.event_id)
     return run is None or run.state not in _NOT_ANSWERED

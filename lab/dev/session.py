@@ -245,7 +245,7 @@ class DevSession:
             self.fake.redeliver(msg_id)
             await asyncio.sleep(0.5)
             with Store(self.daemon.store_path) as store:
-                deliveries = store.deliveries(msg_id)
+                deliveries = store.events.deliveries(msg_id)
             return (
                 f"DingTalk redelivers {msg_id}: delivered {deliveries}x,"
                 f" {len(self.fake.received) - before} new messages"
@@ -469,7 +469,7 @@ def say(args: argparse.Namespace, out: TextIO) -> int:
     trace = None
     while time.monotonic() < deadline:
         with Store(instance.store_path) as store:
-            run = store.get_run(send["msg"])
+            run = store.events.get_run(send["msg"])
             if run is not None and run.state.is_finished:
                 trace = trace_message(store, send["msg"])
                 break

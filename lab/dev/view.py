@@ -113,7 +113,7 @@ class Watcher:
                     pending[event.event_id] = time.monotonic()
                 since = max(since, received_at)
             for msg_id, first_seen in list(pending.items()):
-                run = store.get_run(msg_id)
+                run = store.events.get_run(msg_id)
                 late = time.monotonic() - first_seen > SETTLE_S
                 if (run is not None and run.state.is_finished) or late:
                     trace = trace_message(store, msg_id)
@@ -123,7 +123,7 @@ class Watcher:
                     self.say("\n".join(lines))
                     del pending[msg_id]
                     self.seen(msg_id).set()
-            quarantined = store.quarantined()
+            quarantined = store.events.quarantined()
             for frame in quarantined[self.quarantined :]:
                 self.say(f"[frame] quarantined ({frame['reason']}): {frame['error']}")
             self.quarantined = len(quarantined)

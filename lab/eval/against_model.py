@@ -150,8 +150,8 @@ class ModelCaseRun(CaseRun):
         assert self.runtime is not None
         store = self.runtime.store
         # The last drain comes right before the judge: what it leaves is the case's end.
-        events = store.events()
-        self.runs = [run for e in events if (run := store.get_run(e.event_id))]
+        events = store.events.all()
+        self.runs = [run for e in events if (run := store.events.get_run(e.event_id))]
         # `dta send` steps: the operator's words go through the gate, not the model's.
         self.operator_events = {e.event_id for e in events if e.msgtype == OPERATOR_MSGTYPE}
 

@@ -185,7 +185,7 @@ def run_findings(expect: Expect, store: Records) -> list[Check]:
     """``expect.runs``: per msgId, who answered and whether the run degraded."""
     found: list[Check] = []
     for msg, wanted in (expect.runs or {}).items():
-        run = store.get_run(msg)
+        run = store.events.get_run(msg)
         if run is None:
             found.append(Check(f"runs.{msg}", "a run", None))
             continue
@@ -286,7 +286,7 @@ def judge(
         ):
             problems.append(finding if isinstance(finding, Check) else Check(*finding))
 
-    decisions = {d.event_id: d for d in store.decisions()}
+    decisions = {d.event_id: d for d in store.events.decisions()}
     for msg, want in (expect.decisions or {}).items():
         got = decisions.get(msg)
         if got is None:

@@ -31,6 +31,29 @@ from storage import Store
 from storage.store import Counts
 
 
+class _Events:
+    """Every robot's events, runs and decisions, read as one store's ``events`` family."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self.stores = stores
+
+    def get_run(self, event_id: str) -> Run | None:
+        runs = (store.events.get_run(event_id) for store in self.stores)
+        return next((run for run in runs if run is not None), None)
+
+    def all(self) -> list[Event]:
+        return [event for store in self.stores for event in store.events.all()]
+
+    def deliveries(self, event_id: str) -> int:
+        return sum(store.events.deliveries(event_id) for store in self.stores)
+
+    def decisions(self) -> list[ResponseDecision]:
+        return [decision for store in self.stores for decision in store.events.decisions()]
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        return [q for store in self.stores for q in store.events.quarantined()]
+
+
 class _Context:
     """Every robot's tasks and memory, read as one store's ``context`` family."""
 
@@ -49,19 +72,8 @@ class RobotStores:
 
     def __init__(self, stores: Sequence[Store]) -> None:
         self.stores = list(stores)
+        self.events = _Events(self.stores)
         self.context = _Context(self.stores)
-
-    def get_run(self, event_id: str) -> Run | None:
-        return next((r for s in self.stores if (r := s.get_run(event_id)) is not None), None)
-
-    def events(self) -> list[Event]:
-        return [event for store in self.stores for event in store.events()]
-
-    def deliveries(self, event_id: str) -> int:
-        return sum(store.deliveries(event_id) for store in self.stores)
-
-    def decisions(self) -> list[ResponseDecision]:
-        return [decision for store in self.stores for decision in store.decisions()]
 
     def intents(self, event_id: str) -> list[ActionIntent]:
         return [intent for store in self.stores for intent in store.intents(event_id)]
@@ -75,9 +87,6 @@ class RobotStores:
     def approvals(self) -> list[ApprovalRecord]:
         held = [record for store in self.stores for record in store.approvals()]
         return sorted(held, key=lambda record: record.created_at)
-
-    def quarantined(self) -> list[dict[str, Any]]:
-        return [q for store in self.stores for q in store.quarantined()]
 
     def counts(self) -> Counts:
         each = [store.counts() for store in self.stores]

@@ -79,18 +79,18 @@ def _host_only(url: str | None) -> str | None:
 def collect_transcript(
     store: Records, platform: list[dict[str, Any]], faults: list[dict[str, Any]] | None = None
 ) -> Transcript:
-    decisions = {d.event_id: d for d in store.decisions()}
+    decisions = {d.event_id: d for d in store.events.decisions()}
     trails: list[EventTrail] = []
-    for event in store.events():
+    for event in store.events.all():
         decision = decisions.get(event.event_id)
-        run = store.get_run(event.event_id)
+        run = store.events.get_run(event.event_id)
         trail = EventTrail(
             msg=event.event_id,
             actor=event.actor.user_id,
             conversation=event.conversation.id,
             scene=event.conversation.type.value,
             text=event.text,
-            deliveries=store.deliveries(event.event_id),
+            deliveries=store.events.deliveries(event.event_id),
             decision=(
                 {
                     "verdict": decision.verdict.value,
@@ -136,7 +136,7 @@ def collect_transcript(
         trails.append(trail)
     quarantine = [
         {"reason": q["reason"], "error": q["error"], "raw": q["raw"][:200]}
-        for q in store.quarantined()
+        for q in store.events.quarantined()
     ]
     tasks = [task.model_dump(mode="json") for task in store.context.tasks()]
     return Transcript(trails, platform, quarantine, list(faults or []), tasks)

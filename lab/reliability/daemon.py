@@ -92,7 +92,7 @@ def by_another_robot(fake: FakeDingTalk, prefix: str, robot_of: Callable[[int], 
 
 
 def unfinished_runs(store: Store, event_ids: Iterable[str]) -> int:
-    runs = (store.get_run(event_id) for event_id in event_ids)
+    runs = (store.events.get_run(event_id) for event_id in event_ids)
     return sum(run is None or not run.state.is_finished for run in runs)
 
 
@@ -124,7 +124,7 @@ def judge_messages(
     per_user = replies_per_user(fake)
     if elsewhere:
         per_user = Counter({u: n for u, n in per_user.items() if not u.startswith(elsewhere)})
-    decisions = Counter(d.event_id for d in store.decisions())
+    decisions = Counter(d.event_id for d in store.events.decisions())
     runs = store.runs_per_event()
     statuses: dict[str, set[str]] = {}
     for receipt in store.receipts():

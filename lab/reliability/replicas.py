@@ -191,7 +191,7 @@ def _judge_order(store: Any, fake: FakeDingTalk, index: dict[str, int]) -> dict[
     for msg_id in index:
         if answered.get(msg_id):
             continue
-        run = store.get_run(msg_id)
+        run = store.events.get_run(msg_id)
         person = fake.inbound[msg_id]["senderStaffId"]
         later = [i for i in replies.get(person, []) if i > index[msg_id]]
         superseded = run is not None and run.state.value == "interrupted" and later

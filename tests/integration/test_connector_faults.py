@@ -168,7 +168,7 @@ async def test_a_5_mib_frame_is_quarantined_acked_and_the_connection_kept(
     big = frame(callback("m-big", text="x" * (5 * MiB)), "big-1")
     assert fake.inject_raw(big) == {"frame_message_id": "big-1"}
     assert await fake.stream.wait_until(lambda: record(fake, "big-1")["ack_code"] == 200, 10.0)
-    (row,) = store.quarantined()
+    (row,) = store.events.quarantined()
     assert row["reason"] == "frame_too_large" and row["frame_message_id"] == "big-1"
     assert row["raw"] == big[:KEPT_HEAD_CHARS]
     assert str(len(big)) in row["error"]
@@ -188,7 +188,7 @@ async def test_a_frame_beyond_the_socket_ceiling_costs_one_reconnect(
     fake.inject_raw(frame(callback("m-huge", text="x" * (300 * 1024)), "huge-1"))
     assert await eventually(lambda: connector.stats.connects == 2)
     assert connector.stats.oversize_disconnects == 1
-    assert record(fake, "huge-1")["ack_code"] is None and store.quarantined() == []
+    assert record(fake, "huge-1")["ack_code"] is None and store.events.quarantined() == []
     send(fake, "m-after")
     assert await fake.wait_acked(["m-after"], 5.0)
     assert [e.event_id for e in events] == ["m-after"]
@@ -211,7 +211,7 @@ async def test_binary_frames_are_read_or_quarantined_and_the_connection_kept(
     mangled = frame(callback("m-mangled"), "txt-1").encode()[:-1] + b"\xc3}"
     await socket.ws.send_frame(mangled, WSMsgType.TEXT)
     assert await eventually(lambda: {"bin-1", "bin-2", "txt-1"} <= set(stray_ack_ids(fake)))
-    rows = store.quarantined()
+    rows = store.events.quarantined()
     assert [(r["reason"], r["frame_message_id"]) for r in rows] == [
         ("not_utf8", "bin-1"),
         ("not_utf8", "txt-1"),
@@ -255,7 +255,7 @@ async def test_a_frame_arriving_while_not_accepting_is_left_for_redelivery(
     assert await eventually(lambda: connector.stats.connects == 2 and connector.connected)
     assert await fake.wait_acked(["m1"], 10.0)
     assert not connector.stats.paused and connector.stats.paused_reason is None
-    assert store.counts().events == 1 and store.deliveries("m1") == 1
+    assert store.counts().events == 1 and store.events.deliveries("m1") == 1
     assert [e.event_id for e in events] == ["m1"]
 
 
@@ -294,7 +294,7 @@ async def test_without_a_readiness_hook_nothing_pauses(fake, store, make_connect
     send(fake, "m1")
     assert await fake.wait_acked(["m1"], 5.0)
     assert not connector.stats.paused and connector.connected
-    assert store.quarantined() == [] and connector.stats.refused_while_paused == 0
+    assert store.events.quarantined() == [] and connector.stats.refused_while_paused == 0
 
 
 # ---------------------------------------------------------------------------- disconnect

@@ -121,7 +121,7 @@ async def test_kill9_mid_stream_then_restart_loses_and_duplicates_nothing(fake, 
         )
         await eventually(lambda: all(r.state.is_finished for r in _runs(store)), timeout=15)
         assert all(n == 1 for n in store.runs_per_event().values())
-        assert len(store.decisions()) == count
+        assert len(store.events.decisions()) == count
         receipts = store.receipts()
         for i in range(count):
             sent = replies_to(fake, f"{i} + 1000 = {i + 1000}")
@@ -136,7 +136,7 @@ async def test_kill9_mid_stream_then_restart_loses_and_duplicates_nothing(fake, 
 
 
 def _runs(store: Store):
-    return [store.get_run(event_id) for event_id in store.runs_per_event()]
+    return [store.events.get_run(event_id) for event_id in store.runs_per_event()]
 
 
 async def test_sigterm_tears_down_cleanly(fake, daemon):

@@ -265,7 +265,7 @@ class Harness:
         """Every request sent so far has its run past the model (waiting or finished)."""
         store = self.daemons[0].store()
         try:
-            runs = (store.get_run(m) for m in self.sent)
+            runs = (store.events.get_run(m) for m in self.sent)
             return all(run is not None and run.state.is_finished for run in runs)
         finally:
             store.close()

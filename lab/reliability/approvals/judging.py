@@ -233,7 +233,7 @@ def _replies(store: Any, fake: FakeDingTalk, replier: Replier) -> dict[str, Any]
 def _missing_examples(store: Any, missing: list[str]) -> list[dict[str, Any]]:
     examples = []
     for msg in missing[:5]:
-        run = store.get_run(msg)
+        run = store.events.get_run(msg)
         said = [
             f"{r.kind.value if r.kind else '-'}:{r.status.value}:{r.reason}"
             for r in store.receipts(msg)

@@ -187,7 +187,7 @@ class Replier(Clicker):
         try:
 
             def finished() -> bool:
-                runs = (store.get_run(key) for key in keys)
+                runs = (store.events.get_run(key) for key in keys)
                 return all(run is not None and run.state.is_finished for run in runs)
 
             if not await until(finished, 30, 0.25):

@@ -10,7 +10,7 @@ from lab.reliability.daemon import unfinished_runs
 
 def silenced_by_pause(store: Any, msg: str) -> bool:
     """Whether the paused robot silenced ``msg`` (its decision, or a receipt, says so)."""
-    decision = store.get_decision(msg)
+    decision = store.events.get_decision(msg)
     if decision is not None and str(decision.reason) == "paused":
         return True
     return any(r.reason == "paused" for r in store.receipts(msg))
@@ -19,7 +19,9 @@ def silenced_by_pause(store: Any, msg: str) -> bool:
 def settlement_events(store: Any) -> list[str]:
     """The runtime's own events that carry out a decision or tell a read-back's finding."""
     return [
-        e.event_id for e in store.events() if e.event_id.startswith(("approval:", "act-checked:"))
+        e.event_id
+        for e in store.events.all()
+        if e.event_id.startswith(("approval:", "act-checked:"))
     ]
 
 
