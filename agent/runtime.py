@@ -157,7 +157,7 @@ class Runtime:
         """
         expired, uncertain, dropped = 0, [], 0
         if self.store.exclusive:
-            expired = self.store.expire_leases(except_owner=self.owner)
+            expired = self.store.work.expire_leases(except_owner=self.owner)
             uncertain = self.broker.reconcile_interrupted()
             dropped = self.store.drop_unsent_intents()
         if self.mcp is not None:  # before any run: their tools are offered from the start
@@ -250,8 +250,8 @@ class Runtime:
         now = self.clock.now()
         if now - self._renewed_at >= self.settings.run_lease_s / 3:
             until = now + self.settings.run_lease_s
-            self.store.renew_leases(self.owner, sorted(self._inflight), until)
-            self.store.renew_threads(self.owner, self._threads.held(), until)
+            self.store.work.renew_leases(self.owner, sorted(self._inflight), until)
+            self.store.work.renew_threads(self.owner, self._threads.held(), until)
             self._renewed_at = now
         self.identities.flush()
         self._approvals_due()
@@ -282,8 +282,8 @@ class Runtime:
     def _pick_up_stored(self, now: float) -> int:
         room = self.settings.max_queued_runs - self.queued
         limit = self.queued + max(room, 0) + 100
-        top = self.store.max_event_rowid()
-        pending = self.store.unfinished_work(self._watermark, limit)
+        top = self.store.work.max_event_rowid()
+        pending = self.store.work.unfinished_work(self._watermark, limit)
         self._watermark = pending[0].rowid - 1 if pending else max(self._watermark, top)
         queued = 0
         for item in pending:
@@ -374,8 +374,8 @@ class Runtime:
         with contextlib.suppress(Exception):
             await self.identities.aclose()
         with contextlib.suppress(Exception):
-            self.store.renew_leases(self.owner, held, 0.0)
-            self.store.renew_threads(self.owner, self._threads.held(), 0.0)
+            self.store.work.renew_leases(self.owner, held, 0.0)
+            self.store.work.renew_threads(self.owner, self._threads.held(), 0.0)
         await self.transport.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()

@@ -237,3 +237,6 @@ class Family:
 
     def _dicts(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         return self.db._dicts(sql, params)
+
+    def _update_where_in(self, sql: str, params: tuple[Any, ...], keys: list[str]) -> int:
+        return self.db._update_where_in(sql, params, keys)

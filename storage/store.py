@@ -44,7 +44,6 @@ class Counts:
 
 
 class Store(
-    WorkRecords,
     CardRecords,
     PieceRecords,
     ActionRecords,
@@ -72,6 +71,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.work = WorkRecords(self)
         self.events = EventRecords(self)
         self.context = ContextRecords(self)
         self.inspect = InspectRecords(self)
@@ -157,10 +157,6 @@ class Store(
             "SELECT attempt_json FROM attempts WHERE intent_id = ? ORDER BY rowid", (intent_id,)
         ).fetchall()
         return [Attempt.model_validate_json(row[0]) for row in rows]
-
-    def runs_per_event(self) -> dict[str, int]:
-        rows = self.conn.execute("SELECT event_id, COUNT(*) FROM runs GROUP BY event_id").fetchall()
-        return {event_id: count for event_id, count in rows}
 
     def counts(self) -> Counts:
         def count(sql: str) -> int:

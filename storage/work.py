@@ -7,9 +7,9 @@ daemon per store, so "anyone" is the next start of the same daemon, or its own r
 loop picking up work a failing store interrupted.
 
     lease = Lease(owner="host:pid:abcd", until=now + 60, now=now)
-    run = store.open_run(fresh_run, decision, lease)     # None: another live owner has it
-    store.renew_leases(owner, event_ids, now + 60)
-    for item in store.unfinished_work(after_rowid, limit=100):
+    run = store.work.open_run(fresh_run, decision, lease)     # None: another live owner has it
+    store.work.renew_leases(owner, event_ids, now + 60)
+    for item in store.work.unfinished_work(after_rowid, limit=100):
         ...
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.contracts import ResponseDecision, Run, RunState
-from storage.base import StoreBase
+from storage.base import Family
 from storage.rows import insert_decision
 
 
@@ -45,7 +45,7 @@ class PendingWork:
         return self.owner is None or self.owner == owner or self.lease_until <= now
 
 
-class WorkRecords(StoreBase):
+class WorkRecords(Family):
     def open_run(
         self, run: Run, decision: ResponseDecision | None = None, lease: Lease | None = None
     ) -> Run | None:
@@ -165,7 +165,7 @@ class WorkRecords(StoreBase):
 
         Without the events themselves: under a burst most of this work is already in
         memory, and the caller reads (``get_event``) only what it queues."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT e.rowid, e.event_id, r.owner, r.lease_until FROM events e"
             " LEFT JOIN runs r ON r.event_id = e.event_id"
             " WHERE e.rowid > ? AND (r.run_id IS NULL OR r.state = ?)"
@@ -177,9 +177,15 @@ class WorkRecords(StoreBase):
             for rowid, event_id, owner, lease in rows
         ]
 
+    def runs_per_event(self) -> dict[str, int]:
+        rows = self.db.conn.execute(
+            "SELECT event_id, COUNT(*) FROM runs GROUP BY event_id"
+        ).fetchall()
+        return {event_id: count for event_id, count in rows}
+
     def runs_per_owner(self) -> dict[str, int]:
         """How many runs each owner (daemon process) holds or last held: who did the work."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT owner, COUNT(*) FROM runs WHERE owner IS NOT NULL GROUP BY owner"
         ).fetchall()
         return {owner: count for owner, count in rows}

@@ -29,7 +29,13 @@ async def test_a_replay_writes_what_the_pipeline_wrote(tmp_path):
     assert answered == 12 and seconds > 0
     names = [name for name, _, _ in calls.calls]
     # Each event's calls, from the frame to its receipt; nothing after the run was timed.
-    for name in ("events.add_event", "open_run", "gate_facts", "add_intent", "finish_delivery"):
+    for name in (
+        "events.add_event",
+        "work.open_run",
+        "gate_facts",
+        "add_intent",
+        "finish_delivery",
+    ):
         assert names.count(name) == 12, name
     recorded = pickle.dumps(calls.calls)
     for replay in ("first.db", "second.db"):

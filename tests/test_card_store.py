@@ -29,7 +29,7 @@ def open_run_for(store: Store, event_id: str) -> Any:
     ev = event(msg_id=event_id)
     store.events.add_event(ev, "{}")
     run = run_for(ev).model_copy(update={"run_id": f"run-{event_id}"})
-    return store.open_run(run)
+    return store.work.open_run(run)
 
 
 def _intent(event_id: str, run_id: str) -> ActionIntent:

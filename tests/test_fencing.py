@@ -79,11 +79,13 @@ def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas)
     first, second = replicas
     ev = event(msg_id="m1")
     first.events.add_event(ev, "{}")
-    run = first.open_run(run_for(ev), None, Lease("replica-a", T0 + 60, T0))
+    run = first.work.open_run(run_for(ev), None, Lease("replica-a", T0 + 60, T0))
     assert run is not None
     assert first.add_intent(intent(run.run_id), attempt())  # its own: written
     # The first replica pauses past its lease; the second takes the run over.
-    assert second.open_run(run_for(ev), None, Lease("replica-b", T0 + 200, T0 + 100)) is not None
+    assert (
+        second.work.open_run(run_for(ev), None, Lease("replica-b", T0 + 200, T0 + 100)) is not None
+    )
 
     sent = attempt()
     sent.outcome, sent.finished_at = AttemptOutcome.ACCEPTED, T0 + 101
@@ -112,7 +114,7 @@ def test_a_run_still_held_is_written_and_an_unowned_one_too(replicas) -> None:
     first, _ = replicas
     ev = event(msg_id="m1")
     first.events.add_event(ev, "{}")
-    run = first.open_run(run_for(ev))  # no lease (an operator's send, a test): no owner
+    run = first.work.open_run(run_for(ev))  # no lease (an operator's send, a test): no owner
     assert run is not None and first.add_intent(intent(run.run_id), attempt())
     first.add_receipt(receipt(run.run_id))
     assert len(first.receipts()) == 1

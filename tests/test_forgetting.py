@@ -108,7 +108,7 @@ def test_a_second_publisher_waits_for_the_lease(store, tmp_path) -> None:
     out = io.StringIO()
     assert publish(store, desk.candidate_id, target, file_hash(target), out) == 1
     assert "someone else is publishing" in out.getvalue() and not target.exists()
-    store.release_thread(f"publish:{target.resolve()}", "someone-else")
+    store.work.release_thread(f"publish:{target.resolve()}", "someone-else")
     assert publish(store, desk.candidate_id, target, file_hash(target), io.StringIO()) == 0
 
 

@@ -18,7 +18,7 @@ def _spend(store, meter, user: str, msg: str, prompt: int, completion: int) -> N
     ev = event(msg_id=msg, user=user)
     run = run_for(ev)
     store.events.add_event(ev, "{}")
-    store.open_run(run)
+    store.work.open_run(run)
     meter.record(
         run, ev, "qwen-plus", {"prompt_tokens": prompt, "completion_tokens": completion}, None
     )

@@ -122,7 +122,7 @@ async def test_crash_mid_delivery_leaves_uncertain_receipt_and_never_resends(
     statuses = [(r.kind, r.status, r.reason) for r in restarted.store.receipts()]
     # settled from the records: the provider is not asked again, nothing is resent
     assert statuses == [(ActionKind.REPLY, ReceiptStatus.UNCERTAIN, None)]
-    assert restarted.store.runs_per_event() == {"m1": 1}
+    assert restarted.store.work.runs_per_event() == {"m1": 1}
     run = restarted.store.events.get_run("m1")
     assert (
         run.state is RunState.FAILED and run.failure == "reply uncertain when the runtime stopped"

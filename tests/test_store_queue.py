@@ -68,11 +68,11 @@ async def test_a_full_store_delays_answers_and_never_drops_them(settings):
     # still ``working``, none ended or given up.
     waiting = runtime.queued
     assert waiting > 0 and route.call_count == 8 - waiting
-    assert len(runtime.store.unfinished_work()) == waiting
+    assert len(runtime.store.work.unfinished_work()) == waiting
     runtime.store.conn.execute(f"PRAGMA max_page_count = {UNLIMITED_PAGES}")
     await runtime.drain_store()
     assert sorted(answered(route)) == sorted(f"m{n}" for n in range(1, 9))  # once each
-    assert runtime.store.unfinished_work() == []
+    assert runtime.store.work.unfinished_work() == []
     states = {runtime.store.events.get_run(f"m{n}").state for n in range(1, 9)}
     assert states == {RunState.DONE}
     assert runtime.queued == 0
@@ -122,12 +122,12 @@ async def test_a_lock_held_past_the_busy_timeout_is_waited_out_by_the_recovery_l
     await asyncio.sleep(1.0)
     lock.release()
     for _ in range(200):
-        if not runtime.store.unfinished_work() and runtime.queued == 0:
+        if not runtime.store.work.unfinished_work() and runtime.queued == 0:
             break
         await asyncio.sleep(0.05)
     assert held < 5  # the lock really stopped work
     assert sorted(answered(route)) == [f"m{n}" for n in range(1, 6)]
-    assert runtime.store.unfinished_work() == []
+    assert runtime.store.work.unfinished_work() == []
     await runtime.aclose()
 
 
@@ -165,7 +165,7 @@ async def test_memory_holds_a_bounded_window_and_order_per_thread_is_kept(settin
         )
     ]
     assert opened == [f"m{n}" for n in range(1, 21, 2)]
-    assert runtime.store.unfinished_work() == []
+    assert runtime.store.work.unfinished_work() == []
     await runtime.aclose()
 
 
@@ -185,14 +185,14 @@ async def test_a_backlog_in_the_store_is_refilled_in_batches_not_after_every_run
     )
     runtime = Runtime(settings, clock=SystemClock())
     passes = 0
-    original = runtime.store.unfinished_work
+    original = runtime.store.work.unfinished_work
 
     def counted(*args, **kwargs):
         nonlocal passes
         passes += 1
         return original(*args, **kwargs)
 
-    runtime.store.unfinished_work = counted
+    runtime.store.work.unfinished_work = counted
     await runtime.start(recovery_loop=True)
     now = SystemClock().now()
     for n in range(1, 301):
@@ -217,15 +217,15 @@ def make_run(run_id: str = "run_1"):
 def test_a_live_lease_keeps_others_out_and_an_expired_one_is_taken_over(store):
     store.events.add_event(event(), "{}")
     run = make_run()
-    assert store.open_run(run, lease=Lease("a", T0 + 60, T0)) == run
+    assert store.work.open_run(run, lease=Lease("a", T0 + 60, T0)) == run
     again = make_run("run_2")
-    assert store.open_run(again, lease=Lease("b", T0 + 70, T0 + 10)) is None
-    assert store.renew_leases("a", [run.event_id], T0 + 120) == 1
-    assert store.renew_leases("b", [run.event_id], T0 + 500) == 0  # not b's to renew
-    assert store.open_run(again, lease=Lease("b", T0 + 130, T0 + 100)) is None
-    taken = store.open_run(again, lease=Lease("b", T0 + 200, T0 + 121))
+    assert store.work.open_run(again, lease=Lease("b", T0 + 70, T0 + 10)) is None
+    assert store.work.renew_leases("a", [run.event_id], T0 + 120) == 1
+    assert store.work.renew_leases("b", [run.event_id], T0 + 500) == 0  # not b's to renew
+    assert store.work.open_run(again, lease=Lease("b", T0 + 130, T0 + 100)) is None
+    taken = store.work.open_run(again, lease=Lease("b", T0 + 200, T0 + 121))
     assert taken is not None and taken.run_id == run.run_id
-    (pending,) = store.unfinished_work()
+    (pending,) = store.work.unfinished_work()
     assert pending.owner == "b" and not pending.free_for("a", T0 + 150)
     assert pending.free_for("a", T0 + 201)
 
@@ -237,31 +237,31 @@ def test_many_leases_and_cached_identities_are_written_in_short_transactions(sto
         ev = event(msg_id=f"m{n}", user=f"u{n}")
         store.events.add_event(ev, "{}")
         run = run_for(ev).model_copy(update={"run_id": f"run_{n}"})
-        store.open_run(run, lease=Lease("a", T0 + 60, T0))
+        store.work.open_run(run, lease=Lease("a", T0 + 60, T0))
         ids.append(ev.event_id)
-    assert store.renew_leases("a", ids, T0 + 600) == count
-    assert all(item.lease_until == T0 + 600 for item in store.unfinished_work(limit=count))
+    assert store.work.renew_leases("a", ids, T0 + 600) == count
+    assert all(item.lease_until == T0 + 600 for item in store.work.unfinished_work(limit=count))
     store.context.cache_identities({f"u{n}": ({"name": f"N{n}"}, T0) for n in range(count)})
     assert len(store.context.cached_identities(T0 - 1, 10 * count)) == count
 
 
 def test_a_restarted_daemon_takes_over_every_run_of_its_predecessor(store):
     store.events.add_event(event(), "{}")
-    store.open_run(make_run(), lease=Lease("old", T0 + 3600, T0))
-    assert store.expire_leases(except_owner="new") == 1
-    (pending,) = store.unfinished_work()
+    store.work.open_run(make_run(), lease=Lease("old", T0 + 3600, T0))
+    assert store.work.expire_leases(except_owner="new") == 1
+    (pending,) = store.work.unfinished_work()
     assert pending.free_for("new", T0)
 
 
 def test_a_thread_is_held_by_one_owner_at_a_time(store):
-    assert store.claim_thread("t1", Lease("a", T0 + 60, T0))
-    assert store.claim_thread("t1", Lease("a", T0 + 90, T0 + 30))  # its own, renewed
-    assert not store.claim_thread("t1", Lease("b", T0 + 90, T0 + 30))
-    assert store.claim_thread("t2", Lease("b", T0 + 90, T0 + 30))  # another thread
-    assert store.renew_threads("a", ["t1"], T0 + 200) == 1
-    assert not store.claim_thread("t1", Lease("b", T0 + 260, T0 + 150))
-    store.release_thread("t1", "a")
-    assert store.claim_thread("t1", Lease("b", T0 + 260, T0 + 150))
+    assert store.work.claim_thread("t1", Lease("a", T0 + 60, T0))
+    assert store.work.claim_thread("t1", Lease("a", T0 + 90, T0 + 30))  # its own, renewed
+    assert not store.work.claim_thread("t1", Lease("b", T0 + 90, T0 + 30))
+    assert store.work.claim_thread("t2", Lease("b", T0 + 90, T0 + 30))  # another thread
+    assert store.work.renew_threads("a", ["t1"], T0 + 200) == 1
+    assert not store.work.claim_thread("t1", Lease("b", T0 + 260, T0 + 150))
+    store.work.release_thread("t1", "a")
+    assert store.work.claim_thread("t1", Lease("b", T0 + 260, T0 + 150))
 
 
 def test_one_msgid_stored_by_two_writers_at_once_is_one_event(store_target):
@@ -316,11 +316,11 @@ def test_a_thread_is_claimed_in_arrival_order(store):
     store.events.add_event(first, "{}")
     store.events.add_event(second, "{}")
     lease = Lease("b", T0 + 60, T0)
-    assert not store.claim_thread(second.thread_key, lease, "m2")  # m1 has no run yet
-    assert store.claim_thread(first.thread_key, Lease("a", T0 + 60, T0), "m1")
-    store.open_run(run_for(first).model_copy(update={"run_id": "run_m1"}))
-    assert not store.claim_thread(second.thread_key, lease, "m2")  # m1 still working
-    store.release_thread(first.thread_key, "a")
+    assert not store.work.claim_thread(second.thread_key, lease, "m2")  # m1 has no run yet
+    assert store.work.claim_thread(first.thread_key, Lease("a", T0 + 60, T0), "m1")
+    store.work.open_run(run_for(first).model_copy(update={"run_id": "run_m1"}))
+    assert not store.work.claim_thread(second.thread_key, lease, "m2")  # m1 still working
+    store.work.release_thread(first.thread_key, "a")
     done = store.events.get_run("m1").model_copy(update={"state": RunState.DONE})
     store.events.save_run(done)
-    assert store.claim_thread(second.thread_key, lease, "m2")
+    assert store.work.claim_thread(second.thread_key, lease, "m2")

@@ -85,7 +85,7 @@ def test_words_that_answer_nothing_leave_the_file_its_answer(store):
 def test_words_whose_run_ended_without_an_answer_do_not_take_it(store):
     file = stored(store, "f", file=True)
     words = stored(store, "w", "帮我看下这个文件")
-    run = store.open_run(run_for(words))
+    run = store.work.open_run(run_for(words))
     for state, takes in [
         (RunState.WORKING, True),
         (RunState.DONE, True),

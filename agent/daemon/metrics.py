@@ -124,7 +124,7 @@ class StoreCollector(Collector):
         counts = store.counts()
         decided = store.decision_counts()
         receipted = store.receipt_counts()
-        oldest = store.oldest_unfinished_received_at()
+        oldest = store.work.oldest_unfinished_received_at()
         gauge = GaugeMetricFamily
         frames = self._family(
             families, gauge, "dta_frames", "Frames held in the store, by outcome", ["kind"]

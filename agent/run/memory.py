@@ -162,7 +162,7 @@ def publish(
         return _publish_held(store, candidate, target, expect_hash, out)
     finally:
         if expect_hash is not None:
-            store.release_thread(key, owner)
+            store.work.release_thread(key, owner)
 
 
 def _publish_held(

@@ -291,7 +291,7 @@ class Pipeline:
         narrowed = allowed_tools(skills)
         if narrowed is not None:
             fresh = fresh.model_copy(update={"tools": sorted(narrowed)})
-        run = self.store.open_run(fresh, decision, self.lease(now))
+        run = self.store.work.open_run(fresh, decision, self.lease(now))
         if run is None:
             log.info("run held by another owner", extra={"event_id": event.event_id})
             return None

@@ -40,7 +40,7 @@ class ThreadClaims:
         now = self.clock.now()
         lease = Lease(self.owner, now + self.lease_s, now)
         since = now - self.max_event_age_s  # older ones are stale: they cannot wait
-        if not self.store.claim_thread(event.thread_key, lease, event.event_id, since):
+        if not self.store.work.claim_thread(event.thread_key, lease, event.event_id, since):
             return False
         self._held.add(event.thread_key)
         return True
@@ -48,7 +48,7 @@ class ThreadClaims:
     def release(self, thread_key: str) -> None:
         self._held.discard(thread_key)
         try:
-            self.store.release_thread(thread_key, self.owner)
+            self.store.work.release_thread(thread_key, self.owner)
         except Exception as exc:  # an unreleased lease simply expires: said, not raised
             log.warning(
                 "thread lease not released; it expires on its own",

@@ -323,7 +323,7 @@ def judge(
     if expect.duplicates is not None and counts.duplicates != expect.duplicates:
         problems.append(Check("duplicates", expect.duplicates, counts.duplicates))
 
-    runs = store.runs_per_event()
+    runs = store.work.runs_per_event()
     for msg in expect.processed or []:
         if runs.get(msg, 0) != 1:
             problems.append(Check(f"processed.{msg}", "exactly one run", runs.get(msg, 0)))

@@ -54,6 +54,19 @@ class _Events:
         return [q for store in self.stores for q in store.events.quarantined()]
 
 
+class _Work:
+    """Every robot's runs per event, read as one store's ``work`` family."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self.stores = stores
+
+    def runs_per_event(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for store in self.stores:
+            total.update(store.work.runs_per_event())
+        return dict(total)
+
+
 class _Context:
     """Every robot's tasks and memory, read as one store's ``context`` family."""
 
@@ -73,6 +86,7 @@ class RobotStores:
     def __init__(self, stores: Sequence[Store]) -> None:
         self.stores = list(stores)
         self.events = _Events(self.stores)
+        self.work = _Work(self.stores)
         self.context = _Context(self.stores)
 
     def intents(self, event_id: str) -> list[ActionIntent]:
@@ -91,12 +105,6 @@ class RobotStores:
     def counts(self) -> Counts:
         each = [store.counts() for store in self.stores]
         return Counts(**{f.name: sum(getattr(c, f.name) for c in each) for f in fields(Counts)})
-
-    def runs_per_event(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for store in self.stores:
-            total.update(store.runs_per_event())
-        return dict(total)
 
 
 # What the judge and the transcript read: one robot's store, or every robot's.

@@ -125,7 +125,7 @@ def judge_messages(
     if elsewhere:
         per_user = Counter({u: n for u, n in per_user.items() if not u.startswith(elsewhere)})
     decisions = Counter(d.event_id for d in store.events.decisions())
-    runs = store.runs_per_event()
+    runs = store.work.runs_per_event()
     statuses: dict[str, set[str]] = {}
     for receipt in store.receipts():
         statuses.setdefault(receipt.event_id, set()).add(receipt.status.value)

@@ -123,7 +123,7 @@ async def _pause(
     try:
         # Each replica is handed work; the one to stop is one holding runs (sends in flight).
         await asyncio.sleep(1.0)
-        held = {r: store.runs_held(f"{socket.gethostname()}:{r.pid}:") for r in replicas}
+        held = {r: store.work.runs_held(f"{socket.gethostname()}:{r.pid}:") for r in replicas}
         victim = max(replicas, key=lambda r: held[r])
         victim.pause()
         holding = held[victim]
@@ -275,7 +275,7 @@ async def run(
             await asyncio.sleep(1.0)
             figures = judge_messages(store, fake, sent, PREFIX, BASE, (f"{ORDER_PREFIX}-",))
             order = _judge_order(store, fake, index)
-            owners = sorted(store.runs_per_owner().values(), reverse=True)
+            owners = sorted(store.work.runs_per_owner().values(), reverse=True)
         finally:
             store.close()
         connections = len(fake.stream.connections)

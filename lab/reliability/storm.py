@@ -142,7 +142,7 @@ async def run(size: Size = "full", workdir: Path = Path(".dta/reliability")) -> 
             await until(lambda: unfinished_runs(store, ids) == 0, 60, 0.2)
             await asyncio.sleep(1.0)  # room for a late duplicate reply to show up
             wall_s = time.monotonic() - t0
-            counts, runs = store.counts(), store.runs_per_event()
+            counts, runs = store.counts(), store.work.runs_per_event()
             unfinished = unfinished_runs(store, ids)
         finally:
             store.close()

@@ -77,7 +77,7 @@ async def test_redelivery_is_acked_and_not_answered_again(fake, daemon):
     await asyncio.sleep(0.3)
     assert len(fake.received) == 1
     store = daemon.store()
-    assert store.counts().duplicates == 2 and store.runs_per_event() == {"m1": 1}
+    assert store.counts().duplicates == 2 and store.work.runs_per_event() == {"m1": 1}
     store.close()
 
 
@@ -117,10 +117,10 @@ async def test_kill9_mid_stream_then_restart_loses_and_duplicates_nothing(fake, 
     store = daemon.store()
     try:
         assert await eventually(
-            lambda: set(store.runs_per_event()) >= {f"k{i}" for i in range(count)}, timeout=15
+            lambda: set(store.work.runs_per_event()) >= {f"k{i}" for i in range(count)}, timeout=15
         )
         await eventually(lambda: all(r.state.is_finished for r in _runs(store)), timeout=15)
-        assert all(n == 1 for n in store.runs_per_event().values())
+        assert all(n == 1 for n in store.work.runs_per_event().values())
         assert len(store.events.decisions()) == count
         receipts = store.receipts()
         for i in range(count):
@@ -136,7 +136,7 @@ async def test_kill9_mid_stream_then_restart_loses_and_duplicates_nothing(fake, 
 
 
 def _runs(store: Store):
-    return [store.events.get_run(event_id) for event_id in store.runs_per_event()]
+    return [store.events.get_run(event_id) for event_id in store.work.runs_per_event()]
 
 
 async def test_sigterm_tears_down_cleanly(fake, daemon):

@@ -61,9 +61,9 @@ async def test_a_robot_whose_credentials_are_refused_does_not_stop_the_other(
         # each robot's records in its own file, named after its code
         assert (tmp_path / "finance.db").exists() and (tmp_path / "hr.db").exists()
         with proc.store("finance") as store:
-            assert store.runs_per_event() == {"m1": 1, "m2": 1}
+            assert store.work.runs_per_event() == {"m1": 1, "m2": 1}
         with proc.store("hr") as store:
-            assert store.runs_per_event() == {}
+            assert store.work.runs_per_event() == {}
         assert "not-the-secret" not in proc.log_tail(100_000)
     finally:
         await proc.stop()

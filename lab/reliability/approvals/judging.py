@@ -288,7 +288,7 @@ def judge(
                 late.append(round(float(row["at"]) - record.created_at, 1))
     settlements = settlement_events(store)
     messages = [*sent, *(clicker.keys if codes else [])]  # with codes a reply is a message
-    runs = store.runs_per_event()
+    runs = store.work.runs_per_event()
     if codes:
         assert isinstance(clicker, Replier)
         decisions = _replies(store, fake, clicker)
