@@ -24,7 +24,7 @@ from agent.contracts import (
     Run,
     RunState,
 )
-from storage.actions import ActionRecords
+from storage.base import Family
 from storage.rows import (
     insert_attempt,
     insert_intent,
@@ -42,7 +42,7 @@ def blank(card: Card) -> bool:
     return card.frames == 0 and card.final is None and card.fallback is None
 
 
-class CardRecords(ActionRecords):
+class CardRecords(Family):
     def open_card(self, intent: ActionIntent, attempt: Attempt | None, card: Card) -> bool:
         """Store the approved intent (claiming its key and its budget row), the card and
         (when the create goes at once) its attempt, together; False when another execution
@@ -161,7 +161,7 @@ class CardRecords(ActionRecords):
 
     def card_to_take_up(self, key: str, run_id: str) -> bool:
         """Does ``take_up_card`` hold a card for this slot of this run (the gate's fact)?"""
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT c.card_json FROM intents i JOIN cards c ON c.intent_id = i.intent_id"
             " WHERE i.idempotency_key = ? AND i.run_id = ? AND c.state IN (?, ?)"
             " AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id = i.intent_id)",
@@ -172,7 +172,7 @@ class CardRecords(ActionRecords):
     def card_answer_cut(self, event_id: str) -> bool:
         """Did a stop cut this event's card answer between two of its cards: its last card
         that opened ended with its part (``Card.continues``), and no next card opened?"""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT c.card_json, EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id ="
             " c.intent_id AND r.status IN ('accepted', 'verified')) FROM cards c"
             " WHERE c.event_id = ? ORDER BY c.rowid DESC LIMIT 1",
@@ -184,14 +184,14 @@ class CardRecords(ActionRecords):
         return card.continues and bool(rows[0][1])
 
     def card_for_intent(self, intent_id: str) -> Card | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT card_json FROM cards WHERE intent_id = ?", (intent_id,)
         ).fetchone()
         return Card.model_validate_json(row[0]) if row else None
 
     def open_cards(self, event_id: str) -> list[Card]:
         """One event's cards that may still be spinning."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT card_json FROM cards WHERE event_id = ? AND state IN (?, ?) ORDER BY rowid",
             (event_id, *_OPEN),
         ).fetchall()
@@ -201,7 +201,7 @@ class CardRecords(ActionRecords):
         """Open cards, untouched since ``before``, whose run has ended: nobody is streaming
         into them any more (a final frame that never got through, a run settled after a
         crash)."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT c.card_json FROM cards c JOIN runs r ON r.event_id = c.event_id"
             " WHERE c.state IN (?, ?) AND c.updated_at < ? AND r.state != ?"
             " ORDER BY c.rowid LIMIT ?",
@@ -209,13 +209,13 @@ class CardRecords(ActionRecords):
         ).fetchall()
         return [Card.model_validate_json(row[0]) for row in rows]
 
-    def cards(self) -> list[Card]:
-        rows = self.conn.execute("SELECT card_json FROM cards ORDER BY rowid").fetchall()
+    def all(self) -> list[Card]:
+        rows = self.db.conn.execute("SELECT card_json FROM cards ORDER BY rowid").fetchall()
         return [Card.model_validate_json(row[0]) for row in rows]
 
     def open_attempts(self, intent_id: str) -> list[Attempt]:
         """A card intent's attempts still ``started``: a stop cut them off."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT attempt_json FROM attempts WHERE intent_id = ? AND outcome = 'started'"
             " ORDER BY rowid",
             (intent_id,),
@@ -223,7 +223,7 @@ class CardRecords(ActionRecords):
         return [Attempt.model_validate_json(row[0]) for row in rows]
 
     def has_receipt(self, intent_id: str) -> bool:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT 1 FROM receipts WHERE intent_id = ? LIMIT 1", (intent_id,)
         ).fetchone()
         return row is not None

@@ -44,7 +44,6 @@ class Counts:
 
 
 class Store(
-    CardRecords,
     PieceRecords,
     ActionRecords,
     ApprovalRecords,
@@ -71,6 +70,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.cards = CardRecords(self)
         self.work = WorkRecords(self)
         self.events = EventRecords(self)
         self.context = ContextRecords(self)

@@ -89,7 +89,7 @@ def _opened(store: Store, event_id: str = "m1") -> tuple[Any, ActionIntent, Card
     intent = _intent(event_id, run.run_id)
     card = _card(intent, f"dta_{event_id}")
     attempt = _attempt(intent, f"att-{event_id}-1")
-    assert store.open_card(intent, attempt, card)
+    assert store.cards.open_card(intent, attempt, card)
     return run, intent, card, attempt
 
 
@@ -97,10 +97,10 @@ def test_a_cis_stored_with_its_iand_create_attempt_and_holds_the_slot(store: Sto
     run, intent, _c, _ = _opened(store)
     again = intent.model_copy(update={"intent_id": "int-other"})
     other = _card(again, "dta_other")
-    assert not store.open_card(again, _attempt(again, "att-other"), other)
-    assert [c.out_track_id for c in store.cards()] == ["dta_m1"]
-    assert [a.channel for a in store.open_attempts(intent.intent_id)] == [Channel.CARD]
-    assert store.open_cards("m1")[0].state is CardState.CREATED
+    assert not store.cards.open_card(again, _attempt(again, "att-other"), other)
+    assert [c.out_track_id for c in store.cards.all()] == ["dta_m1"]
+    assert [a.channel for a in store.cards.open_attempts(intent.intent_id)] == [Channel.CARD]
+    assert store.cards.open_cards("m1")[0].state is CardState.CREATED
     # the intent took the write budget, once
     _, last_minute, _, taken = store.gate_facts(
         run.thread_key, "cid-1", NOW - 60, NOW - 86400, ["m1:terminal"]
@@ -112,12 +112,12 @@ def test_frames_and_the_finish_are_recorded_and_the_run_ends_with_the_receipt(st
     run, intent, card, attempt = _opened(store)
     attempt.outcome, attempt.finished_at = AttemptOutcome.ACCEPTED, NOW
     card.state, card.frames, card.streamed = CardState.STREAMING, 3, "so far"
-    store.save_card(card, done=attempt)
-    assert store.card_for_intent(intent.intent_id).streamed == "so far"
-    assert store.open_attempts(intent.intent_id) == []
+    store.cards.save_card(card, done=attempt)
+    assert store.cards.card_for_intent(intent.intent_id).streamed == "so far"
+    assert store.cards.open_attempts(intent.intent_id) == []
 
     final = _attempt(intent, "att-m1-2")
-    store.save_card(card, start=final)
+    store.cards.save_card(card, start=final)
     final.outcome, final.finished_at = AttemptOutcome.ACCEPTED, NOW
     card.state, card.final = CardState.FINALIZED, "the answer"
     content = MessageContent(msgtype="card", text="the answer")
@@ -131,25 +131,25 @@ def test_frames_and_the_finish_are_recorded_and_the_run_ends_with_the_receipt(st
         "text": "the answer",
         "sent_at": NOW,
     }
-    store.finish_card(
+    store.cards.finish_card(
         card, intent.model_copy(update={"content": content}), receipt, final, outbound, ended
     )
-    assert store.open_cards("m1") == []
+    assert store.cards.open_cards("m1") == []
     assert store.intents("m1")[0].content == content
     assert store.receipts("m1")[0].status is ReceiptStatus.ACCEPTED
     assert store.events.get_run("m1").state is RunState.DONE
-    assert store.has_receipt(intent.intent_id)
+    assert store.cards.has_receipt(intent.intent_id)
 
 
 def test_open_cards_of_ended_runs_are_found_for_closing(store: Store):
     run, _i, card, _ = _opened(store)
-    assert store.cards_to_close(before=float("inf")) == []  # its run still works
+    assert store.cards.cards_to_close(before=float("inf")) == []  # its run still works
     store.events.save_run(run.model_copy(update={"state": RunState.FAILED}))
-    assert [c.out_track_id for c in store.cards_to_close(before=float("inf"))] == ["dta_m1"]
-    assert store.cards_to_close(before=NOW - 1) == []  # touched too recently
+    assert [c.out_track_id for c in store.cards.cards_to_close(before=float("inf"))] == ["dta_m1"]
+    assert store.cards.cards_to_close(before=NOW - 1) == []  # touched too recently
     card.state = CardState.FINALIZED
-    store.save_card(card)
-    assert store.cards_to_close(before=float("inf")) == []
+    store.cards.save_card(card)
+    assert store.cards.cards_to_close(before=float("inf")) == []
 
 
 def test_the_card_call_budget_is_shared_by_every_process_on_the_store(
@@ -158,11 +158,11 @@ def test_the_card_call_budget_is_shared_by_every_process_on_the_store(
     where, schema = store_target
     other = Store(where, schema=schema)  # a second replica on the same database
     try:
-        taken = [store.take_card_slot(100, 3), other.take_card_slot(100, 3)]
-        taken += [store.take_card_slot(100, 3), other.take_card_slot(100, 3)]
+        taken = [store.cards.take_card_slot(100, 3), other.cards.take_card_slot(100, 3)]
+        taken += [store.cards.take_card_slot(100, 3), other.cards.take_card_slot(100, 3)]
         assert taken == [True, True, True, False]
-        assert other.take_card_slot(101, 3)  # the next second has its own budget
-        assert store.take_card_slot(500, 3)  # old seconds are forgotten as time moves
+        assert other.cards.take_card_slot(101, 3)  # the next second has its own budget
+        assert store.cards.take_card_slot(500, 3)  # old seconds are forgotten as time moves
     finally:
         other.close()
 
@@ -171,19 +171,21 @@ def test_prune_forgets_the_cards_of_pruned_events(store: Store):
     run, _i, card, attempt = _opened(store)
     attempt.outcome = AttemptOutcome.ACCEPTED
     card.state = CardState.FINALIZED
-    store.save_card(card, done=attempt)
+    store.cards.save_card(card, done=attempt)
     store.events.save_run(run.model_copy(update={"state": RunState.DONE}))
     removed = store.prune(before=float("inf"))
-    assert removed["cards"] == 1 and store.cards() == []
+    assert removed["cards"] == 1 and store.cards.all() == []
 
 
 def test_a_stop_is_found_on_any_card_of_the_answer(store: Store):
-    assert not store.card_stop_requested()
-    assert not store.card_stop_requested("dta_a", "dta_b")
-    assert store.request_card_stop("dta_a", "u1", NOW)
-    assert not store.request_card_stop("dta_a", "u1", NOW)  # pressed before
-    assert store.card_stop_requested("dta_a") and store.card_stop_requested("dta_b", "dta_a")
-    assert not store.card_stop_requested("dta_b")
+    assert not store.cards.card_stop_requested()
+    assert not store.cards.card_stop_requested("dta_a", "dta_b")
+    assert store.cards.request_card_stop("dta_a", "u1", NOW)
+    assert not store.cards.request_card_stop("dta_a", "u1", NOW)  # pressed before
+    assert store.cards.card_stop_requested("dta_a") and store.cards.card_stop_requested(
+        "dta_b", "dta_a"
+    )
+    assert not store.cards.card_stop_requested("dta_b")
 
 
 def _waiting(store: Store, event_id: str = "m1") -> tuple[Any, ActionIntent, Card]:
@@ -191,7 +193,7 @@ def _waiting(store: Store, event_id: str = "m1") -> tuple[Any, ActionIntent, Car
     run = open_run_for(store, event_id)
     intent = _intent(event_id, run.run_id)
     card = _card(intent, f"dta_{event_id}")
-    assert store.open_card(intent, None, card)
+    assert store.cards.open_card(intent, None, card)
     return run, intent, card
 
 
@@ -199,7 +201,7 @@ def test_a_card_whose_create_never_left_goes_with_its_intent(store: Store):
     run, intent, _card = _waiting(store)
     assert store.attempts(intent.intent_id) == []  # nothing recorded as sent while it waits
     assert store.drop_unsent_intents("m1") == 1
-    assert store.cards() == [] and store.intents("m1") == []
+    assert store.cards.all() == [] and store.intents("m1") == []
     # the slot and the budget are free again: the next execution answers afresh
     _, last_minute, _, taken = store.gate_facts(
         run.thread_key, "cid-1", NOW - 60, NOW - 86400, ["m1:terminal"]
@@ -212,37 +214,37 @@ def test_a_card_only_throttled_is_forgotten_one_that_may_exist_is_not(store: Sto
     throttled = _attempt(intent, "att-m1-1")
     store.start_attempt(throttled)
     throttled.outcome, throttled.finished_at = AttemptOutcome.FAILED, NOW
-    store.save_card(card, done=throttled)
-    assert store.forget_unsent_cards("m1", run.run_id) == 1
-    assert store.cards() == [] and store.intents("m1") == []
+    store.cards.save_card(card, done=throttled)
+    assert store.cards.forget_unsent_cards("m1", run.run_id) == 1
+    assert store.cards.all() == [] and store.intents("m1") == []
 
     run2, intent2, card2 = _waiting(store, "m2")
     unknown = _attempt(intent2, "att-m2-1")
     store.start_attempt(unknown)
     unknown.outcome = AttemptOutcome.UNCERTAIN  # a stop cut it on the wire
-    store.save_card(card2, done=unknown)
-    assert store.forget_unsent_cards("m2", run2.run_id) == 0
-    assert [c.out_track_id for c in store.cards()] == ["dta_m2"]
+    store.cards.save_card(card2, done=unknown)
+    assert store.cards.forget_unsent_cards("m2", run2.run_id) == 0
+    assert [c.out_track_id for c in store.cards.all()] == ["dta_m2"]
 
 
 def test_a_blank_card_is_taken_up_by_its_own_run_under_its_intent(store: Store):
     run, intent, card, attempt = _opened(store)
     attempt.outcome, attempt.finished_at = AttemptOutcome.ACCEPTED, NOW
     card.state = CardState.STREAMING
-    store.save_card(card, done=attempt)
-    assert store.card_to_take_up("m1:terminal", run.run_id)
-    assert not store.card_to_take_up("m1:terminal", "run-other")  # only the run's own
+    store.cards.save_card(card, done=attempt)
+    assert store.cards.card_to_take_up("m1:terminal", run.run_id)
+    assert not store.cards.card_to_take_up("m1:terminal", "run-other")  # only the run's own
     again = intent.model_copy(update={"intent_id": "int-new", "created_at": NOW + 5})
-    taken = store.take_up_card(again)
+    taken = store.cards.take_up_card(again)
     assert taken is not None
     card_taken, intent_taken = taken
     assert card_taken.out_track_id == "dta_m1" and intent_taken.intent_id == intent.intent_id
     assert store.intents("m1")[0].created_at == NOW + 5  # the new approval, the same record
     # one that shows something is never taken up
     card.frames, card.streamed = 1, "第一"
-    store.save_card(card)
-    assert not store.card_to_take_up("m1:terminal", run.run_id)
-    assert store.take_up_card(again) is None
+    store.cards.save_card(card)
+    assert not store.cards.card_to_take_up("m1:terminal", run.run_id)
+    assert store.cards.take_up_card(again) is None
 
 
 def test_a_fallback_that_never_left_goes_with_its_card(store: Store):
@@ -253,6 +255,6 @@ def test_a_fallback_that_never_left_goes_with_its_card(store: Store):
     store.start_attempt(refused)
     refused.outcome, refused.finished_at = AttemptOutcome.FAILED, NOW
     card.state = CardState.ABANDONED
-    store.save_card(card, done=refused)
-    assert store.forget_unsent_cards("m1", run.run_id) == 1
-    assert store.cards() == [] and store.intents("m1") == []
+    store.cards.save_card(card, done=refused)
+    assert store.cards.forget_unsent_cards("m1", run.run_id) == 1
+    assert store.cards.all() == [] and store.intents("m1") == []

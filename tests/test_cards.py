@@ -136,7 +136,7 @@ async def test_a_provider_that_breaks_mid_answer_leaves_no_card_spinning(fake, t
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.FAILED and receipt.evidence.frames >= 1
     assert "unavailable" in runtime.store.events.get_run("m1").failure
-    assert runtime.store.cards()[0].state is CardState.FINALIZED
+    assert runtime.store.cards.all()[0].state is CardState.FINALIZED
     await runtime.aclose()
 
 
@@ -192,7 +192,7 @@ async def test_a_create_whose_answer_never_came_is_not_created_again(fake, tmp_p
     assert not [r for r in fake.request_log if r["path"].endswith("createAndDeliver")]
     (receipt,) = runtime.store.receipts()
     assert receipt.status is ReceiptStatus.FAILED
-    assert runtime.store.cards()[0].state is CardState.ABANDONED
+    assert runtime.store.cards.all()[0].state is CardState.ABANDONED
     await runtime.aclose()
 
 
@@ -212,7 +212,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     fake.clock.advance_to(fake.clock.now() + 10)
     assert await runtime.sweep_cards() == 1
     assert fake.cards[0].finalized and fake.cards[0].content == "最终答案"
-    assert runtime.store.cards()[0].state is CardState.FINALIZED
+    assert runtime.store.cards.all()[0].state is CardState.FINALIZED
     # What the person finally saw is on record: the whole answer, delivered late.
     first, later = runtime.store.receipts()
     assert (first.status, later.status) == (ReceiptStatus.FAILED, ReceiptStatus.ACCEPTED)
@@ -230,7 +230,7 @@ async def test_no_card_call_is_recorded_as_sent_while_it_waits_for_its_slot(fake
     take = pacer.slot
 
     async def slot() -> None:  # what the store says while each call waits for its slot
-        cards = runtime.store.cards()
+        cards = runtime.store.cards.all()
         waits.append([a.outcome for c in cards for a in runtime.store.attempts(c.intent_id)])
         await take()
 
@@ -272,7 +272,7 @@ async def test_a_blank_card_whose_run_ends_without_answering_is_closed_by_the_sw
     again = await boot(fake, tmp_path, answer, card_frames_per_second=1, paused=True)
     await again.drain_store()
     assert again.store.events.get_run("m1").state is RunState.SILENT  # the operator paused it
-    assert again.store.cards()[0].state is CardState.STREAMING  # left for an answer
+    assert again.store.cards.all()[0].state is CardState.STREAMING  # left for an answer
     fake.clock.advance_to(fake.clock.now() + 10)
     assert await again.sweep_cards() == 1
     (card,) = fake.cards

@@ -78,13 +78,15 @@ class ClickDesk:
     def _stop(self, click: CardClick) -> ClickAnswer:
         """The stop button of a streaming reply card: only the person who asked stops it
         (the streaming run reads the request between frames); anyone else's does nothing."""
-        card = self.store.card_by_track(click.out_track_id)
+        card = self.store.cards.card_by_track(click.out_track_id)
         run = self.store.events.get_run(card.event_id) if card is not None else None
         if run is None:
             outcome = "unknown"
         elif click.user_id != run.origin.user_id:
             outcome = "not_the_asker"
-        elif self.store.request_card_stop(click.out_track_id, click.user_id, click.received_at):
+        elif self.store.cards.request_card_stop(
+            click.out_track_id, click.user_id, click.received_at
+        ):
             outcome = "stop_requested"
         else:
             outcome = "already_stopped"

@@ -135,7 +135,7 @@ class CardBroker(CardCalls):
         )
         # The content is recorded once, when the card ends (finish_card).
         bare = intent.model_copy(update={"content": None})
-        if not self.store.open_card(bare, None, card):
+        if not self.store.cards.open_card(bare, None, card):
             return self._take_up(intent)
         handle = OpenCard(card, intent)
         if space is None:
@@ -148,7 +148,7 @@ class CardBroker(CardCalls):
         elif answer.outcome is not CardOutcome.UNCERTAIN:
             card.state, card.fallback, handle.exists = CardState.ABANDONED, answer.reason, False
         card.updated_at = self.clock.now()
-        self.store.save_card(card)
+        self.store.cards.save_card(card)
         if handle.exists is not False:
             handle.pump = asyncio.ensure_future(self._pump(handle))
         log.info("card opened", extra={"card": out, "create": answer.describe()})
@@ -172,7 +172,7 @@ class CardBroker(CardCalls):
         the card showed anything: this execution's answer goes on it (never a second
         create). One whose create's answer was lost may not exist: the answer then goes as
         text and the card, if it is there, is closed with a line saying so."""
-        taken = self.store.take_up_card(intent.model_copy(update={"content": None}))
+        taken = self.store.cards.take_up_card(intent.model_copy(update={"content": None}))
         if taken is None:
             return None
         card, stored = taken
@@ -208,7 +208,7 @@ class CardBroker(CardCalls):
         card.final, card.updated_at = text, self.clock.now()
         reason = _reason(cut_off, False, stopped)
         card.final_reason = CardReason(reason) if reason is not None else None
-        self.store.save_card(card)
+        self.store.cards.save_card(card)
         frame, state = await self.close_on_platform(handle, text)
         if not frame.ok and card.frames == 0 and frame.reason in UNFIT and cut_off is None:
             card.fallback = frame.reason
@@ -240,7 +240,7 @@ class CardBroker(CardCalls):
         outbound = self._outbound(handle, text) if frame.ok or state.ok else None
         settled = ending.apply(run, receipt) if ending is not None else None
         await patiently(
-            lambda: self.store.finish_card(card, intent, receipt, None, outbound, settled),
+            lambda: self.store.cards.finish_card(card, intent, receipt, None, outbound, settled),
             attempts=None,
         )
         log.info("card finished", extra={"run_id": run.run_id, "card": card.out_track_id})
@@ -282,7 +282,7 @@ class CardBroker(CardCalls):
         )
 
         def record(attempt: Attempt) -> None:
-            self.store.fall_back(card, intent, attempt)
+            self.store.cards.fall_back(card, intent, attempt)
 
         log.info("card fell back to markdown", extra={"run_id": run.run_id, "reason": reason})
         return await self.broker.deliver_instead(

@@ -90,7 +90,7 @@ class CardCalls:
             self._close(attempt, answer, handle)
             if took is not None:
                 took(answer)
-            self.store.save_card(handle.card, done=attempt)
+            self.store.cards.save_card(handle.card, done=attempt)
             return answer
 
         return await self.pacer.call(None, once, deadline=deadline)
@@ -129,7 +129,7 @@ class CardCalls:
         if answer.ok:
             card.streamed, card.frames, handle.exists = handle.sending, card.frames + 1, True
             card.state, card.updated_at = CardState.STREAMING, self.clock.now()
-            self.store.save_card(card)  # what the person sees, for a card cut off by a crash
+            self.store.cards.save_card(card)  # what the person sees, for a card cut off by a crash
         elif answer.outcome is CardOutcome.UNCERTAIN:
             handle.unsure = handle.sending
         elif not answer.retryable:

@@ -47,7 +47,7 @@ class CardPacer:
         while True:
             now = self.clock.now()
             window = int(now // self.window_s)
-            if self.store.take_card_slot(window, self.limit):
+            if self.store.cards.take_card_slot(window, self.limit):
                 return
             self.crash.hit("card_call_waits")
             await self.clock.sleep(max(0.001, (window + 1) * self.window_s - now))

@@ -58,17 +58,17 @@ async def recover(cards: CardBroker, event_id: str, take_up: bool = False) -> in
     if run is None:
         return 0
     if take_up:  # created nowhere (a create or a fallback that waited): answered afresh
-        store.forget_unsent_cards(event_id, run.run_id)
+        store.cards.forget_unsent_cards(event_id, run.run_id)
     intents = {intent.intent_id: intent for intent in store.intents(event_id)}
     closed = 0
-    for card in store.open_cards(event_id):
+    for card in store.cards.open_cards(event_id):
         intent = intents.get(card.intent_id)
         if intent is None:
             continue
         _close_cut_attempts(cards, card)
         handle = OpenCard(card, intent, exists=None if card.state is CardState.CREATED else True)
         first = "#" not in intent.idempotency_key  # a long answer's later cards stay as they were
-        if store.has_receipt(card.intent_id):  # its word is on record: only the platform
+        if store.cards.has_receipt(card.intent_id):  # its word is on record: only the platform
             await _close_late(cards, run, handle)
         elif card.final is not None:
             await _finish_decided(cards, run, handle)
@@ -111,13 +111,13 @@ async def send_owed_parts(cards: CardBroker, run: Run) -> int:
 
 def _close_cut_attempts(cards: CardBroker, card: Card) -> None:
     """The card's calls a stop cut off on the wire: uncertain, never sent again as such."""
-    for attempt in cards.store.open_attempts(card.intent_id):
+    for attempt in cards.store.cards.open_attempts(card.intent_id):
         attempt.outcome, attempt.finished_at = AttemptOutcome.UNCERTAIN, cards.clock.now()
         attempt.evidence = Evidence(
             channels_tried=[Channel.CARD],
             detail="the runtime stopped during this card call; outcome unknown",
         )
-        cards.store.save_card(card, done=attempt)
+        cards.store.cards.save_card(card, done=attempt)
 
 
 async def _close_late(cards: CardBroker, run: Run, handle: OpenCard) -> None:
@@ -127,7 +127,7 @@ async def _close_late(cards: CardBroker, run: Run, handle: OpenCard) -> None:
     late = _late_receipt(cards.store.receipts(run.event_id), card.intent_id)
     if late is not None and frame.ok:
         _finished_late(cards, run, late, card.frames)
-    cards.store.save_card(card)
+    cards.store.cards.save_card(card)
 
 
 async def _finish_decided(cards: CardBroker, run: Run, handle: OpenCard) -> None:
@@ -148,7 +148,7 @@ async def sweep(cards: CardBroker, everything: bool = False) -> int:
     """Close open cards whose run has ended and that were quiet for ``card_stall_s`` (all of
     them with ``everything``, at start-up): no card is left spinning for good."""
     before = float("inf") if everything else cards.clock.now() - cards.stall_s
-    events = dict.fromkeys(card.event_id for card in cards.store.cards_to_close(before))
+    events = dict.fromkeys(card.event_id for card in cards.store.cards.cards_to_close(before))
     closed = 0
     for event_id in events:
         closed += await recover(cards, event_id)

@@ -168,7 +168,7 @@ class CardReplies(CardEndings):
         if live.card is None or now - live.stop_checked < STOP_POLL_S:
             return False
         live.stop_checked = now
-        live.stopped = self.cards.store.card_stop_requested(*live.tracks)
+        live.stopped = self.cards.store.cards.card_stop_requested(*live.tracks)
         return live.stopped
 
     def _timeout(
@@ -249,7 +249,9 @@ class CardReplies(CardEndings):
         if not receipt.status.delivered:
             live.broken = f"card {live.part} of the answer was not taken"
             return
-        self.crash.hit("between_pieces")  # a stop here cuts the answer (Store.card_answer_cut)
+        self.crash.hit(
+            "between_pieces"
+        )  # a stop here cuts the answer (store.cards.card_answer_cut)
         live.part += 1
         handle = await self.cards.open(live.run, part_intent(live.card.intent, live.part))
         if handle is None:

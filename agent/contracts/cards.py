@@ -38,7 +38,7 @@ class Card(Contract):
     state: CardState = CardState.CREATED
     frames: int = 0
     # ended with its part of a longer answer, which goes on in the next card: if no next
-    # card opened (a stop, a crash), the answer was cut there (Store.card_answer_cut)
+    # card opened (a stop, a crash), the answer was cut there (store.cards.card_answer_cut)
     continues: bool = False
     streamed: str = ""
     final: str | None = None

@@ -31,7 +31,7 @@ def load_facts(
     blank = frozenset(
         key
         for key, first in taken.items()
-        if first is None and store.card_to_take_up(key, run.run_id)
+        if first is None and store.cards.card_to_take_up(key, run.run_id)
     )
     return ActionFacts(
         now=now,

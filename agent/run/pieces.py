@@ -124,7 +124,7 @@ async def send_owed(store: Store, broker: Any, run: Run, follow_up: FollowUp, en
     arrived — or that a card answer was cut between its cards. Returns how many pieces
     were owed."""
     owed = store.owed_pieces(run.event_id)
-    cut_short = store.card_answer_cut(run.event_id)
+    cut_short = store.cards.card_answer_cut(run.event_id)
     if not owed:
         if cut_short:
             await follow_up(missing_line([], english, cut_short=True) or "")

@@ -50,7 +50,7 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
     failure = None
     if kind is ActionKind.SILENCE:
         state = RunState.SILENT
-    elif store.card_answer_cut(run.event_id):
+    elif store.cards.card_answer_cut(run.event_id):
         state = RunState.FAILED
         failure = "partial reply: the runtime stopped between two cards of the answer"
     elif len(statuses) < pieces:
@@ -76,7 +76,7 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
 def _card_left_open(store: Store, intent: ActionIntent) -> bool:
     """Is the intent's card still open after the card recovery (agent/cards/recovery.py),
     which leaves open only a card that shows nothing yet, for the run's next answer?"""
-    card = store.card_for_intent(intent.intent_id)
+    card = store.cards.card_for_intent(intent.intent_id)
     return card is not None and card.state in (CardState.CREATED, CardState.STREAMING)
 
 

@@ -119,7 +119,7 @@ async def reply_card_once_streaming(
     answer's ``card``-th card once a later one holds them; ``ValueError`` if none."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        tracks = {stored.out_track_id for stored in store.cards() if stored.event_id == msg}
+        tracks = {stored.out_track_id for stored in store.cards.all() if stored.event_id == msg}
         held = [shown for shown in fake.cards if shown.out_track_id in tracks]
         later = card is None or len(held) > card
         if held and later and len(held[-1].frames) >= frames:
