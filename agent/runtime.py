@@ -271,7 +271,7 @@ class Runtime:
     def _store_decisions(self) -> list[Event]:
         """The events of decided approvals not stored yet (stored now), to be run."""
         events = []
-        for record in self.store.unsettled_approvals():
+        for record in self.store.approvals.unsettled_approvals():
             run = self.store.events.get_run(record.event_id)
             if run is not None:
                 event = settle_event(record, run, self.clock.now())

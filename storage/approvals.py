@@ -1,10 +1,11 @@
 """Approvals of acts and the clicks on their cards (``approvals``, ``approval_clicks``).
 
-store.add_approval(record)                      # pending, before its prompt goes out
-store.decide_approval("apv_1", "approved", by="u1", at=now)   # True for the first decision only
-store.approval_by_track("apv_1")                # the approval a card click names
-store.add_click("frame-9", "apv_1", "u2", "approve", "not_authorizer", now)  # False: seen
-store.due_approvals(now)                        # pending ones past their expiry
+approvals = store.approvals
+approvals.add_approval(record)              # pending, before its prompt goes out
+approvals.decide_approval(record)           # True for the first decision only
+approvals.approval_by_track("apv_1")        # the approval a card click names
+approvals.add_click("frame-9", "apv_1", "u2", "approve", "not_authorizer", now)  # False: seen
+approvals.due_approvals(now)                # pending ones past their expiry
 
 A decision is a compare-and-set on ``status``: the first one stands, on any replica.
 """
@@ -19,13 +20,13 @@ from agent.contracts import (
     Run,
     RunState,
 )
-from storage.base import StoreBase
+from storage.base import Family
 from storage.rows import insert_receipt
 
 _COLUMNS = "approval_json"
 
 
-class ApprovalRecords(StoreBase):
+class ApprovalRecords(Family):
     def add_approval(self, record: ApprovalRecord) -> bool:
         """Store a new approval; False when one with its id is already stored (a re-executed
         run proposing the same act again finds its own)."""
@@ -83,7 +84,7 @@ class ApprovalRecords(StoreBase):
         rows = self._dicts(f"SELECT {_COLUMNS} FROM approvals WHERE {where} LIMIT 1", params)
         return ApprovalRecord.model_validate_json(rows[0][_COLUMNS]) if rows else None
 
-    def approvals(self, event_id: str | None = None, limit: int = 200) -> list[ApprovalRecord]:
+    def all(self, event_id: str | None = None, limit: int = 200) -> list[ApprovalRecord]:
         """In creation order: one message's, or the latest ``limit`` of all."""
         if event_id is not None:
             sql = f"SELECT {_COLUMNS} FROM approvals WHERE event_id = ? ORDER BY created_at"

@@ -46,7 +46,6 @@ class Counts:
 class Store(
     PieceRecords,
     ActionRecords,
-    ApprovalRecords,
 ):
     """The whole store: its connection (``StoreBase``) and every record family over it, each
     an attribute (``store.usage``, ...)."""
@@ -70,6 +69,7 @@ class Store(
             owner=owner,
         )
         self.usage = UsageRecords(self)
+        self.approvals = ApprovalRecords(self)
         self.cards = CardRecords(self)
         self.work = WorkRecords(self)
         self.events = EventRecords(self)

@@ -54,7 +54,7 @@ def test_only_the_authorizer_decides_and_the_first_decision_stands(store, desk):
     assert first.decided and first.record.status is ApprovalStatus.DENIED
     again = desk.decide(record, "u1", "approve")  # a stale copy: the row says denied
     assert not again.decided and again.outcome == "already_denied"
-    assert store.get_approval(record.approval_id).decided_by == "u1"
+    assert store.approvals.get_approval(record.approval_id).decided_by == "u1"
 
 
 def test_the_same_act_asked_again_finds_its_own_approval(store, desk):
@@ -62,7 +62,7 @@ def test_the_same_act_asked_again_finds_its_own_approval(store, desk):
     first, _ = desk.open(run, intent(run))
     second, voided = desk.open(run, intent(run))
     assert second.approval_id == first.approval_id and voided == []
-    assert len(store.approvals(run.event_id)) == 1
+    assert len(store.approvals.all(run.event_id)) == 1
 
 
 def test_changed_arguments_void_what_was_pending(store, desk):
@@ -70,13 +70,13 @@ def test_changed_arguments_void_what_was_pending(store, desk):
     old, _ = desk.open(run, intent(run))
     # the same message asking for the same subject for two people: two acts, both wait
     both, voided = desk.open(run, intent(run, {**ARGS, "executors": ["u4"]}))
-    assert voided == [] and store.get_approval(old.approval_id).status.is_open
+    assert voided == [] and store.approvals.get_approval(old.approval_id).status.is_open
     # a later message asking again with other arguments corrects it: the old one is void
     later = run_for(event(user="u1", msg_id="m2")).model_copy(update={"run_id": "run_2"})
     new, voided = desk.open(later, intent(later, {**ARGS, "executors": ["u3"]}))
     assert sorted(v.approval_id for v in voided) == sorted([old.approval_id, both.approval_id])
-    assert store.get_approval(old.approval_id).status is ApprovalStatus.VOID
-    assert desk.decide(store.get_approval(old.approval_id), "u1", "approve").outcome == (
+    assert store.approvals.get_approval(old.approval_id).status is ApprovalStatus.VOID
+    assert desk.decide(store.approvals.get_approval(old.approval_id), "u1", "approve").outcome == (
         "already_void"
     )
     assert new.status is ApprovalStatus.PENDING
@@ -92,16 +92,16 @@ def test_expiry_is_a_decision_found_without_a_heartbeat(store):
     (expired,) = desk.expire_due()
     assert expired.status is ApprovalStatus.EXPIRED
     assert desk.decide(record, "u1", "approve").outcome == "already_expired"
-    assert [r.approval_id for r in store.unsettled_approvals()] == [record.approval_id]
-    assert store.claim_settlement(record.approval_id, "approval:x")
-    assert not store.claim_settlement(record.approval_id, "m9")  # one run carries it out
-    assert store.unsettled_approvals() == []
+    assert [r.approval_id for r in store.approvals.unsettled_approvals()] == [record.approval_id]
+    assert store.approvals.claim_settlement(record.approval_id, "approval:x")
+    assert not store.approvals.claim_settlement(record.approval_id, "m9")  # one run carries it out
+    assert store.approvals.unsettled_approvals() == []
 
 
 def test_a_redelivered_click_decides_nothing_new_and_a_strangers_is_private(store, desk):
     run = run_for(event(user="u1"))
     record, _ = desk.open(run, intent(run))
-    store.set_approval_track(record.approval_id, record.approval_id)
+    store.approvals.set_approval_track(record.approval_id, record.approval_id)
     clicks = ClickDesk(store, desk)
     stranger = clicks.receive(click("f1", "u3", track=record.approval_id))
     assert stranger.response["userPrivateData"]["cardParamMap"]["status"] == ONLY_THE_ASKER
@@ -114,8 +114,8 @@ def test_a_redelivered_click_decides_nothing_new_and_a_strangers_is_private(stor
     assert again.event is None and "已同意" in private and "cardData" not in again.response
     later = clicks.receive(click("f3", "u1", "deny", track=record.approval_id))
     assert "cardData" not in later.response and later.event is None  # a second press
-    assert store.get_approval(record.approval_id).status is ApprovalStatus.APPROVED
-    outcomes = [c["outcome"] for c in store.clicks(record.approval_id)]
+    assert store.approvals.get_approval(record.approval_id).status is ApprovalStatus.APPROVED
+    outcomes = [c["outcome"] for c in store.approvals.clicks(record.approval_id)]
     assert outcomes == ["not_authorizer", "approved", "already_approved"]
 
 
@@ -144,7 +144,7 @@ def test_another_object_is_another_act_and_both_wait(store, desk):
     first, _ = desk.open(run, intent(run))
     second, voided = desk.open(run, intent(run, {"subject": "订机票", "executors": ["u2"]}))
     assert voided == [] and second.approval_id != first.approval_id
-    assert store.get_approval(first.approval_id).status is ApprovalStatus.PENDING
+    assert store.approvals.get_approval(first.approval_id).status is ApprovalStatus.PENDING
 
 
 def test_an_asker_whose_prompt_is_in_doubt_gets_the_code_in_one_line(store, desk):

@@ -42,7 +42,7 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _approval_id(store_path: Path) -> str:
     with Store(store_path) as store:
-        return store.approvals()[0].approval_id
+        return store.approvals.all()[0].approval_id
 
 
 def test_list_says_what_became_of_the_act_with_names_and_the_zone(store_path, capsys):
@@ -105,14 +105,14 @@ def _receipt(record: ApprovalRecord, run_id: str, status: ReceiptStatus, **extra
 def made(store_path: Path, tmp_path: Path):
     """A fresh store holding variations of the case's approval, one message each."""
     with Store(store_path) as lab:
-        base = lab.approvals()[0]
+        base = lab.approvals.all()[0]
     store = Store(tmp_path / "made.db")
 
     def add(name: str, **update) -> ApprovalRecord:
         record = base.model_copy(
             update={"approval_id": f"apv_{name}", "event_id": f"msg_{name}", **update}
         )
-        store.add_approval(record)
+        store.approvals.add_approval(record)
         return record
 
     decided = {"decided_by": "u1", "decided_at": base.created_at + 10}
@@ -132,7 +132,7 @@ def made(store_path: Path, tmp_path: Path):
 
 
 def test_every_outcome_is_told_in_the_vocabulary(made):
-    said = {r.approval_id: approval_act(made, r) for r in made.approvals()}
+    said = {r.approval_id: approval_act(made, r) for r in made.approvals.all()}
     assert said["apv_pending"].words == "waiting for the asker's approval"
     assert said["apv_void"].words == "not run: the approval is void (superseded)"
     # approved, then refused carrying it out (its act never became an intent)

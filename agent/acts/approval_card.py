@@ -88,7 +88,7 @@ class ApprovalCards:
         self.text_prompt = text_prompt
 
     async def deliver(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
-        record = self.store.get_approval(intent.approval_id or "")
+        record = self.store.approvals.get_approval(intent.approval_id or "")
         space = open_space_id(intent.target)
         if record is None or space is None:
             detail = "no such approval" if record is None else "no card space for this sender"
@@ -113,7 +113,7 @@ class ApprovalCards:
         )
         if not self.store.add_intent(intent, attempt):
             return self.broker.refuse_duplicate(run, intent)
-        self.store.set_approval_track(record.approval_id, record.approval_id)
+        self.store.approvals.set_approval_track(record.approval_id, record.approval_id)
         self.broker.crash.hit("after_attempt_started")
         answer = await self.api.create(body)
         self.broker.crash.hit("after_send")
@@ -145,7 +145,7 @@ class ApprovalCards:
         in_group = intent.target.conversation_type.value == "group"
         text = self.text_prompt(record, in_group)
         words = intent.model_copy(update={"content": MessageContent(msgtype="text", text=text)})
-        self.store.set_approval_asked(
+        self.store.approvals.set_approval_asked(
             record.approval_id,
             out_track_id=None,
             asked_with="text",

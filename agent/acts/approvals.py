@@ -133,7 +133,9 @@ class ApprovalDesk:
         now = self.clock.now()
         approval_id = "apv_" + sha256_text(intent.idempotency_key)[:20]
         voided = []
-        for old in self.store.pending_approvals(auth.conversation_id, auth.authorizer, intent.tool):
+        for old in self.store.approvals.pending_approvals(
+            auth.conversation_id, auth.authorizer, intent.tool
+        ):
             if old.approval_id == approval_id or not _supersedes(old, run.event_id, auth):
                 continue
             void = old.model_copy(
@@ -144,7 +146,7 @@ class ApprovalDesk:
                     "void_reason": VoidReason.SUPERSEDED,
                 }
             )
-            if self.store.decide_approval(void):
+            if self.store.approvals.decide_approval(void):
                 voided.append(void)
         record = ApprovalRecord(
             approval_id=approval_id,
@@ -162,8 +164,8 @@ class ApprovalDesk:
             asked_with="card" if self.cards else "text",
             names=dict(names or {}),
         )
-        if not self.store.add_approval(record):
-            stored = self.store.get_approval(approval_id)
+        if not self.store.approvals.add_approval(record):
+            stored = self.store.approvals.get_approval(approval_id)
             record = stored if stored is not None else record
         return record, voided
 
@@ -177,13 +179,13 @@ class ApprovalDesk:
         now = self.clock.now()
         if record.status.is_open and now >= record.expires_at:
             self.expire(record)
-            record = self.store.get_approval(record.approval_id) or record
+            record = self.store.approvals.get_approval(record.approval_id) or record
         if not record.status.is_open:
             return Decision(f"already_{record.status.value}", record, _already(record))
         status = ApprovalStatus.APPROVED if choice == APPROVE else ApprovalStatus.DENIED
         decided = record.model_copy(update={"status": status, "decided_by": by, "decided_at": now})
-        if not self.store.decide_approval(decided):
-            current = self.store.get_approval(record.approval_id) or record
+        if not self.store.approvals.decide_approval(decided):
+            current = self.store.approvals.get_approval(record.approval_id) or record
             return Decision(f"already_{current.status.value}", current, _already(current))
         said = "已同意，正在执行" if status is ApprovalStatus.APPROVED else "已拒绝，不会执行"
         return Decision(status.value, decided, said)
@@ -198,7 +200,7 @@ class ApprovalDesk:
                 "void_reason": reason,
             }
         )
-        return self.store.decide_approval(void)
+        return self.store.approvals.decide_approval(void)
 
     def expire(self, record: ApprovalRecord) -> ApprovalRecord | None:
         """Expire one pending approval (None when it was decided first)."""
@@ -209,12 +211,12 @@ class ApprovalDesk:
                 "detail": f"nobody decided within {self.timeout_s:g} s",
             }
         )
-        return expired if self.store.decide_approval(expired) else None
+        return expired if self.store.approvals.decide_approval(expired) else None
 
     def expire_due(self) -> list[ApprovalRecord]:
         """Every pending approval past its time, expired now."""
         expired = []
-        for record in self.store.due_approvals(self.clock.now()):
+        for record in self.store.approvals.due_approvals(self.clock.now()):
             done = self.expire(record)
             if done is not None:
                 expired.append(done)

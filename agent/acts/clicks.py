@@ -90,22 +90,22 @@ class ClickDesk:
             outcome = "stop_requested"
         else:
             outcome = "already_stopped"
-        self.store.add_click(
+        self.store.approvals.add_click(
             click.frame_id, None, click.user_id, click.action, outcome, click.received_at
         )
         log.info("card stop click", extra={"card": click.out_track_id, "outcome": outcome})
         return ClickAnswer("OK")
 
     def _decide(self, click: CardClick, desk: ApprovalDesk) -> ClickAnswer:
-        seen = self.store.click(click.frame_id)
+        seen = self.store.approvals.click(click.frame_id)
         if seen is not None:  # a redelivered callback: the same answer, nothing new decided
             if seen.get("outcome") == "not_authorizer":
                 return ClickAnswer(_shown(ONLY_THE_ASKER, click.user_id))
             # the card everyone sees already shows the decision (and later its outcome):
             # the presser alone is answered, so a late redelivery never rewrites it
-            current = self.store.approval_by_track(click.out_track_id)
+            current = self.store.approvals.approval_by_track(click.out_track_id)
             return ClickAnswer(_shown(status_words(current), click.user_id))
-        record = self.store.approval_by_track(click.out_track_id)
+        record = self.store.approvals.approval_by_track(click.out_track_id)
         event, decided = None, False
         if click.action not in (APPROVE, DENY):
             decision_said, outcome = "未知的操作", "unknown_action"
@@ -120,7 +120,7 @@ class ClickDesk:
                 if self.paused and decision.record.status is ApprovalStatus.APPROVED:
                     decision_said = WAITS_FOR_RESUME
         approval_id = record.approval_id if record is not None else None
-        self.store.add_click(
+        self.store.approvals.add_click(
             click.frame_id, approval_id, click.user_id, click.action, outcome, click.received_at
         )
         log.info(

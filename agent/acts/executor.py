@@ -258,14 +258,14 @@ class ActExecutor:
             return self._settled(run, intent, ReceiptStatus.FAILED, evidence, last)
         except Exception as exc:  # cannot tell now: try again later
             kind = str(getattr(exc, "kind", None) or type(exc).__name__)
-            tries = self.store.readback_tries(intent.intent_id)
+            tries = self.store.approvals.readback_tries(intent.intent_id)
             wait = min(READBACK_MAX_S, READBACK_FIRST_S * 2**tries)
             self._later(intent, since, now + wait, f"{kind}: {exc}")
             return None
         return self._settled(run, intent, ReceiptStatus.VERIFIED, _evidence(seen), last)
 
     def _later(self, intent: ActionIntent, since: float, next_at: float, why: str) -> None:
-        self.store.readback_later(intent.intent_id, since, next_at, why)
+        self.store.approvals.readback_later(intent.intent_id, since, next_at, why)
 
     def _settled(
         self,
@@ -279,7 +279,7 @@ class ActExecutor:
         recovery pass, a run asking for the same act) settled it first."""
         bound = run.model_copy(update={"run_id": intent.run_id, "event_id": intent.event_id})
         receipt = self._receipt(bound, intent, status, evidence)
-        if not self.store.add_readback(receipt, after=was.receipt_id):
+        if not self.store.approvals.add_readback(receipt, after=was.receipt_id):
             return None
         return Resolved(receipt, was.status)
 
@@ -289,7 +289,7 @@ class ActExecutor:
         """Read back every act owed a read-back now (the recovery pass); how many settled.
         ``on_resolved``: told of each one that settled (the asker is owed a word)."""
         settled = 0
-        for intent, _since in self.store.due_readbacks(self.clock.now()):
+        for intent, _since in self.store.approvals.due_readbacks(self.clock.now()):
             run = self.store.events.get_run(intent.event_id)
             if run is None:
                 continue

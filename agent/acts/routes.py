@@ -70,14 +70,16 @@ class ApprovalRoutes:
         if reply is None:
             return None
         choice, code = reply
-        record = self.store.approval_by_code(event.conversation.id, code, event.actor.user_id)
+        record = self.store.approvals.approval_by_code(
+            event.conversation.id, code, event.actor.user_id
+        )
         if record is None:
             return None  # not a code we gave: an ordinary message
         settlement = self.settlement
-        earlier = self.store.click(event.event_id)  # this very reply, before a crash
+        earlier = self.store.approvals.click(event.event_id)  # this very reply, before a crash
         decision = self.desk.decide(record, event.actor.user_id, choice)
         # kept like a click (by the message's id: a redelivery records nothing new)
-        self.store.add_click(
+        self.store.approvals.add_click(
             event.event_id,
             record.approval_id,
             event.actor.user_id,

@@ -115,10 +115,10 @@ class ActRunner:
             if approval is None and not (touched and touched.audience is not None)
             else (),
             "act_key": key,
-            "acts_last_day_conversation": self.store.acts_since(
+            "acts_last_day_conversation": self.store.approvals.acts_since(
                 now - DAY_S, run.origin.conversation_id
             ),
-            "acts_last_day": self.store.acts_since(now - DAY_S),
+            "acts_last_day": self.store.approvals.acts_since(now - DAY_S),
             "approval": approval,
         }
 
@@ -136,7 +136,7 @@ class ActRunner:
                 return approval.act_key
             return idempotency_key(run.event_id, ActionKind.ACT, of=auth.arguments_hash)
         # the person's recent acts here, and the event's own however old (a re-driven run)
-        intents, approvals = self.store.recent_acts(
+        intents, approvals = self.store.approvals.recent_acts(
             run.origin.conversation_id, auth.authorizer, now - self.repeat_window_s, run.event_id
         )
         receipts = {i.intent_id: self.store.intent_receipts(i.intent_id) for i in intents}
@@ -178,7 +178,7 @@ class ActRunner:
         message's own first read back if a crash left them uncertain (a re-driven run finds
         them before it asks the model), then each in the outcome vocabulary."""
         now = self.clock.now()
-        intents, approvals = self.store.recent_acts(
+        intents, approvals = self.store.approvals.recent_acts(
             run.origin.conversation_id, run.origin.user_id, now - self.repeat_window_s, run.event_id
         )
         for intent in intents:

@@ -110,7 +110,7 @@ class ApprovalSettlement:
 
     async def handle(self, run: Run, approval_id: str) -> Run:
         """The run of the event ``approval:<id>``."""
-        record = self.store.get_approval(approval_id)
+        record = self.store.approvals.get_approval(approval_id)
         if record is None or record.status.is_open:
             return self.endings.end_silent(
                 run, SilentReason.NOT_DUE, f"approval {approval_id} has no decision"
@@ -134,7 +134,7 @@ class ApprovalSettlement:
         last = last_act_receipt(self.store.intent_receipts(intent_id)) if intent else None
         if intent is None or last is None or intent.authorization is None:
             return self.endings.end_silent(run, SilentReason.NOT_DUE, f"no act {intent_id}")
-        record = self.store.approval_by_act_key(intent.idempotency_key)
+        record = self.store.approvals.approval_by_act_key(intent.idempotency_key)
         if self.cards is not None and record is not None:
             await self.cards.show(record, _card_status(record, last))
         auth = intent.authorization
@@ -148,7 +148,7 @@ class ApprovalSettlement:
     async def carry_out(self, record: ApprovalRecord, run: Run) -> Run:
         """Run (or refuse) the act under ``record``, then tell the asker in ``run`` — unless
         another run carries it out (a code reply's and a click event's cannot both)."""
-        if not self.store.claim_settlement(record.approval_id, run.event_id):
+        if not self.store.approvals.claim_settlement(record.approval_id, run.event_id):
             detail = f"approval {record.approval_id} is carried out by another run"
             return self.endings.end_silent(run, SilentReason.APPROVAL_SETTLED, detail)
         proposed = self.store.events.get_run(record.event_id)
@@ -166,7 +166,7 @@ class ApprovalSettlement:
             acted = RunOutcome()
             await self.acting.act(bound, [request], acted, ActAs.approved_act(record))
             receipt = _what_became(self.store, acted.receipts)
-            self.store.close_waiting_run(record.event_id, RunState.DONE, self.clock.now())
+            self.store.approvals.close_waiting_run(record.event_id, RunState.DONE, self.clock.now())
         if self.cards is not None:
             await self.cards.show(record, _card_status(record, receipt))
         text = result_text(record, receipt)

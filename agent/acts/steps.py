@@ -88,7 +88,7 @@ class ActSteps:
             idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)
         )
         said = [*asked, *([first] if first is not None else [])]
-        current = self.store.get_approval(record.approval_id) or record
+        current = self.store.approvals.get_approval(record.approval_id) or record
         if self._decided(acting, run, current, outcome):
             return  # decided while its prompt went (a click on the first card, say)
         if not current.status.is_open:
@@ -124,7 +124,7 @@ class ActSteps:
         may not call the tool again (it knows the act waits)."""
         in_group = run.origin.conversation_type.value == "group"
         lines = []
-        for record in self.store.approvals(event_id=run.event_id):
+        for record in self.store.approvals.all(event_id=run.event_id):
             if not record.status.is_open:
                 continue
             key = idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)

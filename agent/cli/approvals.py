@@ -42,7 +42,7 @@ def line(record: ApprovalRecord, act: ApprovalAct, timezone: str = DEFAULT_TIMEZ
 def list_approvals(
     store: Store, status: str | None, out: TextIO, timezone: str = DEFAULT_TIMEZONE
 ) -> int:
-    shown = [r for r in store.approvals() if status is None or r.status.value == status]
+    shown = [r for r in store.approvals.all() if status is None or r.status.value == status]
     for record in shown:
         print(line(record, approval_act(store, record), timezone), file=out)
     if not shown:
@@ -61,7 +61,7 @@ def _receipt(receipt: Receipt) -> str:
 def show_approval(
     store: Store, approval_id: str, out: TextIO, timezone: str = DEFAULT_TIMEZONE
 ) -> int:
-    record = store.get_approval(approval_id)
+    record = store.approvals.get_approval(approval_id)
     if record is None:
         print(f"dta: no approval {approval_id}", file=out)
         return 1
@@ -90,7 +90,7 @@ def show_approval(
     ]
     for name, value in rows:
         print(f"  {name:<15} {value}", file=out)
-    for click in store.clicks(record.approval_id):
+    for click in store.approvals.clicks(record.approval_id):
         who = named(click["user_id"], names)
         print(f"  click           {who} {click['action']} → {click['outcome']}", file=out)
     for receipt in prompt_receipts(store, record):

@@ -276,12 +276,12 @@ def approvals(args: argparse.Namespace) -> int:
     with st:
         if args.approvals_command == "list":
             if args.json:
-                records = st.approvals()
+                records = st.approvals.all()
                 emit([r.model_dump(mode="json") for r in records if _has(r, args.status)])
                 return 0
             return shown.list_approvals(st, args.status, sys.stdout, settings.timezone)
         if args.json:
-            record = st.get_approval(args.approval_id)
+            record = st.approvals.get_approval(args.approval_id)
             emit(record.model_dump(mode="json") if record else None)
             return 0 if record else 1
         return shown.show_approval(st, args.approval_id, sys.stdout, settings.timezone)

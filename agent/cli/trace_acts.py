@@ -148,7 +148,7 @@ def approvals_of(store: Store, event_id: str, when: Clock, timezone: str) -> lis
     """The approvals the run of ``event_id`` asked for, what became of each one's act, and
     every click on them (staff ids kept; ``names`` says who they are)."""
     shown = []
-    for a in store.approvals(event_id):
+    for a in store.approvals.all(event_id):
         act = approval_act(store, a)
         arguments = readable(
             a.tool, a.arguments, a.names, timezone, a.english, a.authorization.object
@@ -171,7 +171,7 @@ def approvals_of(store: Store, event_id: str, when: Clock, timezone: str) -> lis
                 "expires_at": when(a.expires_at),
                 "clicks": [
                     {"user": c["user_id"], "action": c["action"], "outcome": c["outcome"]}
-                    for c in store.clicks(a.approval_id)
+                    for c in store.approvals.clicks(a.approval_id)
                 ],
             }
         )

@@ -55,7 +55,7 @@ def intent_records(store: Store, event_id: str, timezone: str) -> list[dict[str,
     """Each intent with its attempts; an act's with its raw tool and arguments, what
     became of it (``outcome``, in agent/acts/told.py's vocabulary) and how it reads."""
     chain = []
-    approvals = store.approvals(event_id)
+    approvals = store.approvals.all(event_id)
     for intent in store.intents(event_id):
         webhook = intent.target.session_webhook
         act = act_view(store, intent, approvals, timezone) if intent.tool is not None else None

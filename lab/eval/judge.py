@@ -219,7 +219,7 @@ def approval_findings(expect: Expect, store: Records) -> list[Check]:
     """``expect.approvals`` (in creation order, subset match) and ``approvals_count``."""
     held = [
         {"msg": a.event_id, "tool": a.tool, "status": a.status.value, "by": a.decided_by}
-        for a in store.approvals()
+        for a in store.approvals.all()
     ]
     found: list[Check] = []
     if expect.approvals_count is not None and len(held) != expect.approvals_count:

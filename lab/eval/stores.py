@@ -67,6 +67,17 @@ class _Work:
         return dict(total)
 
 
+class _Approvals:
+    """Every robot's approvals, read as one store's ``approvals`` family."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self.stores = stores
+
+    def all(self) -> list[ApprovalRecord]:
+        held = [record for store in self.stores for record in store.approvals.all()]
+        return sorted(held, key=lambda record: record.created_at)
+
+
 class _Context:
     """Every robot's tasks and memory, read as one store's ``context`` family."""
 
@@ -87,6 +98,7 @@ class RobotStores:
         self.stores = list(stores)
         self.events = _Events(self.stores)
         self.work = _Work(self.stores)
+        self.approvals = _Approvals(self.stores)
         self.context = _Context(self.stores)
 
     def intents(self, event_id: str) -> list[ActionIntent]:
@@ -97,10 +109,6 @@ class RobotStores:
 
     def receipts(self, event_id: str | None = None) -> list[Receipt]:
         return [receipt for store in self.stores for receipt in store.receipts(event_id)]
-
-    def approvals(self) -> list[ApprovalRecord]:
-        held = [record for store in self.stores for record in store.approvals()]
-        return sorted(held, key=lambda record: record.created_at)
 
     def counts(self) -> Counts:
         each = [store.counts() for store in self.stores]

@@ -90,11 +90,11 @@ async def reproduce(workdir: Path) -> dict[str, Any]:
         try:
 
             def settled() -> bool:
-                records = store.approvals(MSG)
+                records = store.approvals.all(MSG)
                 events = [MSG, *(f"approval:{a.approval_id}" for a in records)]
                 return (
                     not any(a.status.is_open for a in records)
-                    and not store.uncertain_acts()
+                    and not store.approvals.uncertain_acts()
                     and unfinished_runs(store, events) == 0
                 )
 
@@ -110,7 +110,7 @@ async def reproduce(workdir: Path) -> dict[str, Any]:
                         "decided_at": a.decided_at,
                         "created_at": a.created_at,
                     }
-                    for a in store.approvals(MSG)
+                    for a in store.approvals.all(MSG)
                 ],
                 "receipts": [
                     f"{r.kind.value if r.kind else '-'}:{r.status.value}:{r.reason or ''}"

@@ -145,7 +145,7 @@ def approvals_list(store: Store, timezone: str = DEFAULT_TIMEZONE) -> dict[str, 
     names the directory gave (staff ids kept beside them), arguments as a person reads them."""
     when = clock(timezone)
     approvals = []
-    for a in store.approvals():
+    for a in store.approvals.all():
         auth, names = a.authorization, a.names
         act = approval_act(store, a)
         approvals.append(
@@ -174,7 +174,7 @@ def approvals_list(store: Store, timezone: str = DEFAULT_TIMEZONE) -> dict[str, 
                 "decided": when(a.decided_at),
                 "clicks": [
                     {**c, "user_name": named(c["user_id"], names)}
-                    for c in store.clicks(a.approval_id)
+                    for c in store.approvals.clicks(a.approval_id)
                 ],
             }
         )

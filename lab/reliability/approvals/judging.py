@@ -181,7 +181,7 @@ def _clicks(store: Any, fake: FakeDingTalk, clicker: Clicker) -> dict[str, Any]:
     says it waits for the resume)."""
     keys = set(clicker.keys)
     frames = [f for f in fake.stream.frames.values() if f.msg_id in keys]
-    recorded = {f.msg_id for f in frames if store.click(f.frame_id) is not None}
+    recorded = {f.msg_id for f in frames if store.approvals.click(f.frame_id) is not None}
     while_paused = sum(
         WAITS_FOR_RESUME in json.dumps(f.ack_data, ensure_ascii=False)
         for f in frames
@@ -201,10 +201,10 @@ def _replies(store: Any, fake: FakeDingTalk, replier: Replier) -> dict[str, Any]
     pause silenced and a stranger's in their own chat (no approval of theirs there); which a
     pause silenced; what became of the requests whose asker replied again after it."""
     silenced = {key for key in replier.keys if silenced_by_pause(store, key)}
-    recorded = {key for key in replier.keys if store.click(key) is not None}
+    recorded = {key for key in replier.keys if store.approvals.click(key) is not None}
     expected = set(replier.keys) - silenced - replier.stranger_elsewhere
     stranger = [
-        store.click(key)
+        store.approvals.click(key)
         for key, msg in zip(replier.keys, replier.msgs, strict=True)
         if key not in replier.stranger_elsewhere and fake.inbound[key]["senderStaffId"] == STRANGER
     ]
@@ -252,7 +252,7 @@ def _missing_examples(store: Any, missing: list[str]) -> list[dict[str, Any]]:
 def judge(
     store: Any, fake: FakeDingTalk, sent: list[str], clicker: Clicker, codes: bool = False
 ) -> dict[str, Any]:
-    approvals = store.approvals(limit=100_000)
+    approvals = store.approvals.all(limit=100_000)
     todos = fake.workspace_view().get("todos", [])
     todos_of = Counter(request_of(str(t.get("subject"))) for t in todos)
     by_status = Counter(a.status.value for a in approvals)
@@ -283,7 +283,7 @@ def judge(
     )
     late = []  # the asker's click found the approval expired: seconds after it was asked
     for record in approvals:
-        for row in store.clicks(record.approval_id):
+        for row in store.approvals.clicks(record.approval_id):
             if row["outcome"] == "already_expired" and row["user_id"] != STRANGER:
                 late.append(round(float(row["at"]) - record.created_at, 1))
     settlements = settlement_events(store)
@@ -327,7 +327,7 @@ def judge(
         "cards_showing_another_outcome": counts["cards_showing_another_outcome"],
         "requests_never_asked": len(never_asked),
         "pending_left": by_status.get("pending", 0),
-        "uncertain_acts_left": len(store.uncertain_acts()),
+        "uncertain_acts_left": len(store.approvals.uncertain_acts()),
         "requests_without_approval": len(missing),
         "settlement_events": len(settlements),
         "runs_not_once": sum(runs.get(m, 0) != 1 for m in [*messages, *settlements]),

@@ -28,10 +28,10 @@ def settlement_events(store: Any) -> list[str]:
 def all_quiet(store: Any, sent: list[str]) -> bool:
     """Nothing open, owed or at work, for ``sent`` (the requests, with codes the replies
     too) and the settlement events."""
-    pending = sum(a.status.is_open for a in store.approvals(limit=100_000))
+    pending = sum(a.status.is_open for a in store.approvals.all(limit=100_000))
     return (
         pending == 0
-        and not store.unsettled_approvals()
-        and not store.uncertain_acts()
+        and not store.approvals.unsettled_approvals()
+        and not store.approvals.uncertain_acts()
         and unfinished_runs(store, [*sent, *settlement_events(store)]) == 0
     )
