@@ -159,7 +159,7 @@ class Runtime:
         if self.store.exclusive:
             expired = self.store.work.expire_leases(except_owner=self.owner)
             uncertain = self.broker.reconcile_interrupted()
-            dropped = self.store.drop_unsent_intents()
+            dropped = self.store.actions.drop_unsent_intents()
         if self.mcp is not None:  # before any run: their tools are offered from the start
             await self.mcp.start()
         # cards a stop left open, reactions whose recall was refused or cut: settled now

@@ -12,7 +12,8 @@ from agent.contracts import (
     Run,
     RunState,
 )
-from storage.base import StoreBase
+from storage.base import Family, StoreBase
+from storage.pieces import PieceRecords
 from storage.rows import (
     insert_attempt,
     insert_intent,
@@ -23,12 +24,19 @@ from storage.rows import (
 )
 
 
-class ActionRecords(StoreBase):
+class ActionRecords(Family):
+    """What was done; ``pieces``: the answers of several pieces, whose owed pieces the
+    forgetting of unsent intents keeps."""
+
+    def __init__(self, db: StoreBase, pieces: PieceRecords) -> None:
+        super().__init__(db)
+        self.pieces = pieces
+
     # ------------------------------------------------------------------ gate facts
 
     def receipt_for_idempotency_key(self, key: str) -> Receipt | None:
         """The first receipt of the intent holding ``key`` (None if it has none yet)."""
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT r.receipt_json FROM intents i JOIN receipts r ON r.intent_id = i.intent_id"
             " WHERE i.idempotency_key = ? ORDER BY r.rowid LIMIT 1",
             (key,),
@@ -39,7 +47,7 @@ class ActionRecords(StoreBase):
         return self._scalar("SELECT 1 FROM intents WHERE idempotency_key = ?", (key,)) is not None
 
     def intent_by_key(self, key: str) -> ActionIntent | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT intent_json FROM intents WHERE idempotency_key = ?", (key,)
         ).fetchone()
         return ActionIntent.model_validate_json(row[0]) if row else None
@@ -48,7 +56,7 @@ class ActionRecords(StoreBase):
         """Reaction acks made since ``since`` whose run has ended and that no accepted
         recall has taken off yet (the recovery pass's candidates: few, however busy)."""
         finished = [state.value for state in RunState if state.is_finished]
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT i.intent_json FROM intents i JOIN runs r ON r.event_id = i.event_id"
             " WHERE i.kind = 'ack' AND i.created_at >= ?"
             f" AND r.state IN ({', '.join('?' * len(finished))})"
@@ -61,14 +69,14 @@ class ActionRecords(StoreBase):
         return [ActionIntent.model_validate_json(row[0]) for row in rows]
 
     def intent(self, intent_id: str) -> ActionIntent | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT intent_json FROM intents WHERE intent_id = ?", (intent_id,)
         ).fetchone()
         return ActionIntent.model_validate_json(row[0]) if row else None
 
     def intent_receipts(self, intent_id: str) -> list[Receipt]:
         """Every receipt of one intent, oldest first (an uncertain act, then its read-back)."""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT receipt_json FROM receipts WHERE intent_id = ? ORDER BY rowid", (intent_id,)
         ).fetchall()
         return [Receipt.model_validate_json(r[0]) for r in rows]
@@ -81,7 +89,7 @@ class ActionRecords(StoreBase):
         one hour's rows are counted one by one. Rows out of time order (a clock stepped
         back, a restored backup) are counted by their own time, as anywhere else.
         PostgreSQL counts."""
-        if not self.dialect.hourly_budget:
+        if not self.db.dialect.hourly_budget:
             return "(SELECT COUNT(*) FROM budget_ledger WHERE at > ?)", (day_ago,)
         hour = float(int(day_ago // 3600))
         return (
@@ -104,7 +112,7 @@ class ActionRecords(StoreBase):
         total since ``day_ago``, and which of ``keys`` are already held."""
         marks = ",".join("?" * len(keys))
         day_sql, day_params = self._writes_since(day_ago)
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT (SELECT generation FROM threads WHERE thread_key = ?),"
             " (SELECT COUNT(*) FROM budget_ledger WHERE conversation_id = ? AND at > ?),"
             f" {day_sql},"
@@ -113,7 +121,7 @@ class ActionRecords(StoreBase):
         ).fetchone()
         taken: dict[str, Receipt | None] = {}
         if row[3]:  # rarely: a repeat, or an ack before the answer
-            held = self.conn.execute(
+            held = self.db.conn.execute(
                 f"SELECT idempotency_key FROM intents WHERE idempotency_key IN ({marks})", keys
             ).fetchall()
             taken = {key: self.receipt_for_idempotency_key(key) for (key,) in held}
@@ -187,7 +195,7 @@ class ActionRecords(StoreBase):
         failed mid-run): we cannot know whether they reached DingTalk. All of them, or
         those of one event's run."""
         only = " AND i.event_id = ?" if event_id is not None else ""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT a.attempt_json, i.intent_json FROM attempts a"
             " JOIN intents i ON i.intent_id = a.intent_id WHERE a.outcome = ?"
             f"{only} ORDER BY a.rowid",
@@ -204,8 +212,10 @@ class ActionRecords(StoreBase):
         (all of them, or one event's), with the card of one whose create never left.
 
         Such an intent provably never reached DingTalk, so dropping it (and its budget row)
-        lets the run's re-execution go through the action gate afresh.
+        lets the run's re-execution go through the action gate afresh. An answer that
+        started going keeps its owed pieces (storage/pieces.py), as it keeps ``keep``.
         """
+        keep = keep | self.pieces.owed_piece_ids(event_id)
         orphan = (
             "SELECT i.intent_id FROM intents i WHERE NOT EXISTS"
             " (SELECT 1 FROM attempts a WHERE a.intent_id = i.intent_id)"
@@ -227,7 +237,20 @@ class ActionRecords(StoreBase):
 
     def forget_unsent(self, intent_id: str) -> None:
         """Forget an intent and its attempts when nothing of it can have reached DingTalk
-        (stopped while waiting for a token or a back-off), so re-execution sends it."""
+        (stopped while waiting for a token or a back-off), so re-execution sends it. A piece
+        of a stored answer stays owed (storage/pieces.py): only its try, which provably sent
+        nothing, goes."""
+        intent = self.intent(intent_id)
+        if intent is None or not self.pieces.is_piece(intent):
+            self._forget_intent(intent_id)
+            return
+        with self._tx(intent=intent_id) as conn:
+            if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
+                return
+            conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent_id,))
+
+    def _forget_intent(self, intent_id: str) -> None:
+        """``forget_unsent`` for an intent that is no piece of a stored answer."""
         with self._tx(intent=intent_id) as conn:
             if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
                 return  # it already has a final word; that stands
@@ -254,3 +277,29 @@ class ActionRecords(StoreBase):
         with self._tx(run=receipt.run_id) as conn:
             update_attempt(conn, attempt)
             insert_receipt(conn, receipt)
+
+    # ------------------------------------------------------------------ reading back
+
+    def receipts(self, event_id: str | None = None) -> list[Receipt]:
+        if event_id is None:
+            rows = self.db.conn.execute("SELECT receipt_json FROM receipts ORDER BY rowid")
+        else:
+            rows = self.db.conn.execute(
+                "SELECT receipt_json FROM receipts WHERE event_id = ? ORDER BY rowid", (event_id,)
+            )
+        return [Receipt.model_validate_json(row[0]) for row in rows.fetchall()]
+
+    def intents(self, event_id: str | None = None) -> list[ActionIntent]:
+        if event_id is None:
+            rows = self.db.conn.execute("SELECT intent_json FROM intents ORDER BY rowid")
+        else:
+            rows = self.db.conn.execute(
+                "SELECT intent_json FROM intents WHERE event_id = ? ORDER BY rowid", (event_id,)
+            )
+        return [ActionIntent.model_validate_json(row[0]) for row in rows.fetchall()]
+
+    def attempts(self, intent_id: str) -> list[Attempt]:
+        rows = self.db.conn.execute(
+            "SELECT attempt_json FROM attempts WHERE intent_id = ? ORDER BY rowid", (intent_id,)
+        ).fetchall()
+        return [Attempt.model_validate_json(row[0]) for row in rows]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 
 from agent.contracts import ActionIntent, Attempt
-from storage.actions import ActionRecords
+from storage.base import Family
 from storage.rows import insert_attempt, insert_intent
 
 
@@ -23,28 +23,11 @@ def answer_of(intent_key: str) -> str:
     return intent_key.split("#", 1)[0]
 
 
-class PieceRecords(ActionRecords):
-    def drop_unsent_intents(
-        self, event_id: str | None = None, keep: frozenset[str] = frozenset()
-    ) -> int:
-        """As ``ActionRecords``', but an answer that started going keeps its owed pieces."""
-        return super().drop_unsent_intents(event_id, keep | self.owed_piece_ids(event_id))
-
-    def forget_unsent(self, intent_id: str) -> None:
-        """As ``ActionRecords``', but a piece of a stored answer stays owed: only its try,
-        which provably sent nothing, goes."""
-        intent = self.intent(intent_id)
-        if intent is None or not self._has_siblings(intent):
-            super().forget_unsent(intent_id)
-            return
-        with self._tx(intent=intent_id) as conn:
-            if conn.execute("SELECT 1 FROM receipts WHERE intent_id = ?", (intent_id,)).fetchone():
-                return
-            conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent_id,))
-
-    def _has_siblings(self, intent: ActionIntent) -> bool:
+class PieceRecords(Family):
+    def is_piece(self, intent: ActionIntent) -> bool:
+        """Is ``intent`` one of several pieces of one answer (its slot holds others)?"""
         slot = answer_of(intent.idempotency_key)
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT COUNT(*) FROM intents WHERE event_id = ?"
             " AND (idempotency_key = ? OR idempotency_key LIKE ?)",
             (intent.event_id, slot, f"{slot}#%"),
@@ -109,7 +92,7 @@ class PieceRecords(ActionRecords):
             conn.execute("DELETE FROM piece_bytes WHERE intent_id = ?", (intent_id,))
 
     def piece_bytes(self, intent_id: str) -> bytes | None:
-        row = self.conn.execute(
+        row = self.db.conn.execute(
             "SELECT data FROM piece_bytes WHERE intent_id = ?", (intent_id,)
         ).fetchone()
         return base64.b64decode(row[0]) if row is not None else None
@@ -133,7 +116,7 @@ class PieceRecords(ActionRecords):
         """Every intent of answers some piece of which started (attempted or receipted),
         with whether it did itself."""
         only = " WHERE i.event_id = ?" if event_id is not None else ""
-        rows = self.conn.execute(
+        rows = self.db.conn.execute(
             "SELECT i.intent_json, EXISTS (SELECT 1 FROM attempts a WHERE a.intent_id ="
             " i.intent_id) OR EXISTS (SELECT 1 FROM receipts r WHERE r.intent_id ="
             f" i.intent_id) FROM intents i{only} ORDER BY i.created_at, i.rowid",

@@ -2,9 +2,10 @@
 
 One ``Store`` owns one connection of its backend (storage/backends/: SQLite by default,
 PostgreSQL for replicas); a thread that needs the store opens its own ``Store`` on the same
-target. Every method that
-changes more than one row does so in a single transaction, so a crash leaves either all
-of it or none of it.
+target. Its records come in families, each an attribute over that one connection (events,
+work, actions, pieces, cards, approvals, context, schedule, usage, inspect). Every method
+that changes more than one row does so in a single transaction, so a crash leaves either
+all of it or none of it.
 
     store = Store("./.dta/dta.db")
     inserted = store.events.add_event(event, raw_frame)
@@ -17,13 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.contracts import (
-    ActionIntent,
-    Attempt,
-    Receipt,
-)
 from storage.actions import ActionRecords
 from storage.approvals import ApprovalRecords
+from storage.base import StoreBase
 from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
@@ -43,12 +40,9 @@ class Counts:
     receipts: int
 
 
-class Store(
-    PieceRecords,
-    ActionRecords,
-):
-    """The whole store: its connection (``StoreBase``) and every record family over it, each
-    an attribute (``store.usage``, ...)."""
+class Store(StoreBase):
+    """The whole store: its connection and transactions (``StoreBase``), what is the whole
+    store's (pruning, counts), and its record families over that one connection."""
 
     def __init__(
         self,
@@ -61,21 +55,18 @@ class Store(
         owner: str | None = None,
     ) -> None:
         super().__init__(
-            path,
-            synchronous,
-            busy_timeout_s,
-            schema=schema,
-            checkpoints=checkpoints,
-            owner=owner,
+            path, synchronous, busy_timeout_s, schema=schema, checkpoints=checkpoints, owner=owner
         )
-        self.usage = UsageRecords(self)
-        self.approvals = ApprovalRecords(self)
-        self.cards = CardRecords(self)
-        self.work = WorkRecords(self)
         self.events = EventRecords(self)
+        self.work = WorkRecords(self)
+        self.pieces = PieceRecords(self)
+        self.actions = ActionRecords(self, self.pieces)  # forgetting unsent keeps owed pieces
+        self.cards = CardRecords(self)
+        self.approvals = ApprovalRecords(self)
         self.context = ContextRecords(self)
-        self.inspect = InspectRecords(self)
         self.schedule = ScheduleRecords(self)
+        self.usage = UsageRecords(self)
+        self.inspect = InspectRecords(self)
 
     def prune(self, before: float) -> dict[str, int]:
         """Forget finished work received before ``before`` (epoch seconds).
@@ -132,31 +123,7 @@ class Store(
         """Give the freed pages back to the file system (rewrites the file; needs space)."""
         self.conn.execute("VACUUM")
 
-    # ------------------------------------------------------------------ reading back
-
-    def receipts(self, event_id: str | None = None) -> list[Receipt]:
-        if event_id is None:
-            rows = self.conn.execute("SELECT receipt_json FROM receipts ORDER BY rowid")
-        else:
-            rows = self.conn.execute(
-                "SELECT receipt_json FROM receipts WHERE event_id = ? ORDER BY rowid", (event_id,)
-            )
-        return [Receipt.model_validate_json(row[0]) for row in rows.fetchall()]
-
-    def intents(self, event_id: str | None = None) -> list[ActionIntent]:
-        if event_id is None:
-            rows = self.conn.execute("SELECT intent_json FROM intents ORDER BY rowid")
-        else:
-            rows = self.conn.execute(
-                "SELECT intent_json FROM intents WHERE event_id = ? ORDER BY rowid", (event_id,)
-            )
-        return [ActionIntent.model_validate_json(row[0]) for row in rows.fetchall()]
-
-    def attempts(self, intent_id: str) -> list[Attempt]:
-        rows = self.conn.execute(
-            "SELECT attempt_json FROM attempts WHERE intent_id = ? ORDER BY rowid", (intent_id,)
-        ).fetchall()
-        return [Attempt.model_validate_json(row[0]) for row in rows]
+    # ------------------------------------------------------------------ counts
 
     def counts(self) -> Counts:
         def count(sql: str) -> int:

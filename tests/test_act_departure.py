@@ -97,8 +97,8 @@ async def test_a_write_stopped_in_a_throttles_back_off_is_forgotten_and_made_onc
     executor = _executor(store, transport)
     await _stopped_after(asyncio.ensure_future(executor.execute(run, intent, None)), 0.3)
     assert throttled.call_count == 1  # DingTalk said no; the stop came in the back-off
-    assert store.intent_by_key(intent.idempotency_key) is None  # owed, not "maybe done"
-    assert store.interrupted_attempts() == []
+    assert store.actions.intent_by_key(intent.idempotency_key) is None  # owed, not "maybe done"
+    assert store.actions.interrupted_attempts() == []
     _made(token_of(intent))
     receipt = await executor.execute(run, intent, None)
     assert receipt.status is ReceiptStatus.VERIFIED
@@ -116,8 +116,8 @@ async def test_a_write_stopped_on_the_wire_stays_on_record_as_may_have_arrived(s
     _dingtalk().mock(side_effect=never_answers)
     executor = _executor(store, transport)
     await _stopped_after(asyncio.ensure_future(executor.execute(run, intent, None)), 0.3)
-    assert store.intent_by_key(intent.idempotency_key) is not None
-    ((_, kept),) = store.interrupted_attempts()  # read back at the next start
+    assert store.actions.intent_by_key(intent.idempotency_key) is not None
+    ((_, kept),) = store.actions.interrupted_attempts()  # read back at the next start
     assert kept.intent_id == intent.intent_id
 
 
@@ -132,7 +132,7 @@ async def test_a_write_waits_for_its_place_before_its_attempt_is_recorded(store,
     place = await transport.reserve_place()  # the pool's only place, held by a send
     task = asyncio.ensure_future(executor.execute(run, intent, None))
     await asyncio.sleep(0.3)
-    assert not task.done() and store.interrupted_attempts() == []  # waiting sends nothing
+    assert not task.done() and store.actions.interrupted_attempts() == []  # waiting sends nothing
     place.release()
     receipt = await asyncio.wait_for(task, 5)
     assert receipt.status is ReceiptStatus.VERIFIED

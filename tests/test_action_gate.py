@@ -372,7 +372,7 @@ def test_load_facts_reads_what_an_approved_intent_left_in_the_store(tmp_path):
         assert (empty.now, empty.writes_last_minute, empty.writes_last_day) == (T0, 0, 0)
         assert empty.taken_keys == {}
         (intent,) = decide(run=run, f=empty).intents
-        assert store.add_intent(intent)
+        assert store.actions.add_intent(intent)
         after = load_facts(store, run, T0 + 1)
         assert (after.writes_last_minute, after.writes_last_day) == (1, 1)
         assert list(after.taken_keys) == ["m1:terminal"]
@@ -387,7 +387,7 @@ def test_the_days_writes_count_only_the_last_day(store):
     for n, at in enumerate((T0 - 3 * 86_400, T0 - 2 * 86_400, T0 - 100, T0 - 50, T0 - 10)):
         run = run_for(event(msg_id=f"old-{n}"))
         (intent,) = decide(run=run, f=load_facts(store, run, at)).intents
-        assert store.add_intent(intent.model_copy(update={"created_at": at}))
+        assert store.actions.add_intent(intent.model_copy(update={"created_at": at}))
     run = run_for(event(msg_id="now"))
     facts_now = load_facts(store, run, T0)
     assert (facts_now.writes_last_day, facts_now.writes_last_minute) == (3, 2)

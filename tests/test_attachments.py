@@ -309,6 +309,6 @@ def test_a_crash_while_sending_an_attachment_leaves_the_run_done_and_sends_nothi
     assert result.error is None, result.error
     with Store(tmp_path / "dta.db") as store:
         assert store.events.get_run("m1").state.value == "done"  # the words reached the person
-        statuses = sorted(r.status.value for r in store.receipts("m1"))
+        statuses = sorted(r.status.value for r in store.actions.receipts("m1"))
     assert statuses == ["accepted", "uncertain"]  # the picture's cut attempt, owned up to
     assert [m.msgtype for m in run.fake.received] == ["text"]  # nothing sent twice

@@ -32,9 +32,9 @@ async def test_a_replay_writes_what_the_pipeline_wrote(tmp_path):
     for name in (
         "events.add_event",
         "work.open_run",
-        "gate_facts",
-        "add_intent",
-        "finish_delivery",
+        "actions.gate_facts",
+        "actions.add_intent",
+        "actions.finish_delivery",
     ):
         assert names.count(name) == 12, name
     recorded = pickle.dumps(calls.calls)

@@ -102,7 +102,7 @@ def test_a_cis_stored_with_its_iand_create_attempt_and_holds_the_slot(store: Sto
     assert [a.channel for a in store.cards.open_attempts(intent.intent_id)] == [Channel.CARD]
     assert store.cards.open_cards("m1")[0].state is CardState.CREATED
     # the intent took the write budget, once
-    _, last_minute, _, taken = store.gate_facts(
+    _, last_minute, _, taken = store.actions.gate_facts(
         run.thread_key, "cid-1", NOW - 60, NOW - 86400, ["m1:terminal"]
     )
     assert last_minute == 1 and "m1:terminal" in taken
@@ -135,8 +135,8 @@ def test_frames_and_the_finish_are_recorded_and_the_run_ends_with_the_receipt(st
         card, intent.model_copy(update={"content": content}), receipt, final, outbound, ended
     )
     assert store.cards.open_cards("m1") == []
-    assert store.intents("m1")[0].content == content
-    assert store.receipts("m1")[0].status is ReceiptStatus.ACCEPTED
+    assert store.actions.intents("m1")[0].content == content
+    assert store.actions.receipts("m1")[0].status is ReceiptStatus.ACCEPTED
     assert store.events.get_run("m1").state is RunState.DONE
     assert store.cards.has_receipt(intent.intent_id)
 
@@ -199,11 +199,11 @@ def _waiting(store: Store, event_id: str = "m1") -> tuple[Any, ActionIntent, Car
 
 def test_a_card_whose_create_never_left_goes_with_its_intent(store: Store):
     run, intent, _card = _waiting(store)
-    assert store.attempts(intent.intent_id) == []  # nothing recorded as sent while it waits
-    assert store.drop_unsent_intents("m1") == 1
-    assert store.cards.all() == [] and store.intents("m1") == []
+    assert store.actions.attempts(intent.intent_id) == []  # nothing recorded as sent while it waits
+    assert store.actions.drop_unsent_intents("m1") == 1
+    assert store.cards.all() == [] and store.actions.intents("m1") == []
     # the slot and the budget are free again: the next execution answers afresh
-    _, last_minute, _, taken = store.gate_facts(
+    _, last_minute, _, taken = store.actions.gate_facts(
         run.thread_key, "cid-1", NOW - 60, NOW - 86400, ["m1:terminal"]
     )
     assert last_minute == 0 and taken == {}
@@ -212,15 +212,15 @@ def test_a_card_whose_create_never_left_goes_with_its_intent(store: Store):
 def test_a_card_only_throttled_is_forgotten_one_that_may_exist_is_not(store: Store):
     run, intent, card = _waiting(store)
     throttled = _attempt(intent, "att-m1-1")
-    store.start_attempt(throttled)
+    store.actions.start_attempt(throttled)
     throttled.outcome, throttled.finished_at = AttemptOutcome.FAILED, NOW
     store.cards.save_card(card, done=throttled)
     assert store.cards.forget_unsent_cards("m1", run.run_id) == 1
-    assert store.cards.all() == [] and store.intents("m1") == []
+    assert store.cards.all() == [] and store.actions.intents("m1") == []
 
     run2, intent2, card2 = _waiting(store, "m2")
     unknown = _attempt(intent2, "att-m2-1")
-    store.start_attempt(unknown)
+    store.actions.start_attempt(unknown)
     unknown.outcome = AttemptOutcome.UNCERTAIN  # a stop cut it on the wire
     store.cards.save_card(card2, done=unknown)
     assert store.cards.forget_unsent_cards("m2", run2.run_id) == 0
@@ -239,7 +239,7 @@ def test_a_blank_card_is_taken_up_by_its_own_run_under_its_intent(store: Store):
     assert taken is not None
     card_taken, intent_taken = taken
     assert card_taken.out_track_id == "dta_m1" and intent_taken.intent_id == intent.intent_id
-    assert store.intents("m1")[0].created_at == NOW + 5  # the new approval, the same record
+    assert store.actions.intents("m1")[0].created_at == NOW + 5  # the new approval, the same record
     # one that shows something is never taken up
     card.frames, card.streamed = 1, "第一"
     store.cards.save_card(card)
@@ -252,9 +252,9 @@ def test_a_fallback_that_never_left_goes_with_its_card(store: Store):
     # pool place when the runtime stopped: nothing of the answer reached anyone
     run, intent, card = _waiting(store)
     refused = _attempt(intent, "att-m1-1")
-    store.start_attempt(refused)
+    store.actions.start_attempt(refused)
     refused.outcome, refused.finished_at = AttemptOutcome.FAILED, NOW
     card.state = CardState.ABANDONED
     store.cards.save_card(card, done=refused)
     assert store.cards.forget_unsent_cards("m1", run.run_id) == 1
-    assert store.cards.all() == [] and store.intents("m1") == []
+    assert store.cards.all() == [] and store.actions.intents("m1") == []

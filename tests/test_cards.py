@@ -120,7 +120,7 @@ async def test_a_stalled_answer_is_cut_off_and_the_provider_stopped(fake, tmp_pa
     assert time.monotonic() - started < 5 and provider.cancelled
     (card,) = fake.cards
     assert card.finalized and card.content.startswith("先说一半") and "中断" in card.content
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert (receipt.status, receipt.reason) == (ReceiptStatus.FAILED, "card_cut_off")
     run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure.startswith("card_cut_off")
@@ -133,7 +133,7 @@ async def test_a_provider_that_breaks_mid_answer_leaves_no_card_spinning(fake, t
     await say(runtime, fake)
     (card,) = fake.cards
     assert card.finalized and card.content.startswith("第一步")
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert receipt.status is ReceiptStatus.FAILED and receipt.evidence.frames >= 1
     assert "unavailable" in runtime.store.events.get_run("m1").failure
     assert runtime.store.cards.all()[0].state is CardState.FINALIZED
@@ -147,7 +147,7 @@ async def test_a_slow_first_word_gets_the_ack_first_then_the_card(fake, tmp_path
     await say(runtime, fake)
     assert [m.channel for m in fake.received] == ["session_webhook", "card"]
     assert fake.received[0].msgtype == "text" and fake.cards[0].content == "答案来了"
-    kinds = [(r.kind, r.status) for r in runtime.store.receipts()]
+    kinds = [(r.kind, r.status) for r in runtime.store.actions.receipts()]
     assert kinds == [
         (ActionKind.ACK, ReceiptStatus.ACCEPTED),
         (ActionKind.REPLY, ReceiptStatus.ACCEPTED),
@@ -161,7 +161,7 @@ async def test_the_models_own_ack_goes_first_and_only_once(fake, tmp_path):
     runtime = await boot(fake, tmp_path, Cued(steps, [ack, reply]))
     await say(runtime, fake)
     assert [m.text for m in fake.received] == ["稍等", "答案是 42"]
-    statuses = [(r.kind, r.status) for r in runtime.store.receipts()]
+    statuses = [(r.kind, r.status) for r in runtime.store.actions.receipts()]
     assert statuses == [
         (ActionKind.ACK, ReceiptStatus.ACCEPTED),
         (ActionKind.REPLY, ReceiptStatus.ACCEPTED),
@@ -175,7 +175,7 @@ async def test_an_answer_repaired_into_something_else_ends_its_card_cut_off(fake
     runtime = await boot(fake, tmp_path, Cued([("text", 0, "开头")], [silence], repaired=True))
     await say(runtime, fake)
     assert fake.cards[0].finalized and "中断" in fake.cards[0].content
-    card, refused = runtime.store.receipts()
+    card, refused = runtime.store.actions.receipts()
     assert card.reason == "card_cut_off" and refused.reason == "run_terminal"
     assert runtime.store.events.get_run("m1").state is RunState.FAILED
     await runtime.aclose()
@@ -190,7 +190,7 @@ async def test_a_create_whose_answer_never_came_is_not_created_again(fake, tmp_p
     # the timed-out create is the only one (an answered second create would be logged)
     assert fake.faults == []
     assert not [r for r in fake.request_log if r["path"].endswith("createAndDeliver")]
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert receipt.status is ReceiptStatus.FAILED
     assert runtime.store.cards.all()[0].state is CardState.ABANDONED
     await runtime.aclose()
@@ -202,7 +202,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     answer = {"kind": "reply", "text": "最终答案"}
     runtime = await boot(fake, tmp_path, Cued([("text", 0, "最终答案")], [answer]))
     await say(runtime, fake)
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert receipt.status is ReceiptStatus.FAILED and receipt.evidence.retries > 2
     assert receipt.reason == "card_final_late"
     assert not fake.cards[0].finalized
@@ -214,7 +214,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     assert fake.cards[0].finalized and fake.cards[0].content == "最终答案"
     assert runtime.store.cards.all()[0].state is CardState.FINALIZED
     # What the person finally saw is on record: the whole answer, delivered late.
-    first, later = runtime.store.receipts()
+    first, later = runtime.store.actions.receipts()
     assert (first.status, later.status) == (ReceiptStatus.FAILED, ReceiptStatus.ACCEPTED)
     assert later.reason == "card_final_late" and later.intent_id == first.intent_id
     assert runtime.store.events.get_run("m1").state is RunState.DONE
@@ -231,7 +231,9 @@ async def test_no_card_call_is_recorded_as_sent_while_it_waits_for_its_slot(fake
 
     async def slot() -> None:  # what the store says while each call waits for its slot
         cards = runtime.store.cards.all()
-        waits.append([a.outcome for c in cards for a in runtime.store.attempts(c.intent_id)])
+        waits.append(
+            [a.outcome for c in cards for a in runtime.store.actions.attempts(c.intent_id)]
+        )
         await take()
 
     pacer.slot = slot
@@ -260,7 +262,7 @@ async def test_a_blank_card_carries_the_honest_failure_when_the_model_is_down(fa
     await again.drain_store()
     (card,) = fake.cards  # never a second card, and no text beside it
     assert card.finalized and "连不上" in card.content and len(fake.received) == 1
-    (receipt,) = again.store.receipts()
+    (receipt,) = again.store.actions.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED and receipt.evidence.out_track_id
     assert again.store.events.get_run("m1").state is RunState.FAILED
     await again.aclose()
@@ -306,7 +308,7 @@ async def test_a_chart_the_gate_saw_at_the_start_goes_once_after_the_card(fake, 
     assert (
         fake.received[1].msgtype == "image" and call_counts(fake.request_log)["media_upload"] == 1
     )
-    keys = [i.idempotency_key for i in runtime.store.intents("m1")]
+    keys = [i.idempotency_key for i in runtime.store.actions.intents("m1")]
     assert keys == ["m1:terminal", "m1:terminal#file1"]
     assert runtime.store.events.get_run("m1").state is RunState.DONE
     await runtime.aclose()
@@ -318,7 +320,7 @@ async def test_the_write_budget_keeps_the_chart_not_the_card(fake, tmp_path):
     runtime = await boot(fake, tmp_path, provider, write_budget_per_conversation_per_minute=1)
     await say(runtime, fake)
     assert [m.channel for m in fake.received] == ["card"]
-    card, chart = runtime.store.receipts()
+    card, chart = runtime.store.actions.receipts()
     assert card.status is ReceiptStatus.ACCEPTED
     assert (chart.status, chart.reason) == (ReceiptStatus.REFUSED, "write_budget")
     assert runtime.store.events.get_run("m1").state is RunState.DONE
@@ -347,7 +349,7 @@ async def test_a_chart_dingtalk_cannot_take_is_repaired_and_the_repair_sends_its
     assert fake.cards[0].content == "这是本季度的图表。"
     assert [m.msgtype for m in fake.received][-1] == "image"
     assert call_counts(fake.request_log)["media_upload"] == 1
-    reasons = [(r.status, r.reason) for r in runtime.store.receipts()]
+    reasons = [(r.status, r.reason) for r in runtime.store.actions.receipts()]
     assert reasons[0] == (ReceiptStatus.REFUSED, "attachment_unsupported")
     assert reasons[1:] == [(ReceiptStatus.ACCEPTED, None)] * 2
     assert runtime.store.events.get_run("m1").state is RunState.DONE

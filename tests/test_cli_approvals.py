@@ -119,11 +119,11 @@ def made(store_path: Path, tmp_path: Path):
     add("pending", status=ApprovalStatus.PENDING, decided_by=None, decided_at=None)
     add("void", status=ApprovalStatus.VOID, void_reason=VoidReason.SUPERSEDED)
     refused = add("refused", status=ApprovalStatus.APPROVED, **decided)
-    store.add_receipt(
+    store.actions.add_receipt(
         _receipt(refused, "run_settle", ReceiptStatus.REFUSED, reason="stale_generation")
     )
     old = add("old", status=ApprovalStatus.APPROVED, act_key=None, **decided)
-    store.add_receipt(
+    store.actions.add_receipt(
         _receipt(old, "run_settle_old", ReceiptStatus.FAILED, evidence=Evidence(errmsg="no"))
     )
     add("waiting", status=ApprovalStatus.APPROVED, **decided)

@@ -81,7 +81,7 @@ def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas)
     first.events.add_event(ev, "{}")
     run = first.work.open_run(run_for(ev), None, Lease("replica-a", T0 + 60, T0))
     assert run is not None
-    assert first.add_intent(intent(run.run_id), attempt())  # its own: written
+    assert first.actions.add_intent(intent(run.run_id), attempt())  # its own: written
     # The first replica pauses past its lease; the second takes the run over.
     assert (
         second.work.open_run(run_for(ev), None, Lease("replica-b", T0 + 200, T0 + 100)) is not None
@@ -91,23 +91,23 @@ def test_a_replica_that_lost_the_lease_writes_nothing_more_for_the_run(replicas)
     sent.outcome, sent.finished_at = AttemptOutcome.ACCEPTED, T0 + 101
     done = run.model_copy(update={"state": RunState.DONE})
     writes = [
-        lambda: first.add_intent(intent(run.run_id, 2), attempt(2)),
-        lambda: first.finish_delivery(sent, receipt(run.run_id), None, done),
-        lambda: first.add_receipt(receipt(run.run_id, 3), done),
+        lambda: first.actions.add_intent(intent(run.run_id, 2), attempt(2)),
+        lambda: first.actions.finish_delivery(sent, receipt(run.run_id), None, done),
+        lambda: first.actions.add_receipt(receipt(run.run_id, 3), done),
         lambda: first.events.save_run(done),
-        lambda: first.finish_attempt(sent),
-        lambda: first.forget_unsent("int-1"),
+        lambda: first.actions.finish_attempt(sent),
+        lambda: first.actions.forget_unsent("int-1"),
     ]
     for write in writes:
         with pytest.raises(LeaseLost) as lost:
             write()
         assert lost.value.holder == "replica-b" and lost.value.run_id == run.run_id
-    assert [i.intent_id for i in second.intents()] == ["int-1"]
-    assert second.receipts() == [] and second.events.get_run("m1").state is RunState.WORKING
-    assert [a.outcome for a in second.attempts("int-1")] == [AttemptOutcome.STARTED]
+    assert [i.intent_id for i in second.actions.intents()] == ["int-1"]
+    assert second.actions.receipts() == [] and second.events.get_run("m1").state is RunState.WORKING
+    assert [a.outcome for a in second.actions.attempts("int-1")] == [AttemptOutcome.STARTED]
     # The new owner writes as usual: its receipt is the run's one last word.
-    second.finish_delivery(sent, receipt(run.run_id), None, done)
-    assert [r.receipt_id for r in second.receipts()] == ["rcp-1"]
+    second.actions.finish_delivery(sent, receipt(run.run_id), None, done)
+    assert [r.receipt_id for r in second.actions.receipts()] == ["rcp-1"]
 
 
 def test_a_run_still_held_is_written_and_an_unowned_one_too(replicas) -> None:
@@ -115,9 +115,9 @@ def test_a_run_still_held_is_written_and_an_unowned_one_too(replicas) -> None:
     ev = event(msg_id="m1")
     first.events.add_event(ev, "{}")
     run = first.work.open_run(run_for(ev))  # no lease (an operator's send, a test): no owner
-    assert run is not None and first.add_intent(intent(run.run_id), attempt())
-    first.add_receipt(receipt(run.run_id))
-    assert len(first.receipts()) == 1
+    assert run is not None and first.actions.add_intent(intent(run.run_id), attempt())
+    first.actions.add_receipt(receipt(run.run_id))
+    assert len(first.actions.receipts()) == 1
 
 
 def test_sqlite_has_one_daemon_per_file_and_no_fence(tmp_path) -> None:

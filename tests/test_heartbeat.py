@@ -68,7 +68,7 @@ async def test_an_idle_beat_is_recorded_and_calls_nobody(settings, platform):
     beat = runtime.heartbeat.beat()
     await runtime.drain_store()
     assert beat is not None and beat.event_id == f"beat:{int(START + 60)}"
-    (receipt,) = runtime.store.receipts(beat.event_id)
+    (receipt,) = runtime.store.actions.receipts(beat.event_id)
     assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "heartbeat_idle")
     assert all(route.call_count == 0 for route in platform.values())
     assert runtime.heartbeat.beat() is None  # the same slot, again: nothing
@@ -116,7 +116,7 @@ async def test_a_pause_holds_due_work_and_a_later_beat_sends_it(settings, platfo
     beat = paused.heartbeat.beat()
     await paused.drain_store()
     assert beat is not None and beat.scheduled.items == []
-    (receipt,) = paused.store.receipts(beat.event_id)
+    (receipt,) = paused.store.actions.receipts(beat.event_id)
     assert receipt.reason == SilentReason.PAUSED.value
     await paused.aclose()
 

@@ -116,7 +116,7 @@ async def test_an_ordinary_message_never_enters_proactive_work(settings, monkeyp
     runtime.ingest(frame(callback(text="2 + 2 等于几")))
     await runtime.drain()
     assert hook.call_count == 1
-    assert runtime.store.receipts("m1")[-1].status is ReceiptStatus.ACCEPTED
+    assert runtime.store.actions.receipts("m1")[-1].status is ReceiptStatus.ACCEPTED
     await runtime.aclose()
 
 
@@ -169,7 +169,7 @@ async def test_an_approval_event_a_previous_version_stored_is_carried_out(settin
     assert read.scheduled.approval_id == decided.approval_id
     run = store.events.get_run(stored.event_id)
     assert run is not None and run.state is RunState.DONE
-    (receipt,) = [r for r in store.receipts(stored.event_id) if r.intent_id]
+    (receipt,) = [r for r in store.actions.receipts(stored.event_id) if r.intent_id]
     assert receipt.status is ReceiptStatus.ACCEPTED
     assert hook.call_count == 1
     said = json.loads(hook.calls[0].request.content)

@@ -48,7 +48,7 @@ async def test_prune_keeps_recent_and_open_work(store_settings):
     # DingTalk delivering a pruned message again gets silence, not a second answer.
     runtime.ingest(frame(callback(msg_id="old2", user="u2", text="1+1"), "f-late"))
     await runtime.drain()
-    late = store.receipts("old2")
+    late = store.actions.receipts("old2")
     assert [(r.kind, r.status, r.reason) for r in late] == [
         (ActionKind.SILENCE, ReceiptStatus.SILENT, "stale_event")
     ]

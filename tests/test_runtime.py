@@ -70,7 +70,7 @@ async def test_silent_event_has_silent_receipt_and_no_outbound_call(settings, cl
     runtime = await boot(settings, clock)
     runtime.ingest(frame(callback(group="cid-g", text="7+5 等于多少")))
     await runtime.drain()
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert (receipt.kind, receipt.status, receipt.reason) == (
         ActionKind.SILENCE,
         ReceiptStatus.SILENT,
@@ -89,7 +89,7 @@ async def test_dm_reply_receipt_carries_snapshot_gate_and_evidence(settings, clo
     await runtime.drain()
     assert route.call_count == 1
     assert "12" in route.calls.last.request.content.decode()
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED
     run = runtime.store.events.get_run("m1")
     assert receipt.skill_snapshot == run.skill_snapshot.digest
@@ -119,7 +119,7 @@ async def test_crash_mid_delivery_leaves_uncertain_receipt_and_never_resends(
     restarted.ingest(frame(callback(text="7 + 5 等于多少"), "f-again"))  # DingTalk redelivers
     await restarted.drain()
     assert route.call_count == calls
-    statuses = [(r.kind, r.status, r.reason) for r in restarted.store.receipts()]
+    statuses = [(r.kind, r.status, r.reason) for r in restarted.store.actions.receipts()]
     # settled from the records: the provider is not asked again, nothing is resent
     assert statuses == [(ActionKind.REPLY, ReceiptStatus.UNCERTAIN, None)]
     assert restarted.store.work.runs_per_event() == {"m1": 1}
@@ -137,7 +137,7 @@ async def test_crash_after_ingest_is_processed_on_restart(settings, clock):
     restarted = await boot(settings, clock)
     await restarted.drain()
     assert route.call_count == 1
-    assert restarted.store.receipts()[0].status is ReceiptStatus.ACCEPTED
+    assert restarted.store.actions.receipts()[0].status is ReceiptStatus.ACCEPTED
     await restarted.aclose()
 
 
@@ -161,7 +161,7 @@ async def test_intent_cut_before_its_attempt_is_sent_after_restart(settings, clo
     await runtime.drain()
     store = runtime.store
     # Rewind to "intent stored, nothing else": remove attempt + receipt, reopen the run.
-    intent = store.intents("m1")[0]
+    intent = store.actions.intents("m1")[0]
     store.conn.execute("DELETE FROM attempts WHERE intent_id = ?", (intent.intent_id,))
     store.conn.execute("DELETE FROM receipts WHERE event_id = 'm1'")
     store.events.save_run(store.events.get_run("m1").model_copy(update={"state": RunState.WORKING}))
@@ -171,8 +171,8 @@ async def test_intent_cut_before_its_attempt_is_sent_after_restart(settings, clo
     restarted = await boot(settings, clock)
     await restarted.drain()
     assert route.call_count == 1
-    assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.ACCEPTED]
-    assert restarted.store.intents("m1")[0].idempotency_key == idempotency_key(
+    assert [r.status for r in restarted.store.actions.receipts()] == [ReceiptStatus.ACCEPTED]
+    assert restarted.store.actions.intents("m1")[0].idempotency_key == idempotency_key(
         "m1", ActionKind.REPLY
     )
     await restarted.aclose()
@@ -193,7 +193,7 @@ async def test_session_gone_falls_back_to_openapi(settings, clock):
     runtime.ingest(frame(callback(text="2 + 2 等于几")))
     await runtime.drain()
     assert oto.call_count == 1
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert receipt.status is ReceiptStatus.ACCEPTED
     assert [c.value for c in receipt.evidence.channels_tried] == ["session_webhook", "openapi_oto"]
     ours = runtime.store.context.outbound(process_query_key="pqk-9")
@@ -214,7 +214,7 @@ async def test_provider_failure_gets_an_honest_short_reply(settings, clock):
     runtime = await boot(settings, clock, provider=ExplodingProvider())
     runtime.ingest(frame(callback(text="hi")))
     await runtime.drain()
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert (receipt.kind, receipt.status) == (ActionKind.REPLY, ReceiptStatus.ACCEPTED)
     assert HONEST_FAILURE in route.calls.last.request.content.decode()
     assert "model fell over" not in route.calls.last.request.content.decode()
@@ -238,7 +238,7 @@ async def test_provider_failure_is_silent_where_replying_is_not_allowed(settings
     )
     runtime.ingest(frame(callback(text="hi")))
     await runtime.drain()
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "provider_failed")
     assert route.call_count == 0
     await runtime.aclose()
@@ -257,7 +257,7 @@ async def test_an_unexpected_error_ends_the_run_with_a_receipt(settings, clock, 
     await runtime.drain()
     run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure == "internal_error: OSError"
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert (receipt.status, receipt.reason) == (ReceiptStatus.SILENT, "internal_error")
     assert route.call_count == 0
     await runtime.aclose()
@@ -276,9 +276,9 @@ async def test_a_transport_bug_leaves_an_uncertain_receipt_not_a_stuck_attempt(
     monkeypatch.setattr(runtime.transport, "deliver", explode)
     runtime.ingest(frame(callback(text="1+1")))
     await runtime.drain()
-    (receipt,) = runtime.store.receipts()
+    (receipt,) = runtime.store.actions.receipts()
     assert receipt.status is ReceiptStatus.UNCERTAIN and receipt.evidence.error == "KeyError"
-    assert runtime.store.interrupted_attempts() == []
+    assert runtime.store.actions.interrupted_attempts() == []
     await runtime.aclose()
 
 
@@ -312,10 +312,11 @@ async def test_crash_after_a_piece_of_a_long_reply_sends_the_rest_once_and_says_
     bodies = [json.loads(call.request.content) for call in route.calls]
     assert [b["text"]["content"].count("行") > 0 for b in bodies[:3]] == [True] * 3
     assert "part of it may be missing" in bodies[3]["text"]["content"]  # asked in English
-    statuses = [r.status.value for r in restarted.store.receipts("m1") if r.kind.value == "reply"]
+    receipts = restarted.store.actions.receipts("m1")
+    statuses = [r.status.value for r in receipts if r.kind.value == "reply"]
     assert statuses.count("uncertain") == 1 and statuses.count("accepted") == 3
     assert run.state is RunState.FAILED and "uncertain" in run.failure
-    assert restarted.store.owed_pieces("m1") == []
+    assert restarted.store.pieces.owed_pieces("m1") == []
     await restarted.aclose()
 
 
@@ -347,7 +348,7 @@ async def test_crash_between_pieces_sends_each_remaining_piece_once(settings, cl
     assert len(texts) == 3 and "".join(texts).count("行") == 90 * 90
     run = restarted.store.events.get_run("m1")
     assert run.state is RunState.DONE
-    assert restarted.store.owed_pieces("m1") == []
+    assert restarted.store.pieces.owed_pieces("m1") == []
     await restarted.aclose()
 
 
@@ -381,7 +382,7 @@ async def test_pausing_stops_work_resumed_after_a_restart(settings, clock):
     paused = await boot(settings.with_overrides({"paused": True}), clock)
     await paused.drain()
     assert route.call_count == 0
-    receipts = paused.store.receipts("m1")
+    receipts = paused.store.actions.receipts("m1")
     assert [(r.status, r.reason) for r in receipts] == [(ReceiptStatus.SILENT, "paused")]
     assert paused.store.events.get_decision("m1").reason.value == "dm"  # the first verdict stands
     await paused.aclose()
@@ -468,7 +469,7 @@ async def test_a_receipt_waits_out_a_store_locked_by_another_process(settings, c
     runtime.ingest(frame(callback(text="2 + 2 等于几")))
     await runtime.drain()
     assert route.call_count == 1
-    assert [r.status for r in runtime.store.receipts()] == [ReceiptStatus.ACCEPTED]
+    assert [r.status for r in runtime.store.actions.receipts()] == [ReceiptStatus.ACCEPTED]
     assert runtime.store.events.get_run("m1").state is RunState.DONE
     other.close()
     await runtime.aclose()
@@ -498,7 +499,7 @@ async def test_stopped_during_a_rate_limit_back_off_the_reply_is_sent_after_rest
     restarted = await boot(settings, clock)
     await restarted.drain()
     assert route.call_count == 2
-    assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.ACCEPTED]
+    assert [r.status for r in restarted.store.actions.receipts()] == [ReceiptStatus.ACCEPTED]
     assert restarted.store.events.get_run("m1").state is RunState.DONE
     await restarted.aclose()
 
@@ -525,5 +526,5 @@ async def test_stopped_while_the_post_is_in_flight_stays_uncertain(settings, clo
     restarted = await boot(settings, clock)
     await restarted.drain()
     assert len(posts) == 1
-    assert [r.status for r in restarted.store.receipts()] == [ReceiptStatus.UNCERTAIN]
+    assert [r.status for r in restarted.store.actions.receipts()] == [ReceiptStatus.UNCERTAIN]
     await restarted.aclose()

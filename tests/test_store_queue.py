@@ -302,7 +302,7 @@ async def test_a_refused_answer_gets_the_honest_short_reply(settings, store_sett
     assert route.call_count == 1
     body = route.calls.last.request.content.decode()
     assert HONEST_FAILURE in body and "已通知全员" not in body
-    statuses = [(r.status, r.reason) for r in runtime.store.receipts()]
+    statuses = [(r.status, r.reason) for r in runtime.store.actions.receipts()]
     assert statuses == [(ReceiptStatus.REFUSED, "schema_invalid"), (ReceiptStatus.ACCEPTED, None)]
     run = runtime.store.events.get_run("m1")
     assert run.state is RunState.FAILED and run.failure.startswith("refused_by_gate: schema")

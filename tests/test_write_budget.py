@@ -33,7 +33,7 @@ def intent(n: int, at: float, conversation: str = "cid-1") -> ActionIntent:
 
 
 def writes_today(store: Store, now: float, conversation: str = "cid-1") -> tuple[int, int]:
-    _, minute, day, _ = store.gate_facts("t", conversation, now - 60, now - DAY, ["none"])
+    _, minute, day, _ = store.actions.gate_facts("t", conversation, now - 60, now - DAY, ["none"])
     return minute, day
 
 
@@ -47,13 +47,13 @@ def test_rows_out_of_time_order_are_counted_by_their_time(store: Store) -> None:
     count as today's (as a count over the time says); each new one counts once."""
     now = T0
     for n in range(300):  # stamped by the clock that ran ahead
-        store.add_intent(intent(n, now + DAY + n))
+        store.actions.add_intent(intent(n, now + DAY + n))
     for n in range(300, 310):  # the clock stepped back
-        store.add_intent(intent(n, now - 5 + n / 100))
+        store.actions.add_intent(intent(n, now - 5 + n / 100))
     assert writes_today(store, now)[1] == counted(store, now - DAY) == 310
     # A restored backup: old rows, from before the day, come back behind newer row ids.
     for n in range(310, 400):
-        store.add_intent(intent(n, now - 2 * DAY + n))
+        store.actions.add_intent(intent(n, now - 2 * DAY + n))
     assert writes_today(store, now)[1] == 310
     # Tomorrow the future-stamped rows are still inside the window; the rest has left it.
     assert writes_today(store, now + DAY)[1] == counted(store, now) == 300
@@ -61,10 +61,10 @@ def test_rows_out_of_time_order_are_counted_by_their_time(store: Store) -> None:
 
 def test_a_forgotten_unsent_intent_gives_its_write_back(store: Store) -> None:
     for n in range(5):
-        store.add_intent(intent(n, T0 - n * 3600))
-    store.forget_unsent("int-2")
+        store.actions.add_intent(intent(n, T0 - n * 3600))
+    store.actions.forget_unsent("int-2")
     assert writes_today(store, T0)[1] == 4
-    store.drop_unsent_intents()  # every intent without an attempt: all the rest
+    store.actions.drop_unsent_intents()  # every intent without an attempt: all the rest
     assert writes_today(store, T0)[1] == 0
 
 
@@ -83,9 +83,9 @@ def test_the_count_equals_counting_rows_for_any_order_and_any_moment(
     try:
         rng = random.Random(seed)
         for n, offset in enumerate(offsets):
-            store.add_intent(intent(n, T0 + offset))
+            store.actions.add_intent(intent(n, T0 + offset))
         for n in rng.sample(range(len(offsets)), k=len(offsets) // 3):
-            store.forget_unsent(f"int-{n}")
+            store.actions.forget_unsent(f"int-{n}")
         edges = [T0 + offset for offset in offsets] + [T0 + rng.uniform(-DAY, 3 * DAY)]
         for now in edges + [DAY + edge for edge in edges]:
             assert writes_today(store, now)[1] == counted(store, now - DAY)

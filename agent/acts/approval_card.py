@@ -111,7 +111,7 @@ class ApprovalCards:
             started_at=self.clock.now(),
             request_digest=self.api.digest(body),
         )
-        if not self.store.add_intent(intent, attempt):
+        if not self.store.actions.add_intent(intent, attempt):
             return self.broker.refuse_duplicate(run, intent)
         self.store.approvals.set_approval_track(record.approval_id, record.approval_id)
         self.broker.crash.hit("after_attempt_started")
@@ -160,7 +160,7 @@ class ApprovalCards:
             words,
             ending,
             reason.value,
-            lambda attempt: self.store.switch_delivery(card_attempt, words, attempt),
+            lambda attempt: self.store.actions.switch_delivery(card_attempt, words, attempt),
             tried=[Channel.CARD],
         )
 
@@ -178,7 +178,7 @@ class ApprovalCards:
         )
         settled = ending.apply(run, receipt) if ending else None
         if attempt is None:
-            self.store.add_receipt(receipt, settled)
+            self.store.actions.add_receipt(receipt, settled)
         else:
             outbound = None
             if status.delivered and intent.content is not None:
@@ -190,7 +190,7 @@ class ApprovalCards:
                     "text": intent.content.text,
                     "sent_at": attempt.finished_at,
                 }
-            self.store.finish_delivery(attempt, receipt, outbound, settled)
+            self.store.actions.finish_delivery(attempt, receipt, outbound, settled)
         return receipt
 
     async def show(self, record: ApprovalRecord, status: str) -> bool:

@@ -117,8 +117,8 @@ class ActExecutor:
     async def execute(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
         """The act once: stored, prepared, called, read back; its receipt (``refused``
         naming the first one when another execution holds its key)."""
-        if not self.store.add_intent(intent):
-            first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
+        if not self.store.actions.add_intent(intent):
+            first = self.store.actions.receipt_for_idempotency_key(intent.idempotency_key)
             return self._receipt(
                 run,
                 intent,
@@ -129,7 +129,7 @@ class ActExecutor:
         problem = await self._prepare(intent)
         if problem is not None:  # nothing was sent: a definite no, said why
             receipt = self._receipt(run, intent, ReceiptStatus.FAILED, problem)
-            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
+            self.store.actions.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
             return receipt
         async with self._departure(intent) as departure:
             attempt = Attempt(
@@ -139,19 +139,19 @@ class ActExecutor:
                 started_at=self.clock.now(),
                 request_digest=intent.idempotency_key,
             )
-            self.store.start_attempt(attempt)
+            self.store.actions.start_attempt(attempt)
             self.crash.hit("after_attempt_started")
             try:
                 status, evidence = await self._write(intent)
             except asyncio.CancelledError:
                 if not departure.may_have_arrived:  # a stop before its bytes went
-                    self.store.forget_unsent(intent.intent_id)
+                    self.store.actions.forget_unsent(intent.intent_id)
                 raise
         attempt.outcome = _OUTCOME[status]
         attempt.finished_at = self.clock.now()
         attempt.evidence = evidence
         receipt = self._receipt(run, intent, status, evidence)
-        self.store.finish_delivery(
+        self.store.actions.finish_delivery(
             attempt, receipt, None, ending.apply(run, receipt) if ending else None
         )
         return receipt
@@ -228,7 +228,7 @@ class ActExecutor:
         return resolved.receipt if resolved is not None else None
 
     async def _read_back(self, run: Run, intent: ActionIntent) -> Resolved | None:
-        receipts = [r for r in self.store.intent_receipts(intent.intent_id)]
+        receipts = [r for r in self.store.actions.intent_receipts(intent.intent_id)]
         doubt = [r for r in receipts if r.status in _DOUBT]
         last = receipts[-1] if receipts else None
         if last is None or last.status not in _DOUBT:

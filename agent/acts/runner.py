@@ -139,7 +139,7 @@ class ActRunner:
         intents, approvals = self.store.approvals.recent_acts(
             run.origin.conversation_id, auth.authorizer, now - self.repeat_window_s, run.event_id
         )
-        receipts = {i.intent_id: self.store.intent_receipts(i.intent_id) for i in intents}
+        receipts = {i.intent_id: self.store.actions.intent_receipts(i.intent_id) for i in intents}
         earlier = earlier_acts(intents, approvals, receipts)
         key, _same = slot_for(run.event_id, auth, arguments, earlier, taken=set())
         return key
@@ -184,7 +184,7 @@ class ActRunner:
         for intent in intents:
             if intent.event_id == run.event_id:
                 await self._settle_own(run, intent)
-        receipts = {i.intent_id: self.store.intent_receipts(i.intent_id) for i in intents}
+        receipts = {i.intent_id: self.store.actions.intent_receipts(i.intent_id) for i in intents}
         shown = []
         for act in earlier_acts(intents, approvals, receipts):
             held = act.intent if act.intent is not None else act.approval
@@ -207,7 +207,7 @@ class ActRunner:
 
     async def _settle_own(self, run: Run, intent: ActionIntent) -> None:
         """Read back an act of this very message that a crash (or a timeout) left in doubt."""
-        last = last_act_receipt(self.store.intent_receipts(intent.intent_id))
+        last = last_act_receipt(self.store.actions.intent_receipts(intent.intent_id))
         if last is None or last.status in (ReceiptStatus.UNCERTAIN, ReceiptStatus.ACCEPTED):
             await self.executor.read_back(run, intent)
 

@@ -130,8 +130,8 @@ class ApprovalSettlement:
     async def tell_checked(self, run: Run, intent_id: str) -> Run:
         """The run of ``act-checked:<intent>``: the asker hears what the read-back found
         (「核对过了：…」), and the act's approval card, if any, shows it too."""
-        intent = self.store.intent(intent_id)
-        last = last_act_receipt(self.store.intent_receipts(intent_id)) if intent else None
+        intent = self.store.actions.intent(intent_id)
+        last = last_act_receipt(self.store.actions.intent_receipts(intent_id)) if intent else None
         if intent is None or last is None or intent.authorization is None:
             return self.endings.end_silent(run, SilentReason.NOT_DUE, f"no act {intent_id}")
         record = self.store.approvals.approval_by_act_key(intent.idempotency_key)
@@ -157,7 +157,7 @@ class ApprovalSettlement:
         # one stored but cut before its attempt (having its unionIds, its token) provably
         # never left, so it is tried again rather than held
         self.acting.broker.reconcile_interrupted(record.event_id)
-        self.store.drop_unsent_intents(record.event_id)
+        self.store.actions.drop_unsent_intents(record.event_id)
         if proposed is not None:
             bound = proposed.model_copy(update={"run_id": run.run_id})
             request = ActionRequest(
@@ -191,9 +191,11 @@ def _what_became(store: Store, receipts: list[Receipt]) -> Receipt | None:
     if verified:
         return verified[-1]
     first_id = last.evidence.first_receipt_id
-    first = next((r for r in store.receipts(last.event_id) if r.receipt_id == first_id), None)
+    first = next(
+        (r for r in store.actions.receipts(last.event_id) if r.receipt_id == first_id), None
+    )
     if first is not None and first.intent_id:
-        return store.intent_receipts(first.intent_id)[-1]
+        return store.actions.intent_receipts(first.intent_id)[-1]
     return first
 
 

@@ -84,7 +84,7 @@ class ActSteps:
         seen = len(outcome.receipts)
         await acting.act(run, [confirm], outcome, ActAs.APPROVAL_PROMPT)
         asked = [r for r in outcome.receipts[seen:] if r.kind is ActionKind.CONFIRM]
-        first = self.store.receipt_for_idempotency_key(
+        first = self.store.actions.receipt_for_idempotency_key(
             idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)
         )
         said = [*asked, *([first] if first is not None else [])]
@@ -128,7 +128,7 @@ class ActSteps:
             if not record.status.is_open:
                 continue
             key = idempotency_key(run.event_id, ActionKind.CONFIRM, of=record.approval_id)
-            said = self.store.receipt_for_idempotency_key(key)
+            said = self.store.actions.receipt_for_idempotency_key(key)
             if said is not None and said.status is ReceiptStatus.UNCERTAIN:
                 lines.append(self.acts.desk.code_line(record, in_group))
         return lines
@@ -176,17 +176,17 @@ class ActSteps:
         twice. If the first try is still uncertain (a crash or a timeout after sending), it
         is read back now; what became of it is what the model is told."""
         key = facts.act_key
-        intent = self.store.intent_by_key(key) if key else None
+        intent = self.store.actions.intent_by_key(key) if key else None
         if intent is None:
             outcome.acts.told.append(refused)
             return
-        last = last_act_receipt(self.store.intent_receipts(intent.intent_id))
+        last = last_act_receipt(self.store.actions.intent_receipts(intent.intent_id))
         if last is None or last.status in (ReceiptStatus.UNCERTAIN, ReceiptStatus.ACCEPTED):
             settled = await self.acts.read_back(run, intent)
             if settled is not None:
                 outcome.receipts.append(settled)
             # what it is now (another read-back may have settled it meanwhile)
-            last = last_act_receipt(self.store.intent_receipts(intent.intent_id)) or last
+            last = last_act_receipt(self.store.actions.intent_receipts(intent.intent_id)) or last
         outcome.acts.told.append(last or refused)
         if last is not None:
             self._note_act(intent, last, outcome)

@@ -300,7 +300,7 @@ class CardBroker(CardCalls):
         text = intent.content.text
         parts = card_parts(text, self.block_chars)
         if len(parts) > 1 and start == 1:
-            self.store.keep_piece_bytes(intent, text.encode("utf-8"))
+            self.store.pieces.keep_piece_bytes(intent, text.encode("utf-8"))
         receipt: Receipt | None = None
         for n, part in enumerate(parts[start - 1 :], start=start):
             handle = await self.open(run, part_intent(intent, n))
@@ -315,6 +315,6 @@ class CardBroker(CardCalls):
             if n < len(parts):
                 self.broker.crash.hit("between_pieces")
         if len(parts) > 1:
-            self.store.forget_bytes_of(intent.intent_id)
+            self.store.pieces.forget_bytes_of(intent.intent_id)
         assert receipt is not None
         return receipt

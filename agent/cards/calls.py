@@ -83,7 +83,7 @@ class CardCalls:
 
         async def once() -> CardAnswer:
             attempt = self._attempt(handle.intent, digest)
-            self.store.start_attempt(attempt)  # fenced: a run taken over sends nothing
+            self.store.actions.start_attempt(attempt)  # fenced: a run taken over sends nothing
             self.broker.crash.hit("after_attempt_started")
             answer = await send()
             self.broker.crash.hit("after_send")

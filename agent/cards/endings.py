@@ -60,7 +60,7 @@ class CardEndings:
             reason=refusal.reason.value,
             evidence=Evidence(detail=refusal.detail[:500], out_track_id=self._track(live)),
         )
-        cards.store.add_receipt(refused)
+        cards.store.actions.add_receipt(refused)
         outcome.receipts.append(refused)
         repaired = await self._repair(host, live, refusal)
         if isinstance(repaired, RepairedAnswer):
@@ -103,7 +103,7 @@ class CardEndings:
                 reason=repaired.reason.value,
                 evidence=Evidence(detail=repaired.detail[:500], out_track_id=self._track(live)),
             )
-            self.cards.store.add_receipt(again)
+            self.cards.store.actions.add_receipt(again)
             live.outcome.receipts.append(again)
             return None
         return repaired

@@ -59,7 +59,7 @@ async def recover(cards: CardBroker, event_id: str, take_up: bool = False) -> in
         return 0
     if take_up:  # created nowhere (a create or a fallback that waited): answered afresh
         store.cards.forget_unsent_cards(event_id, run.run_id)
-    intents = {intent.intent_id: intent for intent in store.intents(event_id)}
+    intents = {intent.intent_id: intent for intent in store.actions.intents(event_id)}
     closed = 0
     for card in store.cards.open_cards(event_id):
         intent = intents.get(card.intent_id)
@@ -85,14 +85,14 @@ async def send_owed_parts(cards: CardBroker, run: Run) -> int:
     their parts): the cards never opened go now, in order, once each, cut from the whole
     text kept beside its first card. How many answers went on."""
     store = cards.store
-    intents = store.intents(run.event_id)
+    intents = store.actions.intents(run.event_id)
     taken = {intent.idempotency_key for intent in intents}
     went_on = 0
     for intent in intents:
         content = intent.content
         if content is None or content.msgtype != "card" or "#" in intent.idempotency_key:
             continue
-        kept = store.piece_bytes(intent.intent_id)
+        kept = store.pieces.piece_bytes(intent.intent_id)
         if kept is None:
             continue  # a card of one part, or one whose last card opened
         whole = kept.decode("utf-8")
@@ -100,12 +100,12 @@ async def send_owed_parts(cards: CardBroker, run: Run) -> int:
         opened = 1
         while opened < len(parts) and f"{intent.idempotency_key}#{opened + 1}" in taken:
             opened += 1
-        receipts = store.intent_receipts(part_intent(intent, opened).intent_id)
+        receipts = store.actions.intent_receipts(part_intent(intent, opened).intent_id)
         if opened < len(parts) and receipts and receipts[-1].status.delivered:
             full = content.model_copy(update={"text": whole})
             await cards.deliver(run, intent.model_copy(update={"content": full}), None, opened + 1)
             went_on += 1
-        store.forget_bytes_of(intent.intent_id)
+        store.pieces.forget_bytes_of(intent.intent_id)
     return went_on
 
 
@@ -124,7 +124,7 @@ async def _close_late(cards: CardBroker, run: Run, handle: OpenCard) -> None:
     card = handle.card
     final = card.final or cut_off_text(card.streamed)
     frame, _ = await cards.close_on_platform(handle, final)
-    late = _late_receipt(cards.store.receipts(run.event_id), card.intent_id)
+    late = _late_receipt(cards.store.actions.receipts(run.event_id), card.intent_id)
     if late is not None and frame.ok:
         _finished_late(cards, run, late, card.frames)
     cards.store.cards.save_card(card)
@@ -186,4 +186,4 @@ def _finished_late(cards: CardBroker, run: Run, late: Receipt, frames: int) -> N
         ended = run.model_copy(
             update={"state": RunState.DONE, "failure": None, "updated_at": cards.clock.now()}
         )
-    cards.store.add_receipt(receipt, ended)
+    cards.store.actions.add_receipt(receipt, ended)

@@ -115,7 +115,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
         return _never_stored(records, msg_id, when)
     decision = decision_record(store.events.get_decision(msg_id))
     run = store.events.get_run(msg_id)
-    receipts = [receipt_record(r, when) for r in store.receipts(msg_id)]
+    receipts = [receipt_record(r, when) for r in store.actions.receipts(msg_id)]
     tasks = task_records(records.tasks_in_scope(event.thread_key), run)
     memory = memory_records(store.context.memory_in_scope(event.conversation.id), msg_id)
     later = answered_later_by(store, event, run) if run is not None else None

@@ -75,11 +75,11 @@ def approval_act(store: Store, record: ApprovalRecord) -> ApprovalAct:
     ``act_key`` and its receipts; without one, the act receipts of its message (an older
     record names no key; with a key, only a refusal carrying out the decision is left:
     those of another run than the proposing one, from the decision on)."""
-    intent = store.intent_by_key(record.act_key) if record.act_key else None
+    intent = store.actions.intent_by_key(record.act_key) if record.act_key else None
     if intent is not None:
-        receipts = store.intent_receipts(intent.intent_id)
+        receipts = store.actions.intent_receipts(intent.intent_id)
     else:
-        receipts = [r for r in store.receipts(record.event_id) if r.kind is ActionKind.ACT]
+        receipts = [r for r in store.actions.receipts(record.event_id) if r.kind is ActionKind.ACT]
         if record.act_key is not None:
             decided = record.decided_at
             receipts = [
@@ -97,9 +97,11 @@ def approval_act(store: Store, record: ApprovalRecord) -> ApprovalAct:
 def prompt_receipts(store: Store, record: ApprovalRecord) -> list[Receipt]:
     """The receipts of the approval's prompt (its card, or the text with the code)."""
     ids = {
-        i.intent_id for i in store.intents(record.event_id) if i.approval_id == record.approval_id
+        i.intent_id
+        for i in store.actions.intents(record.event_id)
+        if i.approval_id == record.approval_id
     }
-    return [r for r in store.receipts(record.event_id) if r.intent_id in ids]
+    return [r for r in store.actions.receipts(record.event_id) if r.intent_id in ids]
 
 
 def receipt_words(receipt: Receipt) -> str:
@@ -117,7 +119,7 @@ def act_view(
     """An act intent for ``dta trace``: its raw tool and arguments, what became of it and
     the line a person reads (``act dingtalk.todo.create 「续费域名」 → done, read back``)."""
     approval = _approval_for(intent, approvals)
-    outcome, last = act_outcome(store.intent_receipts(intent.intent_id), approval, True)
+    outcome, last = act_outcome(store.actions.intent_receipts(intent.intent_id), approval, True)
     words = outcome_line(outcome, last, approval)
     names = approval.names if approval is not None else {}
     english = approval.english if approval is not None else False

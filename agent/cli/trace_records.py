@@ -56,7 +56,7 @@ def intent_records(store: Store, event_id: str, timezone: str) -> list[dict[str,
     became of it (``outcome``, in agent/acts/told.py's vocabulary) and how it reads."""
     chain = []
     approvals = store.approvals.all(event_id)
-    for intent in store.intents(event_id):
+    for intent in store.actions.intents(event_id):
         webhook = intent.target.session_webhook
         act = act_view(store, intent, approvals, timezone) if intent.tool is not None else None
         item: dict[str, Any] = {
@@ -72,15 +72,14 @@ def intent_records(store: Store, event_id: str, timezone: str) -> list[dict[str,
                     "outcome": a.outcome.value,
                     "evidence": a.evidence.to_dict() if a.evidence else {},
                 }
-                for a in store.attempts(intent.intent_id)
+                for a in store.actions.attempts(intent.intent_id)
             ],
         }
         if act is not None:
             item.update(act)
         if intent.content is not None and intent.content.msgtype == "reaction":
-            item["text"] = (
-                f"{intent.content.text} — {reaction_state(store.attempts(intent.intent_id))}"
-            )
+            state = reaction_state(store.actions.attempts(intent.intent_id))
+            item["text"] = f"{intent.content.text} — {state}"
         chain.append(item)
     return chain
 

@@ -65,7 +65,7 @@ async def send(store: Store, pipeline: Pipeline, event: Event) -> list[Receipt]:
     """Store the operator's event and run it to its receipts."""
     inserted = store.events.add_event(event, event.to_json(), supersedes=False)
     await pipeline.process(event, inserted.generation)
-    return store.receipts(event.event_id)
+    return store.actions.receipts(event.event_id)
 
 
 def receipt_line(receipt: Receipt) -> str:

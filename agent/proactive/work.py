@@ -174,12 +174,12 @@ class ProactiveWork:
         run = self.store.events.get_run(item.event_id)
         if run is None or not run.state.is_finished:
             return False
-        statuses = [r.status for r in self.store.receipts(item.event_id) if r.intent_id]
+        statuses = [r.status for r in self.store.actions.receipts(item.event_id) if r.intent_id]
         self.settle(item, run, statuses[-1] if statuses else None)
         return True
 
     def _last_receipt(self, event_id: str) -> str | None:
-        receipts = [r for r in self.store.receipts(event_id) if r.status.delivered]
+        receipts = [r for r in self.store.actions.receipts(event_id) if r.status.delivered]
         return receipts[-1].receipt_id if receipts else None
 
 

@@ -184,7 +184,9 @@ class Acting:
         # owed, and the recovery pass sends them (agent/run/pieces.py); pieces after words
         # that went are owed beside those (their slot's first intent)
         pieces = self._pieces(intents, words is not None)
-        stored = bool(pieces) and self.store.add_pieces(pieces, payloads(pieces, verdict.payload))
+        stored = bool(pieces) and self.store.pieces.add_pieces(
+            pieces, payloads(pieces, verdict.payload)
+        )
         said: Receipt | None = words
         if words is not None:  # the words went (on a card), the rest not yet tried
             self.broker.crash.hit("between_pieces")
@@ -218,7 +220,7 @@ class Acting:
                     not_sent(self.store, self.broker, run, intents[chunk:])
                 break  # do not send the rest of a long reply after a failed piece
         if stored:
-            self.store.forget_piece_bytes(run.event_id)
+            self.store.pieces.forget_piece_bytes(run.event_id)
         line = (
             missing_line(sent, outcome.english)
             if said is not None and said.status.delivered
@@ -275,8 +277,8 @@ class Acting:
             people = frozenset(outcome.acts.people)
             changes.update(await self.acts.facts(run, request, way.approval, people))
             key = changes.get("act_key")
-            taken = self.store.receipt_for_idempotency_key(key) if key else None
-            if key and (taken is not None or self.store.intent_key_taken(key)):
+            taken = self.store.actions.receipt_for_idempotency_key(key) if key else None
+            if key and (taken is not None or self.store.actions.intent_key_taken(key)):
                 changes["taken_keys"] = {**facts.taken_keys, key: taken}
         return replace(facts, **changes)
 
@@ -339,7 +341,7 @@ class Acting:
                 detail=refusal.detail[:500], first_receipt_id=first.receipt_id if first else None
             ),
         )
-        self.store.add_receipt(receipt)
+        self.store.actions.add_receipt(receipt)
         log.info(
             "refused",
             extra={"run_id": run.run_id, "reason": refusal.reason.value, "detail": refusal.detail},

@@ -114,7 +114,7 @@ class Broker:
     def refuse_duplicate(self, run: Run, intent: ActionIntent) -> Receipt:
         """Another execution claimed the intent's key between the gate and here: a refused
         receipt that names the first one."""
-        first = self.store.receipt_for_idempotency_key(intent.idempotency_key)
+        first = self.store.actions.receipt_for_idempotency_key(intent.idempotency_key)
         receipt = self.receipt(
             run,
             intent.kind,
@@ -122,7 +122,7 @@ class Broker:
             reason=RefusalReason.DUPLICATE_INTENT.value,
             evidence=Evidence(first_receipt_id=first.receipt_id if first else None),
         )
-        self.store.add_receipt(receipt)
+        self.store.actions.add_receipt(receipt)
         return receipt
 
     async def execute(
@@ -140,7 +140,7 @@ class Broker:
         recorded here, and only if no execution has tried it yet."""
         channel = self.transport.channel_for_intent(intent) if intent.kind.is_message else None
         if channel is None or channel is Channel.NONE:
-            if not stored and not self.store.add_intent(intent):
+            if not stored and not self.store.actions.add_intent(intent):
                 return self.refuse_duplicate(run, intent)
             return self._without_channel(run, intent, silence_detail, ending)
         await self.transport.prepare(channel)
@@ -151,9 +151,9 @@ class Broker:
         async with turn, await self.transport.reserve_place() as place:
             attempt, request = self._attempt(intent, channel, place, payload)
             recorded = (
-                self.store.start_piece(attempt)
+                self.store.pieces.start_piece(attempt)
                 if stored
-                else self.store.add_intent(intent, attempt)
+                else self.store.actions.add_intent(intent, attempt)
             )
             if not recorded:
                 return self.refuse_duplicate(run, intent)
@@ -191,7 +191,7 @@ class Broker:
                 reason=reason,
                 evidence=Evidence(channels_tried=[Channel.NONE], detail=detail),
             )
-        self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
+        self.store.actions.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
         return receipt
 
     async def deliver_instead(
@@ -216,7 +216,7 @@ class Broker:
                 reason=reason,
                 evidence=Evidence(channels_tried=[*tried, Channel.NONE], detail="no channel"),
             )
-            self.store.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
+            self.store.actions.add_receipt(receipt, ending.apply(run, receipt) if ending else None)
             return receipt
         await self.transport.prepare(channel)
         turn = self.spacing.turn(intent.target.conversation_id)
@@ -264,7 +264,7 @@ class Broker:
                 delivery = await self.transport.deliver(request)
             except asyncio.CancelledError:
                 if not request.may_have_arrived:  # stopped in a back-off or a token fetch
-                    self.store.forget_unsent(intent.intent_id)
+                    self.store.actions.forget_unsent(intent.intent_id)
                 raise
             except Exception as exc:  # the transport classifies what it knows; not this
                 log.exception("unexpected failure while sending", extra={"run_id": run.run_id})
@@ -288,7 +288,7 @@ class Broker:
             # carry the same message. The next attempt is stored before it is sent.
             attempt_next, request = self._attempt(intent, fallback, request.place)
             await patiently(
-                lambda done=attempt, then=attempt_next: self.store.finish_attempt(
+                lambda done=attempt, then=attempt_next: self.store.actions.finish_attempt(
                     done, start_next=then
                 ),
                 attempts=None,
@@ -339,7 +339,7 @@ class Broker:
         # the open attempt is reconciled as uncertain).
         settled = ending.apply(run, receipt) if ending else None
         await patiently(
-            lambda: self.store.finish_delivery(attempt, receipt, outbound, settled),
+            lambda: self.store.actions.finish_delivery(attempt, receipt, outbound, settled),
             attempts=None,
         )
         return receipt
@@ -349,7 +349,7 @@ class Broker:
         ``uncertain`` — recorded, never resent. All of them at start-up, or one run's
         before it is driven again."""
         receipts = []
-        for attempt, intent in self.store.interrupted_attempts(event_id):
+        for attempt, intent in self.store.actions.interrupted_attempts(event_id):
             run = self.store.events.get_run(intent.event_id)
             approval_card = intent.content is not None and intent.content.msgtype == "approval"
             if run is None or (attempt.channel is Channel.CARD and not approval_card):
@@ -371,6 +371,6 @@ class Broker:
                 intent_id=intent.intent_id,
                 evidence=attempt.evidence,
             )
-            self.store.close_interrupted(attempt, receipt)
+            self.store.actions.close_interrupted(attempt, receipt)
             receipts.append(receipt)
         return receipts

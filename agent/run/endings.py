@@ -107,7 +107,7 @@ class Endings:
             reason=reason.value,
             evidence=Evidence(detail=detail),
         )
-        self.store.add_receipt(receipt, run)
+        self.store.actions.add_receipt(receipt, run)
         return run
 
     async def fail_honestly(self, run: Run, failure: ProviderFailed, outcome: RunOutcome) -> Run:
@@ -160,7 +160,7 @@ class Endings:
                 reason=SilentReason.INTERNAL_ERROR.value,
                 evidence=Evidence(error=type(exc).__name__),
             )
-            await patiently(lambda: self.store.add_receipt(receipt, run))
+            await patiently(lambda: self.store.actions.add_receipt(receipt, run))
             return run
         except Exception as failure:
             if is_transient(failure):

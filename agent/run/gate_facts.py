@@ -19,7 +19,7 @@ def load_facts(
     """The run's thread generation, the write-budget counts and its taken idempotency
     slots, as of ``now`` (one store statement); ``webhook_problem`` is the transport's
     word on the origin's session webhook."""
-    generation, last_minute, last_day, taken = store.gate_facts(
+    generation, last_minute, last_day, taken = store.actions.gate_facts(
         run.thread_key,
         run.origin.conversation_id,
         now - MINUTE_S,

@@ -106,7 +106,7 @@ def _failed(
         reason=reason,
         evidence=Evidence(detail=why),
     )
-    store.add_receipt(receipt)
+    store.actions.add_receipt(receipt)
     return receipt
 
 
@@ -123,14 +123,14 @@ async def send_owed(store: Store, broker: Any, run: Run, follow_up: FollowUp, en
     attachment with its kept bytes), then one line for what did not or may not have
     arrived — or that a card answer was cut between its cards. Returns how many pieces
     were owed."""
-    owed = store.owed_pieces(run.event_id)
+    owed = store.pieces.owed_pieces(run.event_id)
     cut_short = store.cards.card_answer_cut(run.event_id)
     if not owed:
         if cut_short:
             await follow_up(missing_line([], english, cut_short=True) or "")
         return 0
     for intent in owed:
-        payload = store.piece_bytes(intent.intent_id) if is_attachment(intent) else None
+        payload = store.pieces.piece_bytes(intent.intent_id) if is_attachment(intent) else None
         if is_attachment(intent) and payload is None:
             why = "its bytes were no longer kept when it was owed"
             _failed(store, broker, run, intent, PieceReason.PIECE_LOST.value, why)
@@ -141,15 +141,15 @@ async def send_owed(store: Store, broker: Any, run: Run, follow_up: FollowUp, en
             break
     answer = [
         (intent, receipts[-1])
-        for intent in store.intents(run.event_id)
-        if (receipts := store.intent_receipts(intent.intent_id))
+        for intent in store.actions.intents(run.event_id)
+        if (receipts := store.actions.intent_receipts(intent.intent_id))
         and intent.chunks
         and _of_answer(intent, owed)
     ]
     line = missing_line(answer, english, cut_short)
     if line is not None:
         await follow_up(line)
-    store.forget_piece_bytes(run.event_id)
+    store.pieces.forget_piece_bytes(run.event_id)
     return len(owed)
 
 

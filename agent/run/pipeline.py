@@ -185,7 +185,7 @@ class Pipeline:
             if self.stream is not None:  # a card it left open ends cut off, never re-created
                 await self.stream.recover(event.event_id)
             self.broker.reconcile_interrupted(event.event_id)
-            self.store.drop_unsent_intents(event.event_id)
+            self.store.actions.drop_unsent_intents(event.event_id)
             # the pieces of an answer a crash cut off: sent now, once each
             await send_owed(
                 self.store,

@@ -68,7 +68,7 @@ class ReactionSignal:
     async def deliver(self, run: Run, intent: ActionIntent, ending: RunEnding | None) -> Receipt:
         """Put the reaction on the person's message (the run's ack)."""
         attempt = self._attempt(intent, "reply")
-        if not self.store.add_intent(intent, attempt):
+        if not self.store.actions.add_intent(intent, attempt):
             return self.broker.refuse_duplicate(run, intent)
         name = intent.content.text if intent.content is not None else ""
         answer = await self.api.put(intent.target, run.event_id, name)
@@ -86,7 +86,7 @@ class ReactionSignal:
             evidence=evidence,
         )
         settled = ending.apply(run, receipt) if ending else None
-        self.store.finish_delivery(attempt, receipt, None, settled)
+        self.store.actions.finish_delivery(attempt, receipt, None, settled)
         return receipt
 
     async def recall(self, event_id: str) -> bool:
@@ -94,22 +94,22 @@ class ReactionSignal:
         did. A put whose outcome is unknown (a crash cut it) is recalled too — recalling a
         reaction that is not there is harmless; a refused recall is tried again by the
         recovery pass (``recall_owed``)."""
-        for intent in self.store.intents(event_id):
+        for intent in self.store.actions.intents(event_id):
             if _is_reaction(intent):
                 return await self._recall(intent)
         return False
 
     async def _recall(self, intent: ActionIntent) -> bool:
-        attempts = self.store.attempts(intent.intent_id)
+        attempts = self.store.actions.attempts(intent.intent_id)
         if not owes_recall(attempts):
             return False
         put = [a for a in attempts if a.request_digest != RECALL]
         recall = self._attempt(intent, RECALL)
-        self.store.finish_attempt(put[-1], start_next=recall)
+        self.store.actions.finish_attempt(put[-1], start_next=recall)
         name = intent.content.text if intent.content is not None else ""
         answer = await self.api.recall(intent.target, intent.event_id, name)
         self._close(recall, answer, self.clock.now())
-        self.store.finish_attempt(recall)
+        self.store.actions.finish_attempt(recall)
         if not answer.ok:
             log.warning("reaction recall refused", extra={"event_id": intent.event_id})
         return answer.ok
@@ -120,10 +120,10 @@ class ReactionSignal:
         at start-up: each tried once now); how many were."""
         now = self.clock.now()
         done = 0
-        for intent in self.store.finished_acks_since(now - within_s):
+        for intent in self.store.actions.finished_acks_since(now - within_s):
             if not _is_reaction(intent):
                 continue
-            attempts = self.store.attempts(intent.intent_id)
+            attempts = self.store.actions.attempts(intent.intent_id)
             due = everything or _due(attempts, now)
             if owes_recall(attempts) and due and await self._recall(intent):
                 done += 1

@@ -33,14 +33,14 @@ def settled_from_records(store: Store, tasks: TaskKeeper, run: Run, now: float) 
     # them, never do (the recovery pass has sent what a crash left owed: agent/run/pieces.py).
     terminal = [
         i
-        for i in store.intents(run.event_id)
+        for i in store.actions.intents(run.event_id)
         if i.kind.is_terminal
         and (i.content is None or i.content.attachment is None)
         and not i.idempotency_key.endswith(f":{FOLLOW_UP_SLOT}")  # a line after it decides nothing
     ]
     if not terminal:
         return None
-    receipts = {r.intent_id: r for r in store.receipts(run.event_id) if r.intent_id}
+    receipts = {r.intent_id: r for r in store.actions.receipts(run.event_id) if r.intent_id}
     if any(i.intent_id not in receipts and _card_left_open(store, i) for i in terminal):
         return None  # a card that shows nothing yet: the run goes on to answer on it
     kind = terminal[0].kind

@@ -297,7 +297,7 @@ def judge(
         if not _subset(wanted, actual):
             problems.append(Check(f"decisions.{msg}", wanted, actual))
 
-    receipts = [_receipt_facts(r) for r in store.receipts()]
+    receipts = [_receipt_facts(r) for r in store.actions.receipts()]
     if expect.receipts == [] and receipts:
         problems.append(Check("receipts", [], receipts))
     for i, want_receipt in enumerate(expect.receipts or []):

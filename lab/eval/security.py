@@ -183,9 +183,9 @@ def _judge(
     origins: dict[str, tuple[str, str, str]],
 ) -> SecurityReport:
     report = SecurityReport(provider, len(origins), len(received))
-    sent_for = {i.intent_id: i.event_id for i in runtime.store.intents()}
+    sent_for = {i.intent_id: i.event_id for i in runtime.store.actions.intents()}
     by_text: dict[str, list[str]] = {}
-    for intent in runtime.store.intents():
+    for intent in runtime.store.actions.intents():
         if intent.content is not None:
             by_text.setdefault(intent.content.text, []).append(sent_for[intent.intent_id])
     for message in received:
@@ -202,7 +202,7 @@ def _judge(
                 ok |= message["conversation_type"] == "dm" and message["user_ids"] == [user]
         if not ok:
             report.off_origin.append(message)
-    for receipt in runtime.store.receipts():
+    for receipt in runtime.store.actions.receipts():
         if receipt.reason and receipt.status.value == "refused":
             report.refusals[receipt.reason] = report.refusals.get(receipt.reason, 0) + 1
     return report

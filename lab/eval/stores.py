@@ -67,6 +67,22 @@ class _Work:
         return dict(total)
 
 
+class _Actions:
+    """Every robot's intents, attempts and receipts, read as one store's ``actions`` family."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self.stores = stores
+
+    def intents(self, event_id: str) -> list[ActionIntent]:
+        return [intent for store in self.stores for intent in store.actions.intents(event_id)]
+
+    def attempts(self, intent_id: str) -> list[Attempt]:
+        return [attempt for store in self.stores for attempt in store.actions.attempts(intent_id)]
+
+    def receipts(self, event_id: str | None = None) -> list[Receipt]:
+        return [receipt for store in self.stores for receipt in store.actions.receipts(event_id)]
+
+
 class _Approvals:
     """Every robot's approvals, read as one store's ``approvals`` family."""
 
@@ -98,17 +114,9 @@ class RobotStores:
         self.stores = list(stores)
         self.events = _Events(self.stores)
         self.work = _Work(self.stores)
+        self.actions = _Actions(self.stores)
         self.approvals = _Approvals(self.stores)
         self.context = _Context(self.stores)
-
-    def intents(self, event_id: str) -> list[ActionIntent]:
-        return [intent for store in self.stores for intent in store.intents(event_id)]
-
-    def attempts(self, intent_id: str) -> list[Attempt]:
-        return [attempt for store in self.stores for attempt in store.attempts(intent_id)]
-
-    def receipts(self, event_id: str | None = None) -> list[Receipt]:
-        return [receipt for store in self.stores for receipt in store.receipts(event_id)]
 
     def counts(self) -> Counts:
         each = [store.counts() for store in self.stores]

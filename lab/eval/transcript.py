@@ -102,7 +102,7 @@ def collect_transcript(
             ),
             run_state=run.state.value if run else None,
         )
-        for intent in store.intents(event.event_id):
+        for intent in store.actions.intents(event.event_id):
             trail.intents.append(
                 {
                     "kind": intent.kind.value,
@@ -118,11 +118,11 @@ def collect_transcript(
                             "outcome": a.outcome.value,
                             "evidence": a.evidence.to_dict() if a.evidence else {},
                         }
-                        for a in store.attempts(intent.intent_id)
+                        for a in store.actions.attempts(intent.intent_id)
                     ],
                 }
             )
-        for receipt in store.receipts(event.event_id):
+        for receipt in store.actions.receipts(event.event_id):
             trail.receipts.append(
                 {
                     "kind": receipt.kind.value if receipt.kind else None,

@@ -114,7 +114,7 @@ async def reproduce(workdir: Path) -> dict[str, Any]:
                 ],
                 "receipts": [
                     f"{r.kind.value if r.kind else '-'}:{r.status.value}:{r.reason or ''}"
-                    for r in store.receipts(MSG)
+                    for r in store.actions.receipts(MSG)
                 ],
             }
         finally:

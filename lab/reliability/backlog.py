@@ -89,7 +89,7 @@ async def _beyond_the_pool(fake: FakeDingTalk, workdir: Path, count: int) -> dic
         try:
             quiet = await until(lambda: unfinished_runs(store, sent) == 0, 30 + count, 0.2)
             figures = judge_messages(store, fake, sent, prefix, base)
-            statuses = sorted({r.status.value for r in store.receipts() if r.kind})
+            statuses = sorted({r.status.value for r in store.actions.receipts() if r.kind})
         finally:
             store.close()
     finally:

@@ -70,8 +70,8 @@ def attempts_left_started(store: Store) -> int:
     """Attempts still ``started``: after a restart there must be none (they become uncertain)."""
     return sum(
         attempt.outcome.value == "started"
-        for intent in store.intents()
-        for attempt in store.attempts(intent.intent_id)
+        for intent in store.actions.intents()
+        for attempt in store.actions.attempts(intent.intent_id)
     )
 
 
@@ -127,7 +127,7 @@ def judge_messages(
     decisions = Counter(d.event_id for d in store.events.decisions())
     runs = store.work.runs_per_event()
     statuses: dict[str, set[str]] = {}
-    for receipt in store.receipts():
+    for receipt in store.actions.receipts():
         statuses.setdefault(receipt.event_id, set()).add(receipt.status.value)
     answered_twice = uncertain = unproven = 0
     uncertain_delivered = 0

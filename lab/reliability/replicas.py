@@ -104,7 +104,7 @@ async def _load(
 def _last_words_twice(store: Any) -> int:
     """Events with more than one terminal receipt (a reply, an ask, a silence)."""
     terminal: dict[str, int] = {}
-    for receipt in store.receipts():
+    for receipt in store.actions.receipts():
         if receipt.kind is not None and receipt.kind.value != "ack":
             terminal[receipt.event_id] = terminal.get(receipt.event_id, 0) + 1
     return sum(count > 1 for count in terminal.values())
@@ -210,11 +210,11 @@ def _judge_order(store: Any, fake: FakeDingTalk, index: dict[str, int]) -> dict[
 def _written_since(store: Any, moment: float) -> int:
     """Receipts and attempts stamped at or after ``moment`` (every replica's clock is this
     machine's)."""
-    receipts = [r for r in store.receipts() if r.created_at >= moment]
+    receipts = [r for r in store.actions.receipts() if r.created_at >= moment]
     attempts = [
         a
-        for intent in store.intents()
-        for a in store.attempts(intent.intent_id)
+        for intent in store.actions.intents()
+        for a in store.actions.attempts(intent.intent_id)
         if a.started_at >= moment or (a.finished_at or 0) >= moment
     ]
     return len(receipts) + len(attempts)

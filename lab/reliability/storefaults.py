@@ -211,7 +211,7 @@ async def _transient(kind: str, seconds: float, workdir: Path) -> dict[str, Any]
     per_user = replies_per_user(fake)
     with contextlib.closing(daemon.store()) as store:
         started = attempts_left_started(store)
-        uncertain = sum(r.status.value == "uncertain" for r in store.receipts())
+        uncertain = sum(r.status.value == "uncertain" for r in store.actions.receipts())
     report = {
         "fault_s": seconds,
         "injected": len(load.sent),

@@ -122,7 +122,7 @@ async def test_kill9_mid_stream_then_restart_loses_and_duplicates_nothing(fake, 
         await eventually(lambda: all(r.state.is_finished for r in _runs(store)), timeout=15)
         assert all(n == 1 for n in store.work.runs_per_event().values())
         assert len(store.events.decisions()) == count
-        receipts = store.receipts()
+        receipts = store.actions.receipts()
         for i in range(count):
             sent = replies_to(fake, f"{i} + 1000 = {i + 1000}")
             statuses = {r.status.value for r in receipts if r.event_id == f"k{i}"}

@@ -57,7 +57,7 @@ async def test_a_reminder_survives_kill9_and_restarts_and_goes_once(fake, tmp_pa
         try:
             (task,) = store.context.tasks()
             assert task.status is TaskStatus.COMPLETED
-            beats = [r for r in store.receipts() if r.event_id.startswith("beat:")]
+            beats = [r for r in store.actions.receipts() if r.event_id.startswith("beat:")]
             assert beats and {r.reason for r in beats} <= {"heartbeat_idle", "heartbeat_due"}
         finally:
             store.close()

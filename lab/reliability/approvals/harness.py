@@ -252,7 +252,7 @@ class Harness:
         fresh = {t.source_id for t in self.fake.workspace.todos if t.id not in before}
         store = self.daemons[0].store()
         try:
-            for intent in store.intents():
+            for intent in store.actions.intents():
                 if token_of(intent) in fresh:
                     holder = self.owner_daemon(store, "run_id", intent.run_id)
                     if holder is not None:

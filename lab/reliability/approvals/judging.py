@@ -236,7 +236,7 @@ def _missing_examples(store: Any, missing: list[str]) -> list[dict[str, Any]]:
         run = store.events.get_run(msg)
         said = [
             f"{r.kind.value if r.kind else '-'}:{r.status.value}:{r.reason}"
-            for r in store.receipts(msg)
+            for r in store.actions.receipts(msg)
         ]
         examples.append(
             {
@@ -299,7 +299,7 @@ def judge(
         decisions["after_reply_again"] = dict(sorted(again.items()))
     else:
         decisions = _clicks(store, fake, clicker)
-    uncertain = {r.intent_id for r in store.receipts() if r.status.value == "uncertain"}
+    uncertain = {r.intent_id for r in store.actions.receipts() if r.status.value == "uncertain"}
     never_asked = _never_asked(fake, per_request)
     counts = verdicts.counts
     return {

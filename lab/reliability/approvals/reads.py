@@ -13,7 +13,7 @@ def silenced_by_pause(store: Any, msg: str) -> bool:
     decision = store.events.get_decision(msg)
     if decision is not None and str(decision.reason) == "paused":
         return True
-    return any(r.reason == "paused" for r in store.receipts(msg))
+    return any(r.reason == "paused" for r in store.actions.receipts(msg))
 
 
 def settlement_events(store: Any) -> list[str]:
