@@ -31,11 +31,15 @@ from storage import Store
 from storage.store import Counts
 
 
-class _Events:
-    """Every robot's events, runs and decisions, read as one store's ``events`` family."""
+class _Joined:
+    """One record family of every robot's store, read as one."""
 
     def __init__(self, stores: list[Store]) -> None:
         self.stores = stores
+
+
+class _Events(_Joined):
+    """Every robot's events, runs and decisions, read as one store's ``events`` family."""
 
     def get_run(self, event_id: str) -> Run | None:
         runs = (store.events.get_run(event_id) for store in self.stores)
@@ -54,11 +58,8 @@ class _Events:
         return [q for store in self.stores for q in store.events.quarantined()]
 
 
-class _Work:
+class _Work(_Joined):
     """Every robot's runs per event, read as one store's ``work`` family."""
-
-    def __init__(self, stores: list[Store]) -> None:
-        self.stores = stores
 
     def runs_per_event(self) -> dict[str, int]:
         total: Counter[str] = Counter()
@@ -67,11 +68,8 @@ class _Work:
         return dict(total)
 
 
-class _Actions:
+class _Actions(_Joined):
     """Every robot's intents, attempts and receipts, read as one store's ``actions`` family."""
-
-    def __init__(self, stores: list[Store]) -> None:
-        self.stores = stores
 
     def intents(self, event_id: str) -> list[ActionIntent]:
         return [intent for store in self.stores for intent in store.actions.intents(event_id)]
@@ -83,22 +81,16 @@ class _Actions:
         return [receipt for store in self.stores for receipt in store.actions.receipts(event_id)]
 
 
-class _Approvals:
+class _Approvals(_Joined):
     """Every robot's approvals, read as one store's ``approvals`` family."""
-
-    def __init__(self, stores: list[Store]) -> None:
-        self.stores = stores
 
     def all(self) -> list[ApprovalRecord]:
         held = [record for store in self.stores for record in store.approvals.all()]
         return sorted(held, key=lambda record: record.created_at)
 
 
-class _Context:
+class _Context(_Joined):
     """Every robot's tasks and memory, read as one store's ``context`` family."""
-
-    def __init__(self, stores: list[Store]) -> None:
-        self.stores = stores
 
     def tasks(self) -> list[TaskCheckpoint]:
         return [task for store in self.stores for task in store.context.tasks()]
