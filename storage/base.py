@@ -222,7 +222,8 @@ class Family:
     """One record family (events, cards, approvals, ...): its queries over the store's one
     connection, ``db``. Every family of a store is given the same ``StoreBase``, so a
     transaction any of them opens is the store's, with its lease fence and its writers'
-    turn; a family that needs another is given it (``ActionRecords`` its ``PieceRecords``)."""
+    turn; a family that needs another is given it (``ActionRecords`` its ``PieceRecords``).
+    A family holds the ``StoreBase``, never the ``Store``: no reference cycle."""
 
     def __init__(self, db: StoreBase) -> None:
         self.db = db

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Self
 
 from storage.actions import ActionRecords
 from storage.approvals import ApprovalRecords
@@ -25,6 +26,7 @@ from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.inspect import InspectRecords
+from storage.integrity import FileIdentity, StoreHealth
 from storage.pieces import PieceRecords
 from storage.schedule import ScheduleRecords
 from storage.usage import ModelUsage, TokensSpent, UsageRecords
@@ -40,9 +42,13 @@ class Counts:
     receipts: int
 
 
-class Store(StoreBase):
-    """The whole store: its connection and transactions (``StoreBase``), what is the whole
-    store's (pruning, counts), and its record families over that one connection."""
+class Store:
+    """The whole store: one connection of its backend (``db``, a ``StoreBase``: transactions,
+    fencing) and every record family over it, each an attribute. Its own methods are what is
+    the whole store's: opening and closing, its health, pruning, the counts.
+
+    The families hold ``db``, never the store: nothing refers back to it, so a store
+    dropped unclosed is closed at once, as any object without a reference cycle."""
 
     def __init__(
         self,
@@ -54,19 +60,72 @@ class Store(StoreBase):
         checkpoints: bool = True,
         owner: str | None = None,
     ) -> None:
-        super().__init__(
+        self.db = StoreBase(
             path, synchronous, busy_timeout_s, schema=schema, checkpoints=checkpoints, owner=owner
         )
-        self.events = EventRecords(self)
-        self.work = WorkRecords(self)
-        self.pieces = PieceRecords(self)
-        self.actions = ActionRecords(self, self.pieces)  # forgetting unsent keeps owed pieces
-        self.cards = CardRecords(self)
-        self.approvals = ApprovalRecords(self)
-        self.context = ContextRecords(self)
-        self.schedule = ScheduleRecords(self)
-        self.usage = UsageRecords(self)
-        self.inspect = InspectRecords(self)
+        self.events = EventRecords(self.db)
+        self.work = WorkRecords(self.db)
+        self.pieces = PieceRecords(self.db)
+        self.actions = ActionRecords(self.db, self.pieces)  # forgetting unsent keeps owed pieces
+        self.cards = CardRecords(self.db)
+        self.approvals = ApprovalRecords(self.db)
+        self.context = ContextRecords(self.db)
+        self.schedule = ScheduleRecords(self.db)
+        self.usage = UsageRecords(self.db)
+        self.inspect = InspectRecords(self.db)
+
+    # ------------------------------------------------------------------ opening, health
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    @property
+    def where(self) -> str:
+        """The store's location for messages: a path, or the PostgreSQL URL without secrets."""
+        return self.db.where
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """The database file's (device, inode) at opening; None without a local file."""
+        return self.db.identity
+
+    @property
+    def exclusive(self) -> bool:
+        """One daemon per store (SQLite, under its instance lock)."""
+        return self.db.exclusive
+
+    @property
+    def conn(self) -> Any:
+        """The connection, for reads of the store's own tables (``StoreBase.conn``)."""
+        return self.db.conn
+
+    def probe(self, timeout_s: float = 0.5, page_limit: int | None = None) -> StoreHealth:
+        """Can the store take writes? (``StoreBase.probe``: safe from any thread)"""
+        return self.db.probe(timeout_s, page_limit)
+
+    def writable(self, timeout_s: float = 0.5) -> bool:
+        return self.db.writable(timeout_s)
+
+    def page_limit(self) -> int | None:
+        return self.db.page_limit()
+
+    # ------------------------------------------------------------------ pruning
 
     def prune(self, before: float) -> dict[str, int]:
         """Forget finished work received before ``before`` (epoch seconds).
@@ -104,7 +163,7 @@ class Store(StoreBase):
             " (SELECT thread_key FROM events)",
         }
         removed: dict[str, int] = {}
-        with self._tx() as conn:
+        with self.db._tx() as conn:
             # Chosen once, before any row goes: later deletes must not change the choice.
             conn.execute(
                 "CREATE TEMP TABLE prune_events AS SELECT e.event_id FROM events e"
@@ -115,19 +174,19 @@ class Store(StoreBase):
             for table, sql in statements.items():
                 removed[table] = conn.execute(sql, {"before": before}).rowcount
             conn.execute("DROP TABLE prune_events")
-            if self.dialect.hourly_budget:  # hours the ledger no longer has a row in
+            if self.db.dialect.hourly_budget:  # hours the ledger no longer has a row in
                 conn.execute("DELETE FROM budget_hours WHERE writes <= 0")
         return removed
 
     def vacuum(self) -> None:
         """Give the freed pages back to the file system (rewrites the file; needs space)."""
-        self.conn.execute("VACUUM")
+        self.db.conn.execute("VACUUM")
 
     # ------------------------------------------------------------------ counts
 
     def counts(self) -> Counts:
         def count(sql: str) -> int:
-            return int(self._scalar(sql))
+            return int(self.db._scalar(sql))
 
         return Counts(
             events=count("SELECT COUNT(*) FROM events"),
@@ -139,13 +198,13 @@ class Store(StoreBase):
 
     def decision_counts(self) -> list[tuple[str, str, int]]:
         """(verdict, reason, count) over every decision ever made: the metrics' source."""
-        return self.conn.execute(
+        return self.db.conn.execute(
             "SELECT verdict, reason, COUNT(*) FROM decisions GROUP BY verdict, reason"
         ).fetchall()
 
     def receipt_counts(self) -> list[tuple[str | None, str, str | None, int]]:
         """(kind, status, reason, count) over every receipt."""
-        return self.conn.execute(
+        return self.db.conn.execute(
             "SELECT kind, status, reason, COUNT(*) FROM receipts GROUP BY kind, status, reason"
         ).fetchall()
 

@@ -13,7 +13,7 @@ from storage.backends.sqlite_checkpoints import RESTART_FRAMES, WalCheckpoints
 
 
 def _write(store: Store, rows: int) -> None:
-    with store._tx() as conn:
+    with store.db._tx() as conn:
         conn.executemany(
             "INSERT INTO quarantine (received_at, frame_message_id, reason, error, raw)"
             " VALUES (?, ?, 'not_json', '', ?)",
@@ -28,7 +28,7 @@ def _autocheckpoint(store: Store) -> int:
 def test_commits_leave_checkpoints_to_the_thread(tmp_path):
     path = tmp_path / "dta.db"
     with Store(path) as store:
-        checkpoints = WalCheckpoints(store, interval_s=0.05)
+        checkpoints = WalCheckpoints(store.db, interval_s=0.05)
         checkpoints.start()
         try:
             assert _autocheckpoint(store) == 0
@@ -50,7 +50,7 @@ def test_commits_leave_checkpoints_to_the_thread(tmp_path):
 def test_without_the_thread_the_database_file_waits_for_a_checkpoint(tmp_path):
     path = tmp_path / "dta.db"
     with Store(path) as store:
-        store.set_autocheckpoint(False)
+        store.db.set_autocheckpoint(False)
         before = os.path.getsize(path)
         for _ in range(20):
             _write(store, 200)
@@ -60,7 +60,7 @@ def test_without_the_thread_the_database_file_waits_for_a_checkpoint(tmp_path):
 
 def test_postgresql_and_memory_stores_have_nothing_to_checkpoint():
     with Store(":memory:") as store:
-        checkpoints = WalCheckpoints(store)
+        checkpoints = WalCheckpoints(store.db)
         assert not checkpoints.applies
         checkpoints.start()
         checkpoints.stop()
@@ -71,7 +71,7 @@ def test_the_write_probe_never_checkpoints(tmp_path):
     hold up every writer (the daemon leaves checkpoints to their thread)."""
     path = tmp_path / "dta.db"
     with Store(path) as store:
-        store.set_autocheckpoint(False)
+        store.db.set_autocheckpoint(False)
         for _ in range(20):  # past SQLite's 1,000-page threshold for a commit to checkpoint
             _write(store, 200)
         before = os.path.getsize(path)
@@ -90,14 +90,14 @@ def test_a_long_log_is_started_over_while_writers_keep_writing(tmp_path):
 
     def write() -> None:
         with Store(path) as writer:
-            writer.set_autocheckpoint(False)
+            writer.db.set_autocheckpoint(False)
             while not stop.is_set():
                 _write(writer, 20)
                 batches[0] += 1
                 time.sleep(0.001)  # a steady stream, about as many pages a second as a burst
 
     with Store(path) as store:
-        checkpoints = WalCheckpoints(store, interval_s=0.02)
+        checkpoints = WalCheckpoints(store.db, interval_s=0.02)
         checkpoints.start()
         writer = threading.Thread(target=write)
         writer.start()

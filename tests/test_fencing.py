@@ -123,6 +123,6 @@ def test_a_run_still_held_is_written_and_an_unowned_one_too(replicas) -> None:
 def test_sqlite_has_one_daemon_per_file_and_no_fence(tmp_path) -> None:
     store = Store(tmp_path / "dta.db", owner="replica-a")
     try:
-        assert store.owner is None  # the instance lock already keeps every other owner out
+        assert store.db.owner is None  # the instance lock already keeps every other owner out
     finally:
         store.close()

@@ -140,7 +140,7 @@ def test_a_new_backend_is_one_class_beside_them(
     monkeypatch.setattr(storage.backends, "backends", lambda: (PrefixedSqlite, *found))
     store = Store(f"prefixed:{tmp_path / 'third.db'}")
     try:
-        assert isinstance(store.engine, PrefixedSqlite)
+        assert isinstance(store.db.engine, PrefixedSqlite)
         assert store.events.add_event(event(msg_id="m1"), "{}").new
         assert not store.events.add_event(event(msg_id="m1"), "{}").new
         assert store.probe().ok

@@ -37,7 +37,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def fill(store: Store, rows: int = 400) -> None:
     """Enough rows that the file has pages in the middle to damage, all checkpointed."""
-    with store._tx() as conn:
+    with store.db._tx() as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS filler (x TEXT)")
         conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,) for _ in range(rows)])
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -331,13 +331,17 @@ def test_writers_of_one_file_in_this_process_take_turns(tmp_path: Path) -> None:
     first = Store(tmp_path / "dta.db", busy_timeout_s=5.0)
     second = Store(tmp_path / "dta.db", busy_timeout_s=0.2)
     try:
-        with first._tx(), pytest.raises(sqlite3.OperationalError, match="locked"), second._tx():
+        with (
+            first.db._tx(),
+            pytest.raises(sqlite3.OperationalError, match="locked"),
+            second.db._tx(),
+        ):
             pass
         holding, released = threading.Event(), threading.Event()
 
         def hold() -> None:  # a connection of the thread's own, as the connector has
             theirs = Store(tmp_path / "dta.db", busy_timeout_s=5.0)
-            with theirs._tx():
+            with theirs.db._tx():
                 holding.set()
                 released.wait(5)
             theirs.close()
@@ -346,7 +350,7 @@ def test_writers_of_one_file_in_this_process_take_turns(tmp_path: Path) -> None:
         thread.start()
         holding.wait(5)
         threading.Timer(0.1, released.set).start()
-        with first._tx() as conn:  # waits for the thread's commit, then writes
+        with first.db._tx() as conn:  # waits for the thread's commit, then writes
             conn.execute("INSERT INTO threads (thread_key, generation) VALUES ('t', 1)")
         thread.join(5)
         assert second.events.thread_generation("t") == 1

@@ -33,7 +33,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 @pytest.fixture
 async def monitor(store: Store) -> AsyncIterator[StoreMonitor]:
-    m = StoreMonitor(store, timeout_s=0.2, interval_s=0.05, quick_check_every_s=0.05)
+    m = StoreMonitor(store.db, timeout_s=0.2, interval_s=0.05, quick_check_every_s=0.05)
     yield m
     m.close()
 

@@ -39,7 +39,7 @@ def writes_today(store: Store, now: float, conversation: str = "cid-1") -> tuple
 
 def counted(store: Store, since: float) -> int:
     """What the budget must say: the ledger's rows stamped after ``since``, counted."""
-    return int(store._scalar("SELECT COUNT(*) FROM budget_ledger WHERE at > ?", (since,)))
+    return int(store.db._scalar("SELECT COUNT(*) FROM budget_ledger WHERE at > ?", (since,)))
 
 
 def test_rows_out_of_time_order_are_counted_by_their_time(store: Store) -> None:

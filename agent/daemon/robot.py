@@ -110,11 +110,11 @@ class RobotDaemon:
         )
         stack.push_async_callback(runtime.aclose)
         self.runtime = runtime
-        monitor = StoreMonitor(runtime.store, self.settings.store_probe_timeout_s)
+        monitor = StoreMonitor(runtime.store.db, self.settings.store_probe_timeout_s)
         stack.callback(monitor.close)
         self.monitor = monitor
         recovered = await runtime.start(recovery_loop=True)
-        checkpoints = WalCheckpoints(runtime.store)  # commits never wait for one
+        checkpoints = WalCheckpoints(runtime.store.db)  # commits never wait for one
         checkpoints.start()
         stack.callback(checkpoints.stop)
         await monitor.probe_once()  # readiness is known before the stream opens
