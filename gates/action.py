@@ -16,6 +16,7 @@ an approval into intents.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ from gates.action_case import (
     slot_keys,
     split_text,
 )
-from gates.action_checks import CHECKS, MAX_TITLE_CHARS
+from gates.action_checks import CHECKS, MAX_TITLE_CHARS, _Check, checks_for
 from gates.attachments import CheckedAttachment
 
 # The gate's whole API, also what ``gates/action_checks.py`` holds (imported from here).
@@ -124,9 +125,8 @@ class ActionGate:
         the words are a provider's (their claims need backing), not the runtime's own."""
         case = _Case(raw, run, tally, facts, self.policy, form, from_provider)
         checked: list[str] = []
-        for check in CHECKS:
-            if check.scope != "all" and not check.applies(case.request.kind):
-                continue
+        # ``schema`` first: only a request that parsed has a kind to pick the rest by
+        for check in _checks(case):
             checked.append(check.name)
             refused = check.test(case)
             if refused is not None:
@@ -151,6 +151,13 @@ class ActionGate:
         return Approval(
             case.request, _intents(case, checked), checked, due, waits, tuple(attachments)
         )
+
+
+def _checks(case: _Case) -> Iterator[_Check]:
+    """The checks for the case's request, in ``CHECKS`` order (``schema`` decides first
+    whether there is a request to read)."""
+    yield CHECKS[0]
+    yield from checks_for(case.request.kind, CHECKS)[1:]
 
 
 def _msgtype(c: _Case) -> str:

@@ -191,9 +191,10 @@ class _Case:
         except ValidationError as exc:
             return exc
 
-    @property
+    @cached_property
     def request(self) -> ActionRequest:
-        """The valid request: every check after ``schema`` relies on it."""
+        """The valid request: every check after ``schema`` relies on it (read dozens of
+        times per decision, so kept once it is had; an invalid one raises each time)."""
         parsed = self.parsed
         if isinstance(parsed, ValidationError):
             raise parsed

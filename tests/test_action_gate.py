@@ -170,6 +170,17 @@ def test_the_table_covers_every_check_and_code_in_the_documented_order():
     assert reasons == list(RefusalReason)
 
 
+def test_each_kind_runs_the_checks_that_apply_to_it_in_table_order():
+    from agent.contracts import ActionKind
+    from gates.action_checks import checks_for
+
+    for kind in ActionKind:
+        picked = checks_for(kind)
+        assert picked == tuple(c for c in CHECKS if c.applies(kind))
+        assert picked[0].name == "schema"  # the gate reads the kind only once it parsed
+        assert checks_for(kind) is picked  # worked out once per kind
+
+
 def test_reply_is_approved_and_targets_the_origin():
     run = run_for(event(user="u7"))
     result = decide(run=run)
