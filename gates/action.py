@@ -41,7 +41,7 @@ from gates.action_case import (
     slot_keys,
     split_text,
 )
-from gates.action_checks import CHECKS, MAX_TITLE_CHARS, _Check, checks_for
+from gates.action_checks import CHECKS, MAX_TITLE_CHARS, _Check
 from gates.attachments import CheckedAttachment
 
 # The gate's whole API, also what ``gates/action_checks.py`` holds (imported from here).
@@ -58,6 +58,7 @@ __all__ = [
     "Refusal",
     "RunTally",
     "_Case",
+    "checks_for",
     "idempotency_key",
     "slot_keys",
     "split_text",
@@ -153,6 +154,19 @@ class ActionGate:
         )
 
 
+def checks_for(kind: ActionKind, table: tuple[_Check, ...] = CHECKS) -> tuple[_Check, ...]:
+    """The checks of ``table`` that apply to requests of ``kind``, in order (worked out
+    once per table and kind: the gate runs before every write)."""
+    key = (id(table), kind)
+    found = _BY_KIND.get(key)
+    if found is None or found[0] is not table:
+        found = _BY_KIND[key] = (table, tuple(c for c in table if c.applies(kind)))
+    return found[1]
+
+
+_BY_KIND: dict[tuple[int, ActionKind], tuple[tuple[_Check, ...], tuple[_Check, ...]]] = {}
+
+
 def _checks(case: _Case) -> Iterator[_Check]:
     """The checks for the case's request, in ``CHECKS`` order (``schema`` decides first
     whether there is a request to read)."""
@@ -227,8 +241,15 @@ def _message_contents(c: _Case) -> tuple[list[MessageContent | None], int]:
     are words (``chunks`` counts these: the attachments come after them)."""
     request = c.request
     msgtype = _msgtype(c)
+    pieces = c.labelled(c.pieces, card=msgtype == "card")
     contents: list[MessageContent | None] = [
-        MessageContent(msgtype=msgtype, text=piece, title=request.title) for piece in c.pieces
+        MessageContent(
+            msgtype=msgtype,
+            text=piece,
+            title=request.title,
+            label=c.label if piece != plain else None,
+        )
+        for piece, plain in zip(pieces, c.pieces, strict=True)
     ]
     words = len(contents)
     if request.attachments:  # after the text, each its own message in the same slot

@@ -63,6 +63,9 @@ class ActionPolicy:
     max_acts_per_run: int = 0
     act_budget_per_conversation_per_day: int = 0
     act_budget_per_day: int = 0
+    # the AI label on a model's replies and questions (``ai_label`` in dta.toml)
+    ai_label: str = "off"
+    ai_label_text: str = ""
 
 
 @dataclass
@@ -164,6 +167,23 @@ def split_text(text: str, size: int) -> list[str]:
     return pieces
 
 
+# Providers whose words are worked out by the host, not generated (rules' arithmetic,
+# knowledge quoted as written, its honest "can't answer now"), and the host's own answers.
+NOT_GENERATED = frozenset({"rules", "host"})
+LABEL_GAP = "\n\n"  # between the label and the words it labels
+CARD_RULE = "\n\n---\n"  # a card's footer line under a rule
+
+
+def words_of(text: str, label: str | None) -> str:
+    """``text`` without the AI ``label`` it carries (wherever ``_Case.labelled`` put it)."""
+    if not label:
+        return text
+    for footer in (f"{LABEL_GAP}{label}", f"{CARD_RULE}{label}"):
+        if text.endswith(footer):
+            return text[: -len(footer)]
+    return text.removeprefix(f"{label}{LABEL_GAP}")
+
+
 @dataclass(frozen=True)
 class _Case:
     """One request under review and everything a check may read (what the response gate
@@ -236,8 +256,47 @@ class _Case:
 
     @cached_property
     def pieces(self) -> list[str]:
-        """The messages the body takes (write budget and content both count them)."""
-        return split_text(self.body, self.policy.max_reply_chars)
+        """The messages the body takes (write budget and content both count them), each
+        with room for the AI label where one goes (``labelled``)."""
+        room = len(self.label) + len(LABEL_GAP) if self.label else 0
+        return split_text(self.body, self.policy.max_reply_chars - room)
+
+    @cached_property
+    def label(self) -> str:
+        """The AI label this request's words carry: a generating provider's reply or
+        question, where one is configured; "" for the host's own words and rules' answers."""
+        policy = self.policy
+        if policy.ai_label == "off" or not self.from_provider:
+            return ""
+        if self.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
+            return ""
+        answered = self.run.answered_by or self.run.provider
+        return "" if answered in NOT_GENERATED else policy.ai_label_text
+
+    def labelled(self, pieces: list[str], card: bool) -> list[str]:
+        """``pieces`` with the label on the first ("start") or as the last one's last line."""
+        if not self.label or not pieces or self._labels_itself(pieces):
+            return pieces
+        if self.policy.ai_label == "start":
+            return [f"{self.label}{LABEL_GAP}{pieces[0]}", *pieces[1:]]
+        return [*pieces[:-1], pieces[-1] + self.label_footer(card)]
+
+    def _labels_itself(self, pieces: list[str]) -> bool:
+        """The words already carry the label where it goes (a model that saw its earlier,
+        labelled replies and wrote it too): it is not said twice."""
+        if self.policy.ai_label == "start":
+            return pieces[0].lstrip().startswith(self.label)
+        return pieces[-1].rstrip().endswith(self.label)
+
+    def label_footer(self, card: bool) -> str:
+        """The label as the words' last line ("" when they carry none): on a card with
+        "card", a footer under a rule. A streamed card takes it here whatever the setting:
+        its start was on the screen before the answer was judged."""
+        if not self.label:
+            return ""
+        if card and self.policy.ai_label == "card":
+            return f"{CARD_RULE}{self.label}"
+        return f"{LABEL_GAP}{self.label}"
 
     @property
     def as_card(self) -> bool:

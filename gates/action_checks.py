@@ -391,15 +391,3 @@ CHECKS: tuple[_Check, ...] = (
     _Check("approval", act_approval, "acts"),
 )
 
-
-def checks_for(kind: ActionKind, table: tuple[_Check, ...] = CHECKS) -> tuple[_Check, ...]:
-    """The checks of ``table`` that apply to requests of ``kind``, in order (worked out
-    once per table and kind: the gate runs before every write)."""
-    key = (id(table), kind)
-    found = _BY_KIND.get(key)
-    if found is None or found[0] is not table:
-        found = _BY_KIND[key] = (table, tuple(c for c in table if c.applies(kind)))
-    return found[1]
-
-
-_BY_KIND: dict[tuple[int, ActionKind], tuple[tuple[_Check, ...], tuple[_Check, ...]]] = {}

@@ -73,6 +73,8 @@ class FinalCheck:
 
     refusal: Refusal | None = None
     reminder_due: float | None = None
+    # the AI label's line the finished card ends with ("" when its words carry none)
+    label_footer: str = ""
 
 
 def _recheck(
@@ -139,7 +141,8 @@ def final_check(
     refusal, case = _recheck(gate, raw, run, FINAL_CHECKS, now, sources)
     if refusal is not None:
         return FinalCheck(refusal)
-    return FinalCheck(None, case.reminder_due if case.request.reminder is not None else None)
+    due = case.reminder_due if case.request.reminder is not None else None
+    return FinalCheck(None, due, case.label_footer(card=True))
 
 
 def card_attachments(

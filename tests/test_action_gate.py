@@ -172,7 +172,7 @@ def test_the_table_covers_every_check_and_code_in_the_documented_order():
 
 def test_each_kind_runs_the_checks_that_apply_to_it_in_table_order():
     from agent.contracts import ActionKind
-    from gates.action_checks import checks_for
+    from gates.action import checks_for
 
     for kind in ActionKind:
         picked = checks_for(kind)

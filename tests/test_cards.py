@@ -24,6 +24,7 @@ from agent.runtime import Runtime
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.calls import call_counts
 from lab.fixtures.attachments import csv, entry, png
+from lab.models.labelled import labelled
 from skills.providers.base import ProviderFailed, ProviderReply
 from skills.providers.streaming import ReplyText, RequestDone, StreamEvent
 
@@ -146,7 +147,7 @@ async def test_a_slow_first_word_gets_the_ack_first_then_the_card(fake, tmp_path
     runtime = await boot(fake, tmp_path, provider, ack_after_s=0.1)
     await say(runtime, fake)
     assert [m.channel for m in fake.received] == ["session_webhook", "card"]
-    assert fake.received[0].msgtype == "text" and fake.cards[0].content == "答案来了"
+    assert fake.received[0].msgtype == "text" and fake.cards[0].content == labelled("答案来了")
     kinds = [(r.kind, r.status) for r in runtime.store.actions.receipts()]
     assert kinds == [
         (ActionKind.ACK, ReceiptStatus.ACCEPTED),
@@ -160,7 +161,7 @@ async def test_the_models_own_ack_goes_first_and_only_once(fake, tmp_path):
     steps = [("done", 0, ack), ("sleep", 0.05), ("text", 1, "答案是 42"), ("done", 1, reply)]
     runtime = await boot(fake, tmp_path, Cued(steps, [ack, reply]))
     await say(runtime, fake)
-    assert [m.text for m in fake.received] == ["稍等", "答案是 42"]
+    assert [m.text for m in fake.received] == ["稍等", labelled("答案是 42")]
     statuses = [(r.kind, r.status) for r in runtime.store.actions.receipts()]
     assert statuses == [
         (ActionKind.ACK, ReceiptStatus.ACCEPTED),
@@ -211,7 +212,7 @@ async def test_a_card_whose_end_never_got_through_is_closed_by_the_sweep(fake, t
     assert await runtime.sweep_cards() == 0  # touched too recently
     fake.clock.advance_to(fake.clock.now() + 10)
     assert await runtime.sweep_cards() == 1
-    assert fake.cards[0].finalized and fake.cards[0].content == "最终答案"
+    assert fake.cards[0].finalized and fake.cards[0].content == labelled("最终答案")
     assert runtime.store.cards.all()[0].state is CardState.FINALIZED
     # What the person finally saw is on record: the whole answer, delivered late.
     first, later = runtime.store.actions.receipts()
@@ -239,7 +240,7 @@ async def test_no_card_call_is_recorded_as_sent_while_it_waits_for_its_slot(fake
     pacer.slot = slot
     await say(runtime, fake)
     assert len(waits) >= 3 and not [w for w in waits if AttemptOutcome.STARTED in w]
-    assert fake.cards[0].content == "答案" and fake.cards[0].finalized
+    assert fake.cards[0].content == labelled("答案") and fake.cards[0].finalized
     await runtime.aclose()
 
 
@@ -291,7 +292,7 @@ async def test_frames_of_one_card_never_overlap(fake, tmp_path):
     refused = [
         r for r in fake.request_log if r["path"].startswith("/v1.0/card") and r["status"] != 200
     ]
-    assert refused == [] and fake.cards[0].content == "字" * 29
+    assert refused == [] and fake.cards[0].content == labelled("字" * 29)
     assert 1 < len(fake.cards[0].frames) < 30  # newer text merged into fewer frames
     await runtime.aclose()
 

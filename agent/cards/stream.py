@@ -335,7 +335,7 @@ class CardReplies(CardEndings):
             host.ending(outcome, ActionKind.REPLY) if last and not request.attachments else None
         )
         body = request.text if request.text is not None else request.markdown or ""
-        receipt = await self._finish_parts(live, body, ending)
+        receipt = await self._finish_parts(live, body + check.label_footer, ending)
         self._record(outcome, request, receipt, run, ending)
         if request.attachments:
             await host.send_after(run, final, receipt, outcome, last)

@@ -12,11 +12,13 @@ from agent.cli.command_io import fail, settings_or_none
 
 
 def dev(args: argparse.Namespace) -> int:
-    from lab.dev import session as dev_mode
-
     if args.dev_command == "say":
-        return dev_mode.say(args, out=sys.stdout)
-    return dev_mode.run_dev(args, out=sys.stdout)
+        from lab.dev.say import say
+
+        return say(args, out=sys.stdout)
+    from lab.dev.session import run_dev
+
+    return run_dev(args, out=sys.stdout)
 
 
 def lab(args: argparse.Namespace) -> int:

@@ -44,6 +44,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from agent.cli.dev_options import add_message_options
+
 EXIT_CODES = """exit status: 0 done, 1 a check failed or nothing was found, 2 usage or
 configuration error (or a start refused), 3 the store was lost while running (run only),
 130 interrupted"""
@@ -141,6 +143,9 @@ def _dev_parsers(commands: argparse._SubParsersAction) -> None:
         help="fake: the lab's fake model behind the openai provider (no network)",
     )
     dev.add_argument("--no-console", action="store_true", help="do not serve the web console")
+    dev.add_argument(
+        "--verbose", action="store_true", help="also print heartbeats that found nothing to do"
+    )
     dev.add_argument("--dir", type=Path, default=Path(".dta/dev"), help="where instances live")
     sub = dev.add_subparsers(dest="dev_command", metavar="say")
     say = _add(
@@ -149,13 +154,10 @@ def _dev_parsers(commands: argparse._SubParsersAction) -> None:
         "send one message to a running `dta dev` and print what it caused",
         json_output=True,
     )
-    say.add_argument("--group", help="openConversationId of a group (absent: a DM)")
-    say.add_argument("--at-bot", action="store_true", help="@ the robot (groups)")
-    say.add_argument("--from", dest="user", default="dev-user", help="sender staff id")
+    add_message_options(say)
     say.add_argument("--instance", help="which running dev (its folder name under .dta/dev)")
     say.add_argument("--wait", type=float, default=15.0, help="seconds to wait for a decision")
     say.add_argument("--dir", type=Path, default=Path(".dta/dev"), help="where instances live")
-    say.add_argument("text", nargs="+", help="the message")
 
 
 def _operator_parsers(commands: argparse._SubParsersAction) -> None:

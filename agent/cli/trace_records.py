@@ -65,6 +65,8 @@ def intent_records(store: Store, event_id: str, timezone: str) -> list[dict[str,
             "target": intent.target.conversation_id,
             "webhook_host": urlsplit(webhook.url).netloc if webhook else None,
             "text": intent.content.text if intent.content else act_text(act) if act else "",
+            "msgtype": intent.content.msgtype if intent.content else None,
+            "form": form_of(intent.kind.value, intent.content.msgtype if intent.content else None),
             "gate_checks": intent.gate_checks,
             "attempts": [
                 {
@@ -82,6 +84,21 @@ def intent_records(store: Store, event_id: str, timezone: str) -> list[dict[str,
             item["text"] = f"{intent.content.text} — {state}"
         chain.append(item)
     return chain
+
+
+# What each outbound form is called where one line shows it: an act, a card, a reaction are
+# not words the robot said (dev's prompt and the console label them).
+_FORMS = {"card": "card", "approval": "approval card", "reaction": "reaction", "image": "picture"}
+
+
+def form_of(kind: str, msgtype: str | None) -> str:
+    """An intent's form by name: "act", "card", "approval card", "reaction", "picture",
+    "file" — or "" for words (text, Markdown)."""
+    if kind == "act":
+        return "act"
+    if msgtype in (None, "text", "markdown"):
+        return ""
+    return _FORMS.get(msgtype, msgtype)
 
 
 def reaction_state(attempts: list[Any]) -> str:

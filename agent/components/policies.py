@@ -53,6 +53,8 @@ def action_policy(settings: Settings) -> ActionPolicy:
         max_acts_per_run=settings.max_acts_per_run,
         act_budget_per_conversation_per_day=settings.act_budget_per_conversation_per_day,
         act_budget_per_day=settings.act_budget_per_day,
+        ai_label=settings.ai_label,
+        ai_label_text=settings.ai_label_text,
     )
 
 

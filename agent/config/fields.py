@@ -37,6 +37,12 @@ class SettingsFields(BaseModel):
     write_budget_per_day: int = Field(default=10000, ge=0)
     max_reply_chars: int = Field(default=3800, ge=100, le=6000)
     max_reply_chunks: int = Field(default=4, ge=1)
+    # The visible label China's rule for AI-generated content asks of a model's words
+    # (../shared/dingtalk-knowledge-and-forms-apis.md §6): at the end of the reply, at its
+    # start, as a footer line of a card ("card"; a text reply gets it at the end), or "off"
+    # for an operator who labels elsewhere. The host's own words are not labelled.
+    ai_label: Literal["end", "start", "card", "off"] = "end"
+    ai_label_text: str = Field(default="内容由 AI 生成", min_length=1, max_length=40)
     # pictures and files a reply may carry (each its own message after the text), and the
     # largest one: DingTalk's media upload takes up to 20 MB
     max_attachments_per_reply: int = Field(default=4, ge=0, le=20)

@@ -142,6 +142,9 @@ class MessageContent(Contract):
     text: str
     title: str | None = None
     attachment: AttachmentRef | None = None
+    # the AI label ``text`` carries (gates/action_case.py), so what the model said can be
+    # told from it (recovery rebuilds an answer's words from its pieces)
+    label: str | None = None
 
 
 class ActionIntent(Contract):

@@ -23,7 +23,7 @@ from agent.contracts import (
     RunState,
 )
 from agent.run.tasks import TaskKeeper
-from gates.action_case import FOLLOW_UP_SLOT
+from gates.action_case import FOLLOW_UP_SLOT, words_of
 from storage import Store
 
 
@@ -83,7 +83,9 @@ def _card_left_open(store: Store, intent: ActionIntent) -> bool:
 def _request_of(pieces: list[ActionIntent]) -> ActionRequest:
     """The request as the task keeper needs it: kind, what was said, the task patch."""
     first = pieces[0]
-    text = "".join(piece.content.text for piece in pieces if piece.content)
+    text = "".join(
+        words_of(piece.content.text, piece.content.label) for piece in pieces if piece.content
+    )
     if first.kind is ActionKind.SILENCE or not text.strip():
         return ActionRequest(kind=ActionKind.SILENCE, reason="recorded silence", task=first.task)
     return ActionRequest(kind=first.kind, text=text, task=first.task)

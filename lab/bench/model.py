@@ -40,6 +40,7 @@ from lab.daemon import DaemonProcess, until
 from lab.fake import FakeDingTalk
 from lab.fake.calls import call_counts
 from lab.models.fake_model_paced import PacedModel
+from lab.models.labelled import labelled
 
 SEED = 20_261_202
 ANSWER = {
@@ -143,7 +144,7 @@ class _Tally:
 
     def whole(self) -> int:
         """Answers carrying the model's whole text (a card also finished with it)."""
-        text = ANSWER["text"]
+        text = labelled(ANSWER["text"])
         if self.mode == "card":
             cards = self.fake.cards[self.mark_cards :]
             return sum(c.content == text and c.flow_status == "3" for c in cards)

@@ -31,16 +31,17 @@ import threading
 import time
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
-
-import httpx
+from typing import Any, TextIO
 
 from agent.cli import devstate
 from agent.cli.trace import trace_message
 from agent.config import ConfigError
 from lab.dev.config import DevDaemon, DevModel, config_file, dev_config, user_settings
-from lab.dev.view import Watcher, story
+from lab.dev.media import SentBack, prompt_argv
+from lab.dev.say import say_parser, to_send
+from lab.dev.view import Watcher
 from lab.fake import FakeDingTalk
+from lab.fake.files import parse_files
 from skills.loader import SkillError, SkillLibrary
 from storage import Store
 
@@ -62,33 +63,10 @@ DEMO: list[list[str]] = [
 HELP = """type a message, optionally after these options:
   --group CID     in a group (default: a DM)      --at-bot     @ the robot (groups)
   --from USER     the sender's staff id (default dev-user)
+media:    /file PATH   /picture PATH [words]   /richtext PATH words   /quote MSGID words
 commands: /trace MSGID  the stored chain and its cause   /redeliver MSGID   as DingTalk would
           /click MSGID approve|deny [USER]   press a button on that message's approval card
-          /help   /quit (or Ctrl-D, Ctrl-C)"""
-
-
-class _LineParser(argparse.ArgumentParser):
-    """Options typed at the prompt: a mistake is a message, never an exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ValueError(message)
-
-
-def say_parser() -> argparse.ArgumentParser:
-    parser = _LineParser(prog="say", add_help=False, exit_on_error=False)
-    parser.add_argument("--group", help="openConversationId of a group (absent: a DM)")
-    parser.add_argument("--at-bot", action="store_true", help="@ the robot (groups)")
-    parser.add_argument("--from", dest="user", default="dev-user", help="sender staff id")
-    parser.add_argument("text", nargs="+")
-    return parser
-
-
-def to_send(args: argparse.Namespace, msg_id: str) -> dict[str, Any]:
-    send: dict[str, Any] = {"msg": msg_id, "from": args.user, "text": " ".join(args.text)}
-    if args.group:
-        send["group"] = args.group
-        send["at_bot"] = bool(args.at_bot)
-    return send
+          /status  what ran unseen (idle heartbeats)   /help   /quit (or Ctrl-D, Ctrl-C)"""
 
 
 class Printer:
@@ -156,7 +134,13 @@ class DevSession:
         config = dev_config(raw, base, model_url, self.fake)
         self.daemon = DevDaemon(self.fake, self.folder, config, fake_model=bool(model_url))
         log_hint = f" (log: {self.folder}/daemon-1.log)"
-        self.watcher = Watcher(self.daemon.store_path, self.printer, log_hint)
+        self.watcher = Watcher(
+            self.daemon.store_path,
+            self.printer,
+            log_hint,
+            verbose=getattr(self.args, "verbose", False),
+            after=SentBack(self.fake, self.folder).new_lines,
+        )
         await self.daemon.start(timeout=30)
         # Only now: the daemon creates the store, and a reader must not race its creation.
         self._watch = asyncio.ensure_future(self.watcher.run())
@@ -183,6 +167,11 @@ class DevSession:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=0.5)
 
+    def status(self) -> str:
+        """One line: what ran without being printed."""
+        idle = self.watcher.idle if self.watcher is not None else 0
+        return f"idle heartbeats (not shown): {idle}"
+
     def send(self, argv: list[str]) -> str | None:
         """One message from the prompt; its msgId once the watcher has shown it."""
         try:
@@ -191,13 +180,18 @@ class DevSession:
             self.printer(f"{exc}; usage: [--group CID] [--at-bot] [--from USER] text   (/help)")
             return None
         self.counter += 1
-        send = to_send(args, f"dev-{self.counter}")
-        self.call(self._send(send), timeout=30)
+        try:
+            send, files = to_send(args, f"dev-{self.counter}")
+        except ValueError as exc:
+            self.printer(f"not sent: {exc}")
+            return None
+        self.call(self._send(send, files), timeout=30)
         return str(send["msg"])
 
-    async def _send(self, send: dict[str, Any]) -> None:
+    async def _send(self, send: dict[str, Any], files: dict[str, Any]) -> None:
         assert self.watcher is not None
         shown = self.watcher.seen(send["msg"])
+        self.fake.files.update(parse_files(files))  # served under their download codes
         self.fake.inject(send)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(shown.wait(), 20)
@@ -315,6 +309,9 @@ def _repl(session: DevSession, history: Path) -> None:
             if line == "/help":
                 session.printer(HELP)
                 continue
+            if line == "/status":
+                session.printer(session.status())
+                continue
             words = line.split(maxsplit=1)
             if words[0] in ("/trace", "/redeliver") and len(words) == 2:
                 (session.trace if words[0] == "/trace" else session.redeliver)(words[1].strip())
@@ -323,7 +320,7 @@ def _repl(session: DevSession, history: Path) -> None:
                 session.click(line.split()[1:])
                 continue
             try:
-                argv = shlex.split(line)
+                argv = prompt_argv(line) or shlex.split(line)  # /file, /picture, /quote …
             except ValueError as exc:
                 session.printer(f"cannot read that line: {exc}")
                 continue
@@ -450,44 +447,3 @@ def run_dev(args: argparse.Namespace, out: TextIO) -> int:
         interrupts.uninstall()
         if not args.demo:
             printer(f"stopped in {time.monotonic() - started:.1f} s; the store stays in {folder}")
-
-
-def say(args: argparse.Namespace, out: TextIO) -> int:
-    """``dta dev say``: 0 with a decision, 1 without one, 2 when no dev is running."""
-    instances = [i for i in devstate.instances(args.dir) if i.running]
-    if args.instance:
-        instances = [i for i in instances if i.name == args.instance]
-    if not instances:
-        which = f" named {args.instance}" if args.instance else ""
-        print(f"dta: no running `dta dev`{which} under {args.dir}; start one first", file=out)
-        return 2
-    instance = instances[0]
-    send = to_send(args, f"say-{os.getpid()}-{int(time.time() * 1000)}")
-    with httpx.Client(base_url=instance.state["fake_url"], trust_env=False, timeout=5) as client:
-        client.post("/_lab/messages", json=send).raise_for_status()
-    deadline = time.monotonic() + args.wait
-    trace = None
-    while time.monotonic() < deadline:
-        with Store(instance.store_path) as store:
-            run = store.events.get_run(send["msg"])
-            if run is not None and run.state.is_finished:
-                trace = trace_message(store, send["msg"])
-                break
-        time.sleep(0.05)
-    if trace is None:
-        with Store(instance.store_path) as store:
-            trace = trace_message(store, send["msg"])
-    if args.json:
-        import json
-
-        print(json.dumps(trace.to_dict(), ensure_ascii=False, indent=2), file=out)
-    else:
-        print("\n".join(story(trace)), file=out)
-    if trace.decision is None:
-        print(
-            f"dta: no decision for {send['msg']} after {args.wait:g} s"
-            f" (see `dta trace --dev {send['msg']}` and {instance.folder}/daemon-1.log)",
-            file=out,
-        )
-        return 1
-    return 0

@@ -14,10 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.cli.trace import Cause, Trace, trace_message
 from agent.cli.trace_cause import GATE_SILENCES
 from agent.cli.trace_text import receipt_line, task_line
+from agent.proactive.heartbeat import BEAT_ACTOR
 from storage import Store
 
 # Hints for silences a builder may not expect, by reason code.
@@ -49,7 +51,7 @@ def story(trace: Trace, log_hint: str = "") -> list[str]:
     for intent in trace.intents:
         at = f" @{event.get('sender')}" if group and intent["kind"] != "silence" else ""
         outcomes = [a["outcome"] for a in intent["attempts"]]
-        lines.append(f"  robot → {intent['target']}{at}: {intent['text']}")
+        lines.append(intent_line(intent, at))
         if set(outcomes) != {"accepted"}:
             tried = ", ".join(outcomes) or "not sent"
             lines.append(f"    {intent['kind']} {intent['chunk']} attempts: {tried}")
@@ -64,6 +66,24 @@ def story(trace: Trace, log_hint: str = "") -> list[str]:
         )
     lines.extend(hints(trace, log_hint))
     return lines
+
+
+def intent_line(intent: dict[str, Any], at: str = "") -> str:
+    """One line for what the run put out, saying what it is (``form``: an act with what
+    became of it, a card, an approval card, a reaction on the message, a picture) or words."""
+    form = intent.get("form") or ""
+    if form == "act":  # its text says "act …" with what became of it (trace_acts.act_text)
+        return f"  {intent['text']}"
+    if form == "reaction":
+        return f"  reaction on the message: {intent['text']}"
+    return f"  {form or 'robot'} → {intent['target']}{at}: {intent['text']}"
+
+
+def idle_own_event(trace: Trace) -> bool:
+    """A heartbeat that found nothing to do: nothing went out, nothing was refused."""
+    event = trace.event or {}
+    own = event.get("sender") == BEAT_ACTOR or trace.msg_id.startswith("beat:")
+    return own and not trace.intents and not trace.refusals
 
 
 def hints(trace: Trace, log_hint: str = "") -> list[str]:
@@ -84,8 +104,13 @@ class Watcher:
     store_path: Path
     say: Callable[[str], None]
     log_hint: str = ""
+    # print the heartbeats that did nothing too (else they are only counted in ``idle``)
+    verbose: bool = False
+    # lines to add after a message's block (``dta dev``: where the robot's files were saved)
+    after: Callable[[], list[str]] | None = None
     shown: dict[str, asyncio.Event] = field(default_factory=dict)
     quarantined: int = 0
+    idle: int = 0
 
     def seen(self, msg_id: str) -> asyncio.Event:
         return self.shown.setdefault(msg_id, asyncio.Event())
@@ -103,6 +128,15 @@ class Watcher:
                 self.say(f"(dev could not read the store: {type(exc).__name__}: {exc})")
             await asyncio.sleep(interval)
 
+    def _count_idle(self) -> None:
+        """Idle beats are counted, not printed; the first says so once."""
+        self.idle += 1
+        if self.idle == 1:
+            self.say(
+                "(idle heartbeats are counted, not shown: /status says how many;"
+                " --verbose shows each)"
+            )
+
     def _poll(self, pending: dict[str, float], since: float) -> float:
         if not self.store_path.exists():
             return since
@@ -117,12 +151,17 @@ class Watcher:
                 late = time.monotonic() - first_seen > SETTLE_S
                 if (run is not None and run.state.is_finished) or late:
                     trace = trace_message(store, msg_id)
+                    del pending[msg_id]
+                    self.seen(msg_id).set()
+                    if not self.verbose and idle_own_event(trace):
+                        self._count_idle()
+                        continue
                     lines = story(trace, self.log_hint)
+                    if self.after is not None:
+                        lines += self.after()
                     if late and (run is None or not run.state.is_finished):
                         lines.append(f"  (no outcome after {SETTLE_S:g} s: still working)")
                     self.say("\n".join(lines))
-                    del pending[msg_id]
-                    self.seen(msg_id).set()
             quarantined = store.events.quarantined()
             for frame in quarantined[self.quarantined :]:
                 self.say(f"[frame] quarantined ({frame['reason']}): {frame['error']}")

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from lab.fake.files import FakeFile, parse_files
 from lab.fake.state import ReceivedMessage
 
 
@@ -22,6 +23,7 @@ class Controlled(Protocol):
 
     received: list[ReceivedMessage]
     request_log: list[dict[str, Any]]
+    files: dict[str, FakeFile]  # served under their download codes
 
     def arm_fault(self, spec: dict[str, Any]) -> object: ...
 
@@ -78,6 +80,7 @@ class LabControl:
             web.post("/_lab/ping", self.ping),
             web.get("/_lab/stream", self.stream),
             web.get("/_lab/workspace", self.workspace),
+            web.post("/_lab/files", self.files),
         ]
 
     async def received(self, request: web.Request) -> web.Response:
@@ -135,3 +138,13 @@ class LabControl:
     async def workspace(self, request: web.Request) -> web.Response:
         """The to-dos and calendar events the fake holds, in staff ids, in creation order."""
         return web.json_response(self.platform.workspace_view())
+
+    async def files(self, request: web.Request) -> web.Response:
+        """Body: ``{code: {name, type, content | base64}}`` (a case's ``fixtures.files``):
+        files a message sent next may carry, served under those download codes."""
+        try:
+            added = parse_files(await _body(request))
+        except ValueError as exc:
+            return _error(400, str(exc))
+        self.platform.files.update(added)
+        return _ok(codes=sorted(added))

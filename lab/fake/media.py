@@ -72,6 +72,7 @@ async def upload(request: web.Request) -> web.Response:
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
         robot_code=app.robot_code,  # only this robot may send it
+        data=data,
     )
     return web.json_response(
         {"errcode": 0, "errmsg": "ok", "type": kind, "media_id": media_id, "created_at": 0}

@@ -88,6 +88,7 @@ class UploadedMedia:
     size: int
     sha256: str
     robot_code: str | None
+    data: bytes = b""  # the bytes, for whoever looks at what the robot sent (``dta dev``)
 
 
 @dataclass

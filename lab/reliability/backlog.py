@@ -35,6 +35,7 @@ from typing import Any
 from agent.clock import SystemClock
 from lab.fake import FakeDingTalk
 from lab.models.fake_model import FakeModel
+from lab.models.labelled import labelled
 from lab.reliability.daemon import (
     DaemonProcess,
     Size,
@@ -186,7 +187,8 @@ async def _first_word(
     for message in fake.received[start:]:
         for user in message.user_ids:
             first.setdefault(user, message.time)
-            answered[user] = answered.get(user, 0) + (message.text == _answer_for(user, prefix))
+            whole = message.text == labelled(_answer_for(user, prefix))
+            answered[user] = answered.get(user, 0) + whole
     delays = sorted(first[user] - arrived[user] for user in first)
     late = sum(delay > ACK_AFTER_S + FIRST_WORD_SLACK_S for delay in delays)
     report = {

@@ -306,3 +306,41 @@ def test_model_fake_shows_an_approval_card_and_a_click_carries_it_out(project):
         assert code == 0, term.output[-3000:]
     finally:
         term.kill()
+
+
+def test_files_pictures_quotes_and_richtext_from_the_prompt(project):
+    """What a person sends besides words, typed at the prompt: each arrives as DingTalk's
+    own message type, its bytes are downloaded from the fake, and the answer is printed."""
+    from lab.fake.files import tiny_png
+
+    (project / "notes.txt").write_text("季度报告周五截止\n", encoding="utf-8")
+    (project / "chart.png").write_bytes(tiny_png(4, 4))
+    term = Terminal(project, "--model", "fake", "--no-console")
+    try:
+        term.read_until("/help")
+        assert "/file PATH" in term.output and "/quote MSGID" in term.output
+        term.type("/file notes.txt\r")
+        term.read_until("[dev-1]")
+        term.read_until("receipt reply", timeout=30)
+        term.type("/picture chart.png\r")
+        term.read_until("[dev-2]")
+        term.read_until("receipt reply", timeout=30)
+        term.type("/richtext chart.png 这张图是什么\r")
+        term.read_until("[dev-3]")
+        term.type("/quote dev-1 这个文件说了什么\r")
+        term.read_until("[dev-4]")
+        term.read_until("这个文件说了什么")
+        term.type("/picture notes.txt\r")  # not a picture: said, nothing sent
+        term.read_until("not sent: ")
+        term.type("/status\r")
+        term.read_until("idle heartbeats (not shown):")
+        _, code = term.interrupt()
+        assert code == 0 and "Traceback" not in term.output
+    finally:
+        term.kill()
+    store = next(p for p in (project / ".dta" / "dev").iterdir() if p.is_dir()) / "dta.db"
+    traced = dta("trace", "--store", str(store), "--json", "dev-1", cwd=project)
+    assert json.loads(traced.stdout)["matches"][0]["event"]["msgtype"] == "file"
+    for msg_id, msgtype in (("dev-2", "picture"), ("dev-3", "richText"), ("dev-4", "text")):
+        traced = dta("trace", "--store", str(store), "--json", msg_id, cwd=project)
+        assert json.loads(traced.stdout)["matches"][0]["event"]["msgtype"] == msgtype

@@ -15,10 +15,12 @@ from agent.acts.shown import person_names, readable
 from agent.cli.trace import DEFAULT_TIMEZONE, Trace, clock, trace_message
 from agent.cli.trace_acts import approval_act, named
 from agent.contracts import MemoryStatus
+from agent.proactive.heartbeat import BEAT_CONVERSATION
 from storage import Store
 from storage.inspect import FILTERS
 
 THREAD_LIMIT = 100
+OWN_PREFIX = BEAT_CONVERSATION.split(":")[0] + ":"  # dta:…
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,11 @@ class Selection:
     def __post_init__(self) -> None:
         if self.only is not None and self.only not in FILTERS:
             raise ValueError(f"unknown filter {self.only!r}")
+
+
+def is_own(conversation_id: str) -> bool:
+    """The runtime's own "conversation" (``dta:heartbeat``), not a person's."""
+    return conversation_id.startswith(OWN_PREFIX)
 
 
 def badge(status: str) -> str:
@@ -61,6 +68,7 @@ def message_view(trace: Trace) -> dict[str, Any]:
         "replies": [
             {
                 "kind": i["kind"],
+                "form": i.get("form") or "",  # "" for words; an act, a card … says so
                 "text": i["text"],
                 "outcomes": [a["outcome"] for a in i["attempts"]],
             }
@@ -82,7 +90,7 @@ def overview(
     """The threads page: conversations, the filters with counts, and the messages shown."""
     when = clock(timezone)
     records = store.inspect
-    conversations = [
+    everything = [
         {
             "id": c.conversation_id,
             "messages": c.messages,
@@ -91,9 +99,12 @@ def overview(
         }
         for c in records.conversations()
     ]
+    # people's conversations first; the runtime's own events (the heartbeat) apart
+    conversations = [c for c in everything if not is_own(c["id"])]
+    own = [c for c in everything if is_own(c["id"])]
     current = selection.conversation
-    if current is None and selection.only is None and conversations:
-        current = conversations[0]["id"]
+    if current is None and selection.only is None and everything:
+        current = (conversations or own)[0]["id"]
     events = records.find_events(
         conversation=current if selection.only is None else None,
         only=selection.only,
@@ -110,6 +121,7 @@ def overview(
         filters.append({"only": name, "reason": None, "label": name, "count": count})
     return {
         "conversations": conversations,
+        "own": own,
         "current": current,
         "selection": selection,
         "filters": filters,
