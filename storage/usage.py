@@ -86,3 +86,10 @@ class UsageRecords(Family):
             "SELECT model, degraded, COUNT(*), COALESCE(SUM(total_tokens), 0),"
             " COALESCE(SUM(cost), 0) FROM model_usage GROUP BY model, degraded"
         ).fetchall()
+
+    def cost_of_run(self, run_id: str) -> tuple[str, int, float] | None:
+        """(model, tokens, cost) a run's model spent; None without a model behind it."""
+        row = self.db.conn.execute(
+            "SELECT model, total_tokens, cost FROM model_usage WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return (row[0], int(row[1]), float(row[2])) if row else None

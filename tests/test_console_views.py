@@ -37,3 +37,30 @@ def test_an_act_is_labelled_as_an_act_and_words_stay_words():
         ("act", "创建待办「季度报告」 → verified"),
         ("", "好的"),
     ]
+
+
+def test_a_runs_tokens_and_cost_are_shown_with_its_message(tmp_path):
+    from storage.usage import ModelUsage
+
+    run = {"state": "done", "usage": {"total_tokens": 4173}, "model_cost": 0.0021}
+    view = message_view(Trace("m1", Cause.ANSWERED, "", "", run=run))
+    assert (view["tokens"], view["cost"]) == (4173, 0.0021)
+    assert message_view(Trace("m2", Cause.ANSWERED, "", ""))["tokens"] is None  # rules
+    store = Store(tmp_path / "dta.db")
+    try:
+        assert store.usage.cost_of_run("r1") is None
+        store.usage.add_model_usage(
+            ModelUsage(
+                run_id="r1",
+                actor_id="u1",
+                conversation_id="cid",
+                model="qwen-plus",
+                at=T0,
+                prompt_tokens=100,
+                completion_tokens=20,
+                cost=0.0021,
+            )
+        )
+        assert store.usage.cost_of_run("r1") == ("qwen-plus", 120, 0.0021)
+    finally:
+        store.close()

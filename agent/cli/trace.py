@@ -128,7 +128,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
         event=event_record(event, when),
         deliveries=delivery_records(records.delivery_log(msg_id), when),
         decision=decision,
-        run=run_record(run, when) if run else None,
+        run=run_record(run, when, store.usage.cost_of_run(run.run_id)) if run else None,
         intents=intent_records(store, msg_id, zone),
         receipts=[r for r in receipts if r["status"] != ReceiptStatus.REFUSED.value],
         refusals=[r for r in receipts if r["status"] == ReceiptStatus.REFUSED.value],

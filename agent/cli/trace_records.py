@@ -32,9 +32,13 @@ def event_record(event: Event, when: Clock) -> dict[str, Any]:
     }
 
 
-def run_record(run: Run, when: Clock) -> dict[str, Any]:
-    """The run: its state, provider, skills, tokens, tool calls and how it ended."""
+def run_record(
+    run: Run, when: Clock, spent: tuple[str, int, float] | None = None
+) -> dict[str, Any]:
+    """The run: its state, provider, skills, tokens and what its model cost (``spent``:
+    model, tokens, cost in ``model_prices``' unit), tool calls and how it ended."""
     return {
+        "model_cost": None if spent is None else round(spent[2], 6),
         "run_id": run.run_id,
         "state": run.state.value,
         "provider": run.provider,

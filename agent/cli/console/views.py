@@ -81,6 +81,9 @@ def message_view(trace: Trace) -> dict[str, Any]:
         "cause": trace.cause.value,
         "summary": trace.summary,
         "run_state": trace.run["state"] if trace.run else None,
+        # what the run's model spent (none for rules): tokens, and cost where priced
+        "tokens": ((trace.run or {}).get("usage") or {}).get("total_tokens"),
+        "cost": (trace.run or {}).get("model_cost"),
     }
 
 
