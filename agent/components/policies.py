@@ -103,6 +103,7 @@ def invocation_limits(settings: Settings) -> InvocationLimits:
         context_window_s=settings.context_window_s,
         context_turns=settings.context_turns,
         timezone=settings.timezone,
+        ai_label=settings.ai_label_text if settings.ai_label != "off" else None,
     )
 
 

@@ -51,6 +51,7 @@ from agent.run.forgetting import after_last_forget
 from agent.run.grounding import Grounder
 from agent.run.identities import IdentityDirectory
 from agent.run.media import MediaFetcher
+from gates.action_case import words_of
 from storage import Store
 
 log = logging.getLogger("dta.invocation")
@@ -66,6 +67,9 @@ class InvocationLimits:
     context_window_s: float
     context_turns: int
     timezone: str = "Asia/Shanghai"  # the team's: how "now" is said to a model
+    # the AI label the robot's replies carry: earlier replies are shown to a model without
+    # it (it is the host's mark, not what the model said)
+    ai_label: str | None = None
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool, int | None]:
@@ -333,7 +337,7 @@ class InvocationBuilder:
                 msg_id=msg,
                 said=said[:cut],
                 at=at,
-                reply=reply[:cut] if reply else None,
+                reply=words_of(reply, limits.ai_label)[:cut] if reply else None,
                 earlier=_before(event.created_at - at),
             )
             for msg, said, at, reply in rows
