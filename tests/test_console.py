@@ -134,7 +134,7 @@ async def test_the_console_in_a_browser(console, store_path, tmp_path):
         await browser.goto(console)
         await browser.wait_for("document.querySelectorAll('article.msg').length > 0")
         assert "token" not in await browser.evaluate("location.href")
-        sidebar = await browser.evaluate("document.querySelector('nav.side').innerText")
+        sidebar = await browser.wait_for("document.querySelector('nav.side').innerText")
         assert "cid-team" in sidebar and "cid-dm-u1" in sidebar
         assert "silent: group_not_mentioned" in sidebar and "uncertain" in sidebar
 
@@ -156,8 +156,8 @@ async def test_the_console_in_a_browser(console, store_path, tmp_path):
         # dta trace for any message
         await browser.click("#msg-dm2 a")
         cause = "location.pathname === '/trace/dm2' && document.getElementById('cause').innerText"
-        assert await browser.wait_for(cause) == "failed"
-        assert "uncertain" in await browser.evaluate("document.getElementById('chain').innerText")
+        assert await browser.wait_for(cause) == "uncertain"  # may have arrived: not "failed"
+        assert "uncertain" in await browser.wait_for("document.getElementById('chain').innerText")
 
         # live updates: a message stored now appears without a reload
         await browser.goto(console.split("/?")[0] + "/?c=cid-live")

@@ -113,10 +113,10 @@ async def test_the_team_sees_its_zone_its_words_and_the_acts_outcome_in_a_browse
             ):
                 await browser.goto(base + path)
                 await browser.wait_for(f"!!{ready}")
-                seen = await browser.evaluate("document.querySelector('main').innerText")
+                seen = await browser.wait_for("document.querySelector('main').innerText")
                 assert "+08:00" in seen and "+0000" not in seen and "\\u" not in seen, name
                 if name == "thread":
-                    act = await browser.evaluate(
+                    act = await browser.wait_for(
                         "document.querySelector('[data-form=act]').innerText"
                     )
                     assert act.startswith("act dingtalk.todo.create") and "done, read back" in act

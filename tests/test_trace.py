@@ -12,6 +12,7 @@ import pytest
 from agent.cli.main import main
 from agent.cli.trace import Cause, Query, search, trace_message
 from agent.cli.trace_text import parse_when, render
+from agent.contracts import RunState
 from lab.eval.cases import Case, load_case
 from lab.eval.runner import LAB_EPOCH, CaseRun
 from storage import Store
@@ -78,10 +79,27 @@ def test_a_group_line_without_an_at_is_silent_by_the_gate_a_pass(store):
     assert not trace.intents
 
 
-def test_an_uncertain_send_is_a_failure_to_look_at(store):
+def test_an_uncertain_send_is_uncertain_to_look_at_never_called_failed(store):
     trace = trace_message(store, "dm2")
-    assert trace.cause is Cause.FAILED, trace.summary
-    assert any(r["status"] in ("uncertain", "failed") for r in trace.receipts)
+    assert trace.cause is Cause.UNCERTAIN, trace.summary
+    assert "may or may not" in trace.summary and "look in the conversation" in trace.next_step
+    assert any(r["status"] == "uncertain" for r in trace.receipts)
+
+
+def test_a_done_run_whose_answer_went_is_answered_though_a_prompt_is_in_doubt():
+    from agent.cli.trace_cause import classify
+    from tests.factories import event, run_for
+
+    run = run_for(event()).model_copy(update={"state": RunState.DONE})
+    receipts = [
+        {"kind": "confirm", "status": "uncertain"},
+        {"kind": "act", "status": "verified"},
+        {"kind": "reply", "status": "accepted"},
+    ]
+    cause, summary = classify({}, None, run, receipts, [], [])
+    assert cause is Cause.ANSWERED and "the confirm is uncertain" in summary
+    receipts[2]["status"] = "uncertain"  # the answer itself in doubt
+    assert classify({}, None, run, receipts, [], [])[0] is Cause.UNCERTAIN
 
 
 def test_a_message_answered_together_with_a_later_one_says_so_and_names_it(store):

@@ -10,7 +10,8 @@ contract applies, so an operator answers "why no reply?" without writing SQL:
    paused robot…) — a pass, not a fault;
 2. ``never_arrived``: no event was stored — the connection or the robot's binding (or a
    different store);
-3. ``failed``: the run or its task failed, did not finish, or a send is uncertain;
+3. ``failed``: the run or its task failed or did not finish; ``uncertain`` (added): the
+   answer's send is uncertain — DingTalk may have it, so it is never called failed;
 4. ``answered``: the run finished and the platform took its answer (or the agent chose
    silence itself) — if the answer is wrong, that is the agent's answer to look at.
 

@@ -19,6 +19,8 @@ class Cause(StrEnum):
     NEVER_ARRIVED = "never_arrived"
     FAILED = "failed"
     ANSWERED = "answered"
+    # Added: a send DingTalk may or may not have (never called failed: it may have happened)
+    UNCERTAIN = "uncertain"
 
 
 # Why the gate stays silent, in words, and where a builder changes it.
@@ -44,7 +46,12 @@ NEXT_STEP: dict[Cause, str] = {
     " a run left working resumes when the daemon runs.",
     Cause.ANSWERED: "the chain is complete: if the answer is wrong, it is the agent's answer"
     " (its skills, knowledge or provider) — turn it into a lab case.",
+    Cause.UNCERTAIN: "look in the conversation (or ask the person) whether it arrived: dta"
+    " never sends it again blindly; a read-back, where DingTalk offers one, settles it.",
 }
+# The receipts that carry the run's answer (an ack, a prompt or an act in doubt does not
+# make the answer uncertain when the answer itself went).
+ANSWER_KINDS = ("reply", "ask")
 
 
 def classify(
@@ -77,10 +84,11 @@ def classify(
         )
     failed_tasks = [t for t in tasks if t["status"] == "failed"]
     uncertain = [r for r in receipts if r["status"] == ReceiptStatus.UNCERTAIN.value]
+    delivered = [r for r in receipts if r["status"] in ("accepted", "verified")]
     if run.state is RunState.WORKING:
         return Cause.FAILED, "the run has not finished (still working, or the daemon stopped)"
-    if uncertain:
-        return Cause.FAILED, (
+    if uncertain and not _answer_went(run, delivered, uncertain):
+        return Cause.UNCERTAIN, (
             "a send is uncertain (DingTalk may or may not have it; it is never resent blindly)"
         )
     if run.state is RunState.INTERRUPTED and superseded_by is not None:
@@ -94,10 +102,11 @@ def classify(
         return Cause.FAILED, f"the run ended {run.state.value}{failure}"
     if failed_tasks:
         return Cause.FAILED, f"the task {failed_tasks[0]['goal']!s} failed"
-    delivered = [r for r in receipts if r["status"] in ("accepted", "verified")]
     if delivered:
         kinds = ", ".join(sorted({r["kind"] for r in delivered if r["kind"]}))
-        return Cause.ANSWERED, f"the platform took the {kinds}"
+        doubt = ", ".join(sorted({r["kind"] for r in uncertain if r["kind"]}))
+        also = f"; the {doubt} is uncertain (DingTalk may or may not have it)" if doubt else ""
+        return Cause.ANSWERED, f"the platform took the {kinds}{also}"
     silent = next((r for r in receipts if r["status"] == "silent"), None)
     reason = silent["reason"] if silent else run.state.value
     if silent is not None and reason == SilentReason.ANSWERED_TOGETHER:  # a file with its words
@@ -105,6 +114,16 @@ def classify(
     return Cause.ANSWERED, (
         f"the run finished and chose silence itself ({reason}): that is the agent's judgement"
     )
+
+
+def _answer_went(
+    run: Run, delivered: list[dict[str, Any]], uncertain: list[dict[str, Any]]
+) -> bool:
+    """A finished run whose answer the platform took, with only something else in doubt."""
+    if run.state not in (RunState.DONE, RunState.WAITING):
+        return False
+    went = any(r["kind"] in ANSWER_KINDS for r in delivered)
+    return went and not any(r["kind"] in ANSWER_KINDS for r in uncertain)
 
 
 def answered_later_by(store: Store, event: Event, run: Run) -> tuple[str, str] | None:

@@ -91,7 +91,7 @@ def hints(trace: Trace, log_hint: str = "") -> list[str]:
     if trace.decision and trace.decision["verdict"] == "silent":
         reasons.insert(0, trace.decision["reason"])
     found = [f"  hint: {HINTS[reason]}" for reason in dict.fromkeys(reasons) if reason in HINTS]
-    if trace.cause is Cause.FAILED:
+    if trace.cause in (Cause.FAILED, Cause.UNCERTAIN):
         found.append(f"  hint: {trace.summary}{log_hint}")
     return found
 
