@@ -256,7 +256,7 @@ class ApprovalDesk:
             head.append(
                 f"同意请回复「{at}确认 {record.code}」，不同意回复「{at}拒绝 {record.code}」。"
             )
-        head.append(f"{until} 前不确认将自动作废。")
+        head.append(f"{until} 前不确认就过期，不会执行。")
         return "\n".join(head)
 
     def code_line(self, record: ApprovalRecord, in_group: bool) -> str:
