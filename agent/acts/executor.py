@@ -32,7 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agent.contracts import (
     ActionIntent,
@@ -72,10 +72,6 @@ class _Left:
     """The departure of a call nothing can take back once it is made (an MCP tool's)."""
 
     may_have_arrived = True
-
-
-class ReadbackQueue(Protocol):
-    def readback_later(self, intent_id: str, since: float, next_at: float, error: str) -> int: ...
 
 
 def token_of(intent: ActionIntent) -> str:
