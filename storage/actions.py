@@ -281,22 +281,17 @@ class ActionRecords(Family):
     # ------------------------------------------------------------------ reading back
 
     def receipts(self, event_id: str | None = None) -> list[Receipt]:
-        if event_id is None:
-            rows = self.db.conn.execute("SELECT receipt_json FROM receipts ORDER BY rowid")
-        else:
-            rows = self.db.conn.execute(
-                "SELECT receipt_json FROM receipts WHERE event_id = ? ORDER BY rowid", (event_id,)
-            )
-        return [Receipt.model_validate_json(row[0]) for row in rows.fetchall()]
+        return [Receipt.model_validate_json(j) for j in self._json_of("receipt", event_id)]
 
     def intents(self, event_id: str | None = None) -> list[ActionIntent]:
-        if event_id is None:
-            rows = self.db.conn.execute("SELECT intent_json FROM intents ORDER BY rowid")
-        else:
-            rows = self.db.conn.execute(
-                "SELECT intent_json FROM intents WHERE event_id = ? ORDER BY rowid", (event_id,)
-            )
-        return [ActionIntent.model_validate_json(row[0]) for row in rows.fetchall()]
+        return [ActionIntent.model_validate_json(j) for j in self._json_of("intent", event_id)]
+
+    def _json_of(self, record: str, event_id: str | None) -> list[str]:
+        """The stored JSON of every ``record`` (receipt, intent), or one event's, in order."""
+        sql = f"SELECT {record}_json FROM {record}s"
+        where, params = (" WHERE event_id = ?", (event_id,)) if event_id is not None else ("", ())
+        rows = self.db.conn.execute(f"{sql}{where} ORDER BY rowid", params).fetchall()
+        return [row[0] for row in rows]
 
     def attempts(self, intent_id: str) -> list[Attempt]:
         rows = self.db.conn.execute(

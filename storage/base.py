@@ -35,7 +35,26 @@ class LeaseLost(Exception):
         self.holder = holder
 
 
-class StoreBase:
+class Closing:
+    """Closed at the end of its ``with`` / ``async with`` block (``close``)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class StoreBase(Closing):
     """One store backend's connection and its transactions (the row writers several record
     families share are in ``storage/rows.py``).
 
@@ -91,18 +110,6 @@ class StoreBase:
         """One daemon per store (SQLite, under its instance lock): whatever another owner
         left unfinished is a dead process's, and runs of a thread are serial in memory."""
         return self.engine.exclusive
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def conn(self) -> Any:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from storage.actions import ActionRecords
 from storage.approvals import ApprovalRecords
-from storage.base import StoreBase
+from storage.base import Closing, StoreBase
 from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
@@ -42,7 +42,7 @@ class Counts:
     receipts: int
 
 
-class Store:
+class Store(Closing):
     """The whole store: one connection of its backend (``db``, a ``StoreBase``: transactions,
     fencing) and every record family over it, each an attribute. Its own methods are what is
     the whole store's: opening and closing, its health, pruning, the counts.
@@ -76,20 +76,10 @@ class Store:
 
     # ------------------------------------------------------------------ opening, health
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-
     def close(self) -> None:
         self.db.close()
+
+    # The connection's own facts, as ``StoreBase`` has them.
 
     @property
     def path(self) -> str:
@@ -97,17 +87,14 @@ class Store:
 
     @property
     def where(self) -> str:
-        """The store's location for messages: a path, or the PostgreSQL URL without secrets."""
         return self.db.where
 
     @property
     def identity(self) -> FileIdentity | None:
-        """The database file's (device, inode) at opening; None without a local file."""
         return self.db.identity
 
     @property
     def exclusive(self) -> bool:
-        """One daemon per store (SQLite, under its instance lock)."""
         return self.db.exclusive
 
     @property
