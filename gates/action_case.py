@@ -167,8 +167,9 @@ def split_text(text: str, size: int) -> list[str]:
     return pieces
 
 
-# Providers whose words are worked out by the host, not generated (rules' arithmetic,
-# knowledge quoted as written, its honest "can't answer now"), and the host's own answers.
+# Providers whose words are worked out by the host, not generated (rules' arithmetic, its
+# figures included, knowledge quoted as written, its honest "can't answer now"), and the
+# host's own answers.
 NOT_GENERATED = frozenset({"rules", "host"})
 LABEL_GAP = "\n\n"  # between the label and the words it labels
 CARD_RULE = "\n\n---\n"  # a card's footer line under a rule
@@ -261,38 +262,39 @@ class _Case:
         room = len(self.label) + len(LABEL_GAP) if self.label else 0
         return split_text(self.body, self.policy.max_reply_chars - room)
 
+    @property
+    def generated(self) -> bool:
+        """Are these words a model's (a generating provider's), not the host's?"""
+        answered = self.run.answered_by or self.run.provider
+        return self.from_provider and answered not in NOT_GENERATED
+
     @cached_property
     def label(self) -> str:
         """The AI label this request's words carry: a generating provider's reply or
         question, where one is configured; "" for the host's own words and rules' answers."""
-        policy = self.policy
-        if policy.ai_label == "off" or not self.from_provider:
+        if self.policy.ai_label == "off" or not self.generated:
             return ""
         if self.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
             return ""
-        answered = self.run.answered_by or self.run.provider
-        return "" if answered in NOT_GENERATED else policy.ai_label_text
+        return self.policy.ai_label_text
 
     def labelled(self, pieces: list[str], card: bool) -> list[str]:
-        """``pieces`` with the label on the first ("start") or as the last one's last line."""
-        if not self.label or not pieces or self._labels_itself(pieces):
+        """``pieces`` with the label on the first ("start") or as the last one's last line;
+        words that carry it there already (a model that wrote it too) are left as they are."""
+        if not self.label or not pieces:
             return pieces
         if self.policy.ai_label == "start":
-            return [f"{self.label}{LABEL_GAP}{pieces[0]}", *pieces[1:]]
-        return [*pieces[:-1], pieces[-1] + self.label_footer(card)]
+            first = pieces[0]
+            if first.lstrip().startswith(self.label):
+                return pieces
+            return [f"{self.label}{LABEL_GAP}{first}", *pieces[1:]]
+        return [*pieces[:-1], pieces[-1] + self.label_footer(card, pieces[-1])]
 
-    def _labels_itself(self, pieces: list[str]) -> bool:
-        """The words already carry the label where it goes (a model that saw its earlier,
-        labelled replies and wrote it too): it is not said twice."""
-        if self.policy.ai_label == "start":
-            return pieces[0].lstrip().startswith(self.label)
-        return pieces[-1].rstrip().endswith(self.label)
-
-    def label_footer(self, card: bool) -> str:
-        """The label as the words' last line ("" when they carry none): on a card with
-        "card", a footer under a rule. A streamed card takes it here whatever the setting:
-        its start was on the screen before the answer was judged."""
-        if not self.label:
+    def label_footer(self, card: bool, words: str) -> str:
+        """The label as the last line after ``words`` ("" when they carry none, or end with
+        it already): on a card with "card", a footer under a rule. A streamed card takes it
+        here whatever the setting: its start was on the screen before it was judged."""
+        if not self.label or words.rstrip().endswith(self.label):
             return ""
         if card and self.policy.ai_label == "card":
             return f"{CARD_RULE}{self.label}"

@@ -301,9 +301,6 @@ def _promises(c: _Case) -> _Refused | None:
 FIGURE_SAY = (
     "我给出的数字和我查到的资料对不上，所以没有发出。请以资料原文为准，或者换个问法再问我一次。"
 )
-# Providers whose figures are the host's own arithmetic (the rules provider computes what
-# it says), so nothing of theirs is a model's guess.
-HOST_COMPUTED = frozenset({"rules"})
 
 
 def _figures(c: _Case) -> _Refused | None:
@@ -311,9 +308,9 @@ def _figures(c: _Case) -> _Refused | None:
     question hold, or that a computation it shows yields from them
     (``gates/figure_grounding.py``): 300 美元 against a section that says 180 美元 is
     refused, 「180 美元 × 2 晚 = 360 美元」 passes."""
-    if not c.from_provider or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
-        return None
-    if not c.facts.grounds or (c.run.answered_by or c.run.provider) in HOST_COMPUTED:
+    if not c.generated or c.request.kind not in (ActionKind.REPLY, ActionKind.ASK):
+        return None  # the host's own arithmetic and words are no model's guess
+    if not c.facts.grounds:
         return None
     said = f"{c.request.title}\n{c.body}" if c.request.title else c.body
     found = ungrounded(said, c.facts.grounds, c.facts.question)
@@ -390,4 +387,3 @@ CHECKS: tuple[_Check, ...] = (
     _Check("act_budget", act_budget, "acts"),
     _Check("approval", act_approval, "acts"),
 )
-

@@ -142,7 +142,7 @@ def final_check(
     if refusal is not None:
         return FinalCheck(refusal)
     due = case.reminder_due if case.request.reminder is not None else None
-    return FinalCheck(None, due, case.label_footer(card=True))
+    return FinalCheck(None, due, case.label_footer(card=True, words=case.body))
 
 
 def card_attachments(

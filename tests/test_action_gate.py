@@ -464,3 +464,29 @@ def test_a_reply_says_tool_results_in_words_never_their_fields_or_staff_ids():
     assert isinstance(decide(prose, f=f), Approval)
     mention = {"kind": "reply", "text": "@manager4521 你的周报还没交。"}
     assert isinstance(decide(mention, f=f), Approval)  # how DingTalk @-s someone
+
+
+def test_the_ai_label_goes_once_on_a_models_words_and_never_on_rules_or_the_hosts():
+    from gates.frames import final_check
+
+    model_run = run_for(event()).model_copy(update={"provider": "openai"})
+    label = {"ai_label": "end", "ai_label_text": "内容由 AI 生成"}
+
+    def texts(raw, run=model_run, **extra):
+        result = gate(**label, **extra).decide(raw, run, RunTally(), facts())
+        assert isinstance(result, Approval), result
+        return [i.content.text for i in result.intents]
+
+    assert texts({"kind": "reply", "text": "好的"}) == ["好的\n\n内容由 AI 生成"]
+    said_it = {"kind": "reply", "text": "好的\n\n内容由 AI 生成"}  # the model wrote it too
+    assert texts(said_it) == ["好的\n\n内容由 AI 生成"]
+    assert texts({"kind": "reply", "text": "7 + 5 = 12"}, run_for(event())) == ["7 + 5 = 12"]
+    host = gate(**label).decide(
+        {"kind": "reply", "text": "好的"}, model_run, RunTally(), facts(), from_provider=False
+    )
+    assert [i.content.text for i in host.intents] == ["好的"]
+    # a streamed card's end: once, also when the model's words already end with it
+    ended = final_check(gate(**label), said_it, model_run, T0)
+    assert ended.label_footer == ""
+    fresh = final_check(gate(**label), {"kind": "reply", "text": "好的"}, model_run, T0)
+    assert fresh.label_footer == "\n\n内容由 AI 生成"
