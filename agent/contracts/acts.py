@@ -92,5 +92,10 @@ class CardClick(Contract):
     frame_id: str  # the Stream frame's messageId: a redelivered click has the same one
     out_track_id: str
     user_id: str  # the clicker (staff id, ``userIdType: 1``)
-    action: str  # approve | deny (a button's ``action`` param, or its action id)
+    # approve | deny | stop | up | down (feedback) | submit (a form) | cancel_form: a
+    # button's ``action`` param, or its action id
+    action: str
     received_at: float
+    # a form's submit: its fields' values as the callback carried them (not yet checked)
+    values: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None  # a 👎's optional reason

@@ -6,6 +6,12 @@ and ``content`` — a JSON string ``{"cardPrivateData": {"actionIds": [...], "pa
 {...}}}``; some callbacks carry ``value`` instead. The button's ``action`` param (or its
 first action id) says which it was; the official tutorial's ``accept`` / ``reject`` are read
 as ``approve`` / ``deny``.
+
+Standing work's cards (``../shared/dingtalk-knowledge-and-forms-apis.md`` §3): an ask-user
+form's submit carries ``params.form`` (``{field name: value}``; its action id is the form's),
+a cancel button ``user_cancel = "true"``; an answer's feedback buttons are the action ids
+``feedback_up`` / ``feedback_down`` (read as ``up`` / ``down``), a 👎 perhaps with a
+``reason``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,22 @@ from typing import Any
 from agent.contracts import CardClick
 
 APPROVE, DENY, STOP = "approve", "deny", "stop"
+UP, DOWN, SUBMIT, CANCEL_FORM = "up", "down", "submit", "cancel_form"
+_NAMES = {
+    "accept": APPROVE,
+    "agree": APPROVE,
+    "yes": APPROVE,
+    "reject": DENY,
+    "refuse": DENY,
+    "no": DENY,
+    "btn_stop": STOP,
+    "stop_stream": STOP,
+    "cancel": STOP,
+    "feedback_up": UP,
+    "like": UP,
+    "feedback_down": DOWN,
+    "dislike": DOWN,
+}
 
 
 def parse_click(data: dict[str, Any], frame_id: str, received_at: float) -> CardClick:
@@ -34,14 +56,27 @@ def parse_click(data: dict[str, Any], frame_id: str, received_at: float) -> Card
     private = private if isinstance(private, dict) else {}
     params = private.get("params") if isinstance(private.get("params"), dict) else {}
     ids = private.get("actionIds") if isinstance(private.get("actionIds"), list) else []
-    action = params.get("action") or (ids[0] if ids else "")
-    action = str(action).lower()
-    if action in ("accept", "agree", "yes"):
-        action = APPROVE
-    elif action in ("reject", "refuse", "no"):
-        action = DENY
-    elif action in ("btn_stop", "stop_stream", "cancel"):
-        action = STOP
+    form = params.get("form")
+    if isinstance(form, str):  # some clients send the form JSON-encoded
+        try:
+            form = json.loads(form)
+        except ValueError:
+            form = None
+    if str(params.get("user_cancel", "")).lower() == "true":
+        action = CANCEL_FORM
+    elif isinstance(form, dict):
+        action = SUBMIT
+    else:
+        action = str(params.get("action") or (ids[0] if ids else "")).lower()
+        action = _NAMES.get(action, action)
+    values = {k: v for k, v in form.items() if k != "fromConfig"} if isinstance(form, dict) else {}
+    reason = params.get("reason")
     return CardClick(
-        frame_id=frame_id, out_track_id=track, user_id=user, action=action, received_at=received_at
+        frame_id=frame_id,
+        out_track_id=track,
+        user_id=user,
+        action=action,
+        received_at=received_at,
+        values=values,
+        reason=str(reason)[:500] if reason else None,
     )

@@ -100,7 +100,12 @@ class ClickSpec(CaseModel):
 
     msg: str = Field(min_length=1)
     by: str = Field(min_length=1)
-    choice: Literal["approve", "deny", "stop"]
+    # approve / deny: an approval card; stop: a streaming reply card; submit (with
+    # ``values``): an ask-user form card; up / down (``reason`` with a down): an answer's
+    # feedback buttons
+    choice: Literal["approve", "deny", "stop", "submit", "up", "down"]
+    values: dict[str, Any] | None = None
+    reason: str | None = None
     after_frames: int | None = Field(default=None, ge=1)
     # "stop" on the answer's N-th card (1: the first), pressed once a later card of it holds
     # ``after_frames`` frames; unset: the card being streamed

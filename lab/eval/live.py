@@ -198,7 +198,10 @@ class LiveCaseRun:
         if step.fault is not None:
             self.fake.arm_fault(step.fault)
         if step.click is not None:
-            self.fake.click(step.click.msg, step.click.by, step.click.choice)
+            click = step.click
+            self.fake.click(
+                click.msg, click.by, click.choice, values=click.values, reason=click.reason
+            )
             return 1
         return 0
 

@@ -318,10 +318,26 @@ CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
 
 
 def card_click_data(
-    out_track_id: str, user_id: str, choice: str, space: str, corp_id: str = "ding-lab-corp"
+    out_track_id: str,
+    user_id: str,
+    choice: str,
+    space: str,
+    corp_id: str = "ding-lab-corp",
+    values: dict[str, Any] | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
-    """A card callback's data for a press of the button whose ``action`` is ``choice``."""
-    private = {"cardPrivateData": {"actionIds": [choice], "params": {"action": choice}}}
+    """A card callback's data for a press of the button whose ``action`` is ``choice``; a
+    form's submit carries ``params.form`` (forms doc §3.1), a feedback button the action id
+    ``feedback_up`` / ``feedback_down`` (§3.5)."""
+    params: dict[str, Any] = {"action": choice}
+    action_id = choice
+    if choice == "submit":
+        params = {"form": dict(values or {})}
+        action_id = "form_submit"
+    elif choice in ("up", "down"):
+        action_id = f"feedback_{choice}"
+        params = {"action": action_id, **({"reason": reason} if reason else {})}
+    private = {"cardPrivateData": {"actionIds": [action_id], "params": params}}
     return {
         "outTrackId": out_track_id,
         "userId": user_id,

@@ -198,22 +198,37 @@ class FakeDingTalk(PlatformState):
         return app.app_key
 
     def click_data(
-        self, msg_id: str, by: str, choice: str, out_track_id: str | None = None
+        self,
+        msg_id: str,
+        by: str,
+        choice: str,
+        out_track_id: str | None = None,
+        values: dict[str, Any] | None = None,
+        reason: str | None = None,
     ) -> tuple[dict[str, Any], Any]:
         """The card callback of ``by`` pressing ``choice`` on the card sent for ``msg_id``
         (its ``msg_id`` variable; or the card ``out_track_id``, a reply card, which has
         none), and that card; ``ValueError`` when there is none."""
         for card in reversed(self.cards):
             if card.data.get("msg_id") == msg_id or card.out_track_id == out_track_id:
-                return card_click_data(card.out_track_id, by, choice, card.space), card
+                data = card_click_data(
+                    card.out_track_id, by, choice, card.space, values=values, reason=reason
+                )
+                return data, card
         raise ValueError(f"click: no card was sent for message {msg_id!r}")
 
     def click(
-        self, msg_id: str, by: str, choice: str, out_track_id: str | None = None
+        self,
+        msg_id: str,
+        by: str,
+        choice: str,
+        out_track_id: str | None = None,
+        values: dict[str, Any] | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Deliver a click over the stream as DingTalk does (redelivered until acked); what
         the ack answers is put on the card by ``show_click_acks``."""
-        data, card = self.click_data(msg_id, by, choice, out_track_id)
+        data, card = self.click_data(msg_id, by, choice, out_track_id, values, reason)
         app = self.app_for_robot(card.message.robot_code) or self.app_for_robot(None)
         assert app is not None
         self._click_seq += 1

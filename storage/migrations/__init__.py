@@ -2,9 +2,10 @@
 ``n - 1`` of ``MIGRATIONS``), kept by era so no module grows without end:
 
 - ``pipeline``: 1-7, the pipeline's records, the store as its queue, cards, proactive tasks;
-- ``acts``: 8-15, budgets by time, model usage, approvals and read-backs, an answer's pieces.
+- ``acts``: 8-15, budgets by time, model usage, approvals and read-backs, an answer's pieces;
+- ``standing``: 16-18, recurring jobs, feedback on answers, ask-user forms.
 
-Never edit a released migration: append a new one to the last era's list (``acts.ACTS``), or
+Never edit a released migration: append a new one to the last era's list (``standing.STANDING``), or
 start a new era module and add it at the end here. ``storage/schema.py`` renders them.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 from storage.migrations.acts import ACTS
 from storage.migrations.pipeline import PIPELINE
+from storage.migrations.standing import STANDING
 from storage.migrations.step import Migration
 
-MIGRATIONS: list[Migration] = [*PIPELINE, *ACTS]
+MIGRATIONS: list[Migration] = [*PIPELINE, *ACTS, *STANDING]
 
 __all__ = ["MIGRATIONS", "Migration"]

@@ -1,0 +1,97 @@
+"""Migrations 16-18: standing work — recurring jobs and their runs, answers' feedback, and
+ask-user forms waiting for their asker.
+
+Released once landed: never edit one then; a new migration is appended to this list.
+"""
+
+from __future__ import annotations
+
+from storage.migrations.step import Migration
+
+STANDING: list[Migration] = [
+    Migration(
+        # A job is what a person (or dta.toml) asked to be done on a schedule; each due slot
+        # is an event with a derived id (``job:<job_id>:<slot>``), so it is stored, and run,
+        # once across restarts and replicas. ``next_due_at`` is the beat's index; a slot the
+        # beat skipped (missed while down, too late to catch up) is a row of ``job_runs``
+        # with its reason, as is each slot it dispatched (with the facts' digest its run
+        # found, compared by the next run for ``nothing_new``).
+        "16: recurring jobs and what became of each of their slots",
+        """
+        CREATE TABLE jobs (
+            job_id TEXT PRIMARY KEY,
+            owner_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            schedule TEXT NOT NULL,
+            instruction TEXT NOT NULL,
+            status TEXT NOT NULL,
+            reason TEXT,
+            source TEXT NOT NULL,
+            origin_json TEXT NOT NULL,
+            created_by TEXT NOT NULL,
+            created_at {real} NOT NULL,
+            next_due_at {real},
+            revision {integer} NOT NULL DEFAULT 0,
+            updated_at {real} NOT NULL
+        );
+        CREATE INDEX jobs_due ON jobs (status, next_due_at);
+        CREATE INDEX jobs_owner ON jobs (owner_id, conversation_id, status);
+
+        CREATE TABLE job_runs (
+            job_id TEXT NOT NULL,
+            due_at {real} NOT NULL,
+            event_id TEXT,
+            outcome TEXT NOT NULL,
+            reason TEXT,
+            digest TEXT,
+            at {real} NOT NULL,
+            PRIMARY KEY (job_id, due_at)
+        );
+        """,
+    ),
+    Migration(
+        # A 👍 / 👎 on an answer's card, kept with the run it rates: one per person and
+        # answer (a later press by the same person replaces their earlier one).
+        "17: feedback on answers",
+        """
+        CREATE TABLE feedback (
+            event_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            run_id TEXT,
+            rating TEXT NOT NULL,
+            reason TEXT,
+            out_track_id TEXT,
+            conversation_id TEXT,
+            frame_id TEXT NOT NULL,
+            at {real} NOT NULL,
+            PRIMARY KEY (event_id, user_id)
+        );
+        CREATE INDEX feedback_at ON feedback (at);
+        """,
+    ),
+    Migration(
+        # An ask-user form waiting for its asker, like an approval: only the asker's submit
+        # counts, it survives restarts and replicas, and it expires.
+        "18: ask-user forms",
+        """
+        CREATE TABLE forms (
+            form_id TEXT PRIMARY KEY,
+            event_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            thread_key TEXT NOT NULL,
+            asker_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            form_json TEXT NOT NULL,
+            status TEXT NOT NULL,
+            out_track_id TEXT,
+            values_json TEXT,
+            submitted_by TEXT,
+            created_at {real} NOT NULL,
+            expires_at {real} NOT NULL,
+            decided_at {real}
+        );
+        CREATE INDEX forms_track ON forms (out_track_id);
+        CREATE INDEX forms_thread ON forms (thread_key, status);
+        """,
+    ),
+]
