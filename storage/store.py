@@ -3,9 +3,9 @@
 One ``Store`` owns one connection of its backend (storage/backends/: SQLite by default,
 PostgreSQL for replicas); a thread that needs the store opens its own ``Store`` on the same
 target. Its records come in families, each an attribute over that one connection (events,
-work, actions, pieces, cards, approvals, context, schedule, usage, inspect). Every method
-that changes more than one row does so in a single transaction, so a crash leaves either
-all of it or none of it.
+work, actions, pieces, cards, approvals, context, schedule, jobs, usage, inspect). Every
+method that changes more than one row does so in a single transaction, so a crash leaves
+either all of it or none of it.
 
     store = Store("./.dta/dta.db")
     inserted = store.events.add_event(event, raw_frame)
@@ -26,6 +26,7 @@ from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.inspect import InspectRecords
+from storage.jobs import JobRecords
 from storage.integrity import FileIdentity, StoreHealth
 from storage.pieces import PieceRecords
 from storage.schedule import ScheduleRecords
@@ -71,6 +72,7 @@ class Store(Closing):
         self.approvals = ApprovalRecords(self.db)
         self.context = ContextRecords(self.db)
         self.schedule = ScheduleRecords(self.db)
+        self.jobs = JobRecords(self.db)
         self.usage = UsageRecords(self.db)
         self.inspect = InspectRecords(self.db)
 

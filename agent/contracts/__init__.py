@@ -18,6 +18,7 @@ from —
 - ``actions``: request → intent → attempt → receipt, with the platform's evidence
 - ``cards``: an AI card as the store keeps it
 - ``acts``: an act's authorization snapshot, its approval, a click on an approval card
+- ``jobs``: a recurring job and what became of each of its slots
 - ``tool_specs``: what a tool declares, one call and its result (the tools: ``agent/tools/``)
 """
 
@@ -63,6 +64,7 @@ from agent.contracts.codes import (
     ConversationType,
     DecisionReason,
     EngageReason,
+    JobStatus,
     MediaStatus,
     MemoryStatus,
     PieceReason,
@@ -102,6 +104,7 @@ from agent.contracts.invocation import (
     Sourced,
     Turn,
 )
+from agent.contracts.jobs import Job, JobRun, job_event_id
 from agent.contracts.runs import (
     MemoryCandidate,
     Origin,
@@ -148,6 +151,9 @@ __all__ = [
     "Grounding",
     "Identity",
     "Impact",
+    "Job",
+    "JobRun",
+    "JobStatus",
     "KnowledgeItem",
     "LocalNow",
     "MediaItem",
@@ -189,6 +195,7 @@ __all__ = [
     "Verdict",
     "VoidReason",
     "canonical_json",
+    "job_event_id",
     "new_id",
     "sha256_text",
 ]

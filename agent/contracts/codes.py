@@ -49,6 +49,9 @@ class SilentReason(StrEnum):
     # (「帮我看下这个文件」 at the same instant, or later in the burst): the words' run takes
     # it and answers both, so its own run ends before anything asks DingTalk for anything.
     ANSWERED_TOGETHER = "answered_together"
+    # Added by dta for recurring jobs (agent/proactive/jobs.py): a job's run found the same
+    # facts as the last result it delivered, so it says nothing (lab-cases.md).
+    NOTHING_NEW = "nothing_new"
 
 
 class EngageReason(StrEnum):
@@ -253,6 +256,12 @@ MEDIA_MSGTYPES = ("picture", "file", "video", "audio")
 class ConversationType(StrEnum):
     DM = "dm"
     GROUP = "group"
+
+
+class JobStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"  # with a reason: its owner left the allow list, its conversation is gone
+    CANCELLED = "cancelled"
 
 
 class TaskStatus(StrEnum):

@@ -50,7 +50,7 @@ ACK_TEXT = "收到，我看一下，稍等。"
 # after a restart, or behind the same person's earlier message) and answers at once
 # needs no "稍等" just before its answer.
 ACK_FLOOR_S = 0.5
-
+NEVER_ACK_S = 10 * 365 * 86_400.0  # a timer that never fires in a run's life
 
 # A model that cannot answer now: the fallback answers instead (invalid output is not
 # among them: it gets the repair round).
@@ -220,6 +220,8 @@ class Answering:
         repair round's too)."""
         waited = self.clock.now() - invocation.event.received_at
         ack_in = max(self.ack_after_s - waited, min(ACK_FLOOR_S, self.ack_after_s))
+        if invocation.event.scheduled is not None:  # a job's run: nobody is waiting on it
+            ack_in = NEVER_ACK_S
         try:
             return await self._respond(
                 run, invocation, skills, outcome, ack_in, provider or self.provider
