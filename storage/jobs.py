@@ -11,7 +11,7 @@ run compares with for ``nothing_new``.
 
 from __future__ import annotations
 
-from agent.contracts import Job, JobRun, JobStatus
+from agent.contracts import Job, JobRun, JobStatus, Origin
 from storage.base import Family
 
 _JOB_COLUMNS = (
@@ -33,7 +33,7 @@ def _job(row: tuple) -> Job:
             "status": status,
             "reason": reason,
             "source": source,
-            "origin": origin,
+            "origin": Origin.model_validate_json(origin),
             "created_by": created_by,
             "created_at": created_at,
             "next_due_at": next_due_at,

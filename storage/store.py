@@ -26,8 +26,8 @@ from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
 from storage.inspect import InspectRecords
-from storage.jobs import JobRecords
 from storage.integrity import FileIdentity, StoreHealth
+from storage.jobs import JobRecords
 from storage.pieces import PieceRecords
 from storage.schedule import ScheduleRecords
 from storage.usage import ModelUsage, TokensSpent, UsageRecords

@@ -13,7 +13,7 @@ import respx
 
 from agent.acts.approvals import ApprovalDesk, settle_event
 from agent.clock import VirtualClock
-from agent.components.own_events import build_own_events, build_proactive
+from agent.components.own_events import build_jobs, build_own_events, build_proactive
 from agent.config import Settings
 from agent.contracts import ActionIntent, Event, ReceiptStatus, RunState, Scheduled
 from agent.proactive.work import ProactiveWork
@@ -70,8 +70,12 @@ async def test_every_own_event_finds_its_row_and_an_ordinary_message_none(settin
         "operator",
         "approval",
         "act_checked",
+        "job_run",
         "due_item",
         "cancel",
+        "job_words",
+        "job_list",
+        "job_cancel",
         "code_reply",
     ]
     cases = {
@@ -79,7 +83,11 @@ async def test_every_own_event_finds_its_row_and_an_ordinary_message_none(settin
         "approval": _own(Scheduled(kind="approval", approval_id="apv_1")),
         "act_checked": _own(Scheduled(kind="act_checked", intent_id="int_1")),
         "due_item": _own(Scheduled(kind="reminder", task_id="rem_1", due_at=T0)),
+        "job_run": _own(Scheduled(kind="job", job_id="job_1", due_at=T0)),
         "cancel": event(text="取消提醒"),
+        "job_words": event(text="每周一早上9点把我本周的待办汇总发我"),
+        "job_list": event(text="我有哪些定时任务"),
+        "job_cancel": event(text="取消每周汇总"),
         "code_reply": event(text="确认 4F2A"),
     }
     for name, own in cases.items():
@@ -93,8 +101,8 @@ async def test_every_own_event_finds_its_row_and_an_ordinary_message_none(settin
 def test_without_a_write_tool_there_is_no_code_reply_row(settings, store):
     clock = VirtualClock(T0)
     work = build_proactive(settings, store, clock)
-    table = build_own_events(work, store, clock, None)
-    assert [r.name for r in table.routes][-1] == "cancel"
+    table = build_own_events(work, build_jobs(settings, store, clock), store, clock, None)
+    assert [r.name for r in table.routes][-1] == "job_cancel"
     assert table.route(event(text="确认 4F2A")) is None  # an ordinary message
     # an approval's event from before still waits out a pause, and ends as before
     assert table.held(_own(Scheduled(kind="approval", approval_id="apv_1")))

@@ -21,7 +21,7 @@ from agent.carriers.messages import MessageCarrier
 from agent.carriers.reaction import ReactionCarrier
 from agent.clock import Clock
 from agent.components.acts import ActParts, build_acts, build_clicks, build_mcp, tool_box
-from agent.components.own_events import build_own_events, build_proactive
+from agent.components.own_events import build_jobs, build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
     invocation_limits,
@@ -39,6 +39,9 @@ from agent.crashpoints import CrashPoints
 from agent.dingtalk.reactions import ReactionAPI
 from agent.dingtalk.transport import DingTalkTransport
 from agent.proactive.heartbeat import Heartbeat
+from agent.proactive.job_beat import JobBeat
+from agent.proactive.job_config import keep_declared_jobs
+from agent.proactive.jobs import JobWork
 from agent.proactive.work import ProactiveWork
 from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
@@ -140,6 +143,7 @@ class PipelineParts:
     # answers when the model is over its budget or down (None: the provider is rules)
     fallback: Provider | None
     proactive: ProactiveWork  # due items, operator sends, 「取消提醒」 (the heartbeat's too)
+    jobs: JobWork  # recurring jobs: in words, and each due slot's run
     acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
     clicks: ClickDesk | None = None  # card clicks: approvals, a streaming card's stop
     mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
@@ -175,7 +179,9 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         answering=build_answering(settings, parts, invocations, acting, knowledge),
         acting=acting,
         endings=endings,
-        own=build_own_events(parts.proactive, store, clock, parts.acts, Hands(acting, endings)),
+        own=build_own_events(
+            parts.proactive, parts.jobs, store, clock, parts.acts, Hands(acting, endings)
+        ),
         tasks=TaskKeeper(store, clock),
         lease=LeaseTerms(owner, settings.run_lease_s),
         stream=parts.cards,
@@ -293,6 +299,7 @@ def build_parts(
         identities=IdentityDirectory(store, clock, transport, settings.identity_ttl_s),
         fallback=None if settings.provider == "rules" else rules_provider(settings),
         proactive=build_proactive(settings, store, clock),
+        jobs=build_jobs(settings, store, clock),
         acts=acts,
         clicks=build_clicks(settings, store, acts),
         mcp=mcp,
@@ -308,12 +315,22 @@ def build_heartbeat(
     ``heartbeat_interval_s`` is not set."""
     if settings.heartbeat_interval_s is None:
         return None
+    policy = schedule_policy(settings)
+    jobs = JobBeat(
+        store=parts.store,
+        clock=parts.clock,
+        policy=policy,
+        catch_up_s=settings.job_catch_up_s,
+        decide=parts.response_gate.decide,
+    )
+    keep_declared_jobs(parts.store, settings.jobs, settings.robot_code, parts.clock.now(), policy)
     return Heartbeat(
         store=parts.store,
         clock=parts.clock,
-        policy=schedule_policy(settings),
+        policy=policy,
         gate=parts.response_gate,
         proactive=parts.proactive,
         submit=submit,
         robot_code=settings.robot_code,
+        jobs=jobs,
     )

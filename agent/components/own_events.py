@@ -11,6 +11,7 @@ from agent.clock import Clock
 from agent.components.acts import ActParts
 from agent.components.policies import schedule_policy
 from agent.config import Settings
+from agent.proactive.jobs import JobWork, job_cancel, job_list, job_run, job_words
 from agent.proactive.work import ProactiveWork, cancel_request, operator_send, runtime_event
 from agent.run.own_events import Hands, OwnEvents, OwnRoute
 from storage import Store
@@ -21,8 +22,14 @@ def build_proactive(settings: Settings, store: Store, clock: Clock) -> Proactive
     return ProactiveWork(store=store, clock=clock, policy=schedule_policy(settings))
 
 
+def build_jobs(settings: Settings, store: Store, clock: Clock) -> JobWork:
+    """Recurring jobs in words and their slots' runs (agent/proactive/jobs.py)."""
+    return JobWork(store=store, clock=clock, policy=schedule_policy(settings))
+
+
 def build_own_events(
     work: ProactiveWork,
+    jobs: JobWork,
     store: Store,
     clock: Clock,
     acts: ActParts | None,
@@ -48,9 +55,14 @@ def build_own_events(
             OwnRoute("operator", operator_send, work.operator),
             OwnRoute("approval", approval_decision, decision, held=True),
             OwnRoute("act_checked", act_checked, checked, held=True),
+            # a job's slot: answered like its owner's question, its answer reviewed first
+            OwnRoute("job_run", job_run, jobs.run, review=jobs.review),
             OwnRoute("due_item", runtime_event, work.item),  # any other of the runtime's own
             # a person's words that are the runtime's business, not a question
             OwnRoute("cancel", cancel_request, work.cancel),
+            OwnRoute("job_words", job_words, jobs.create),
+            OwnRoute("job_list", job_list, jobs.listing),
+            OwnRoute("job_cancel", job_cancel, jobs.cancel),  # None when it names no job
             *code_reply,
         )
     )

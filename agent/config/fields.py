@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from agent.config.parts import McpServer, ModelPrice
+from agent.config.parts import JobEntry, McpServer, ModelPrice
 from agent.contracts import AgentDefinition
 from agent.contracts.filetypes import MAX_UPLOAD_BYTES
 
@@ -183,6 +183,11 @@ class SettingsFields(BaseModel):
     quiet_hours: str | None = None
     timezone: str = "Asia/Shanghai"  # how reminder times are read and said
     max_reminder_days: float = Field(default=30, gt=0)
+    # Recurring jobs (agent/proactive/jobs.py; they need the heartbeat): those declared here
+    # (``[[jobs]]``), and how late a slot missed while the robot was down may still run
+    # (once: only the latest missed slot; older ones are skipped with a reason).
+    jobs: list[JobEntry] = Field(default_factory=list)
+    job_catch_up_s: float = Field(default=3600, ge=0)
 
     # read OpenAPI sends back from DingTalk: receipts say "verified", not just "accepted"
     verify_by_readback: bool = False

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent.contracts.jobs import schedule_error
+
 
 class ModelPrice(BaseModel):
     """What 1,000 tokens cost, in the operator's currency."""
@@ -56,4 +58,27 @@ class McpServer(BaseModel):
             raise ValueError(
                 f"mcp server {self.name!r}: give exactly one of command, python_module, url"
             )
+        return self
+
+
+class JobEntry(BaseModel):
+    """A recurring job an operator declares (``[[jobs]]`` in dta.toml): ``schedule`` in
+    cron's five fields, read in ``timezone``; ``owner`` the staff id whose authority and
+    budget it runs with; ``conversation`` a group's ``cid``, or unset for the owner's own
+    chat with the robot; ``instruction`` what is asked each time. ``name`` keeps the job the
+    same job across restarts (an edited schedule or instruction changes it in place)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    schedule: str = Field(min_length=9, max_length=120)
+    owner: str = Field(min_length=1)
+    conversation: str | None = None
+    instruction: str = Field(min_length=1, max_length=2000)
+
+    @model_validator(mode="after")
+    def _cron(self) -> JobEntry:
+        error = schedule_error(self.schedule)
+        if error is not None:
+            raise ValueError(f"schedule {self.schedule!r}: {error}")
         return self

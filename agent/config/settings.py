@@ -132,6 +132,15 @@ class Settings(SettingsFields):
         return self
 
     @model_validator(mode="after")
+    def _jobs_can_run(self) -> Settings:
+        names = [job.name for job in self.jobs]
+        if len(set(names)) != len(names):
+            raise ValueError("jobs: two [[jobs]] entries have the same name")
+        if self.jobs and self.heartbeat_interval_s is None:
+            raise ValueError("jobs: [[jobs]] run on the heartbeat; set heartbeat_interval_s")
+        return self
+
+    @model_validator(mode="after")
     def _provider_is_configured(self) -> Settings:
         if self.provider == "openai" and not (self.openai_base_url and self.openai_model):
             raise ValueError(

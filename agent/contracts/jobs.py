@@ -8,7 +8,11 @@ the owner's authority. ``source`` says who declared it: a person in words, or ``
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
+from zoneinfo import ZoneInfo
+
+from cronsim import CronSim, CronSimError
 
 from agent.contracts.base import Contract
 from agent.contracts.codes import JobStatus
@@ -47,3 +51,14 @@ class JobRun(Contract):
 def job_event_id(job_id: str, due_at: float) -> str:
     """A slot's event id: the job and the slot, so it is stored (and run) once."""
     return f"job:{job_id}:{int(due_at)}"
+
+
+def schedule_error(schedule: str) -> str | None:
+    """Why ``schedule`` is not a five-field cron expression; None when it is one."""
+    if len(schedule.split()) != 5:
+        return "a schedule is five cron fields: minute hour day-of-month month day-of-week"
+    try:
+        next(CronSim(schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo("UTC"))))
+    except (CronSimError, StopIteration) as exc:
+        return f"not a cron schedule: {exc}"
+    return None

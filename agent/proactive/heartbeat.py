@@ -14,6 +14,9 @@ Those events are engaged by the response gate as ``scheduled`` and run like any 
 (``agent/proactive/work.py``), to the task's recorded origin only. While the operator has said
 stop (paused), a beat dispatches nothing: the items stay due for a later beat.
 
+Recurring jobs' due slots (``agent/proactive/job_beat.py``) are dispatched the same way, one
+event per slot with an id derived from the job and the slot; while paused, none is.
+
 The daemon beats on real time (``run_forever``); the lab fires each beat itself as its
 virtual clock passes the slot (``lab/eval/runner.py``), then drains the runtime.
 """
@@ -34,6 +37,7 @@ from agent.contracts import (
     Scheduled,
     SilentReason,
 )
+from agent.proactive.job_beat import JobBeat
 from agent.proactive.schedule import DueItem, SchedulePolicy, beat_slot, due_item
 from agent.proactive.work import ProactiveWork
 from gates.response import ResponseGate
@@ -63,6 +67,7 @@ class Heartbeat:
         submit: Callable[[Event, int], object],
         robot_code: str | None = None,
         anchor: float = 0.0,
+        jobs: JobBeat | None = None,
     ) -> None:
         assert policy.interval_s is not None, "a heartbeat needs heartbeat_interval_s"
         self.store = store
@@ -75,6 +80,7 @@ class Heartbeat:
         self.robot_code = robot_code
         # Slots count from here; the epoch in the daemon, the case's start in the lab.
         self.anchor = anchor
+        self.jobs = jobs  # recurring jobs' due slots (None: no jobs here)
 
     def next_beat(self, after: float) -> float:
         """The start of the first slot after ``after``."""
@@ -96,18 +102,30 @@ class Heartbeat:
         fresh = [i for i in due if i.event_id not in known]
         beat = self._beat_event(beat_id, now, [i.event_id for i in fresh], len(postponed))
         if self.gate.decide(beat, now).reason not in BEAT_REASONS:
-            fresh = []  # stopped by the operator: nothing goes, all of it stays due
+            # stopped by the operator: nothing goes, all of it (jobs too) stays due
             beat = self._beat_event(beat_id, now, [], 0)
+            fresh, jobs = [], []
+        else:
+            jobs = self.jobs.due(now) if self.jobs is not None else []
+            if jobs:
+                items = [*beat.scheduled.items, *(e.event_id for e in jobs)]  # type: ignore[union-attr]
+                beat = self._beat_event(beat_id, now, items, len(postponed))
+        # A job's slot is stored whoever stores the beat: this beat has moved the job on,
+        # so another replica's beat of the same slot no longer finds it due.
+        self._store(jobs)
         stored = self.store.events.add_event(beat, beat.to_json(), supersedes=False)
         if not stored.new:
             return None  # another replica took this slot a moment ago
         self.submit(beat, stored.generation)
-        for item in fresh:
-            event = self._item_event(item, now)
+        self._store([self._item_event(item, now) for item in fresh])
+        return beat
+
+    def _store(self, events: list[Event]) -> None:
+        """Store each event once (its id is derived) and hand a new one to the runtime."""
+        for event in events:
             inserted = self.store.events.add_event(event, event.to_json(), supersedes=False)
             if inserted.new:
                 self.submit(event, inserted.generation)
-        return beat
 
     async def run_forever(self) -> None:
         """Beat at the start of every slot (the daemon's loop); a store that fails a beat is

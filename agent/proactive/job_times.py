@@ -17,24 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from cronsim import CronSim, CronSimError
+from cronsim import CronSim
 
 MAX_SLOTS_PLANNED = 500  # older slots of a very long downtime are skipped without a row
 QUIET_STEP_S = 60.0  # how finely the quiet time inside a window is found
 
 MISSED = "missed"  # a later slot of the same job was due too: one run, not a burst
 PAST_CATCH_UP = "past_catch_up"  # found after the catch-up window (the robot was down)
-
-
-def schedule_error(schedule: str) -> str | None:
-    """Why ``schedule`` is not a five-field cron expression; None when it is one."""
-    if len(schedule.split()) != 5:
-        return "a schedule is five cron fields: minute hour day-of-month month day-of-week"
-    try:
-        next(CronSim(schedule, datetime(2026, 1, 1, tzinfo=ZoneInfo("UTC"))))
-    except (CronSimError, StopIteration) as exc:
-        return f"not a cron schedule: {exc}"
-    return None
 
 
 def slot_after(schedule: str, after: float, tz: ZoneInfo) -> float:

@@ -9,7 +9,9 @@ in ``agent/proactive/`` or the approval desk (only the rows' pure ``matches`` re
 
 Each row (``OwnRoute``) is a name, ``matches(event)`` (pure, over the event alone) and
 ``handle(event, run, hands)``: the run's end, or None when on a closer look it is not the
-runtime's after all (a code we never gave) and the answering path takes it. ``held``: its
+runtime's after all (a code we never gave) and the answering path takes it — or when the
+runtime's own event is to be answered like a question (a recurring job's slot), whose
+answer the row's ``review`` then sees before it goes. ``held``: its
 events wait while the robot is paused and are carried out once it resumes, never dropped
 as a paused message would be (the asker decided; the asker is owed word).
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agent.contracts import Event, Run
 from agent.run.acting import Acting
@@ -45,11 +47,17 @@ class Hands:
         return self.endings.finish(run, outcome, outcome.final_state())
 
 
+# A row's look at the answer the answering path made for its event, before it goes: the
+# run's end (e.g. a job's ``nothing_new``), or None to let it go.
+Review = Callable[[Event, Run, Sequence[Any], RunOutcome, Hands], Run | None]
+
+
 class OwnRoute(NamedTuple):
     name: str
     matches: Callable[[Event], bool]
     handle: Callable[[Event, Run, Hands], Awaitable[Run | None]]
     held: bool = False  # waits while the robot is paused (carried out once resumed)
+    review: Review | None = None  # its answer looked at before it goes (handle gave None)
 
 
 class OwnEvents:
@@ -66,6 +74,15 @@ class OwnEvents:
         """The event waits while the robot is paused (its row says so)."""
         route = self.route(event)
         return route is not None and route.held
+
+    def review(
+        self, event: Event, run: Run, requests: Sequence[Any], outcome: RunOutcome, hands: Hands
+    ) -> Run | None:
+        """The run's end if the event's row stops the answer before it goes, else None."""
+        route = self.route(event)
+        if route is None or route.review is None:
+            return None
+        return route.review(event, run, requests, outcome, hands)
 
     async def handle(self, event: Event, run: Run, hands: Hands) -> Run | None:
         """The run's end if the event is the runtime's own, else None (the pipeline goes

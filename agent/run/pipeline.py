@@ -44,7 +44,7 @@ from agent.run.own_events import Hands, OwnEvents
 from agent.run.pieces import send_owed
 from agent.run.recovery import settled_from_records
 from agent.run.streaming import AnswerStream
-from agent.run.tasks import TaskKeeper
+from agent.run.tasks import TaskKeeper, TaskStart
 from agent.run.together import answered_by, supplies
 from agent.run.ways import ActAs
 from gates.response import ResponseGate
@@ -224,7 +224,10 @@ class Pipeline:
             return own
         # (a look at the burst's media only when a waiting task needs it)
         brings = partial(supplies, event, self.invocations)
-        start = self.tasks.begin(run, event.text, supplies=brings)
+        # the runtime's own event answered like a question (a job's slot) is no word of
+        # the person's: it neither resumes nor stops their task
+        own_question = event.scheduled is not None
+        start = TaskStart() if own_question else self.tasks.begin(run, event.text, supplies=brings)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
@@ -253,6 +256,9 @@ class Pipeline:
             return self.endings.end_silent(
                 run, SilentReason.PROVIDER_SILENCE, "provider returned nothing"
             )
+        reviewed = self.own.review(event, run, reply.requests, outcome, self.hands)
+        if reviewed is not None:  # the row's look at the answer stopped it (nothing new)
+            return reviewed
         # Task work settles the run only after the task has moved: a crash in between
         # leaves the run ``working``, and recovery moves both from the records.
         task_work = start.continuation is not None or any(map(touches_task, reply.requests))

@@ -231,6 +231,33 @@ class ApprovalExpect(_Check):
     by: str | None = None
 
 
+class JobSlotExpect(_Check):
+    """One slot of a job, oldest first: ``outcome`` dispatched or skipped; ``reason`` the
+    skip's, or for a dispatched slot its run's silent reason (``nothing_new``); ``state``
+    the run's end (``done``, ``silent``, …)."""
+
+    due_at: float | None = None
+    outcome: Literal["dispatched", "skipped"] | None = None
+    reason: str | None = None
+    state: str | None = None
+
+
+class JobExpect(_Check):
+    """One recurring job, in creation order (subset match); ``slots``: all of its slots,
+    oldest first (exact count; ``[]``: none yet)."""
+
+    EMPTY_CHECKS = frozenset({"slots"})
+
+    owner: str | None = None
+    schedule: str | None = None
+    instruction: str | None = None
+    status: Literal["active", "paused", "cancelled"] | None = None
+    reason: str | None = None
+    source: Literal["words", "config"] | None = None
+    next_due_at: float | None = None
+    slots: list[JobSlotExpect] | None = None
+
+
 class Expect(CaseModel):
     """What the evidence must show. Every key given is checked; a case with none is refused.
 
@@ -261,6 +288,9 @@ class Expect(CaseModel):
     # the approvals of acts, in creation order (lab-cases.md, "Workspace tools")
     approvals: list[ApprovalExpect] | None = None
     approvals_count: int | None = Field(default=None, ge=0)
+    # recurring jobs, in creation order (docs/lab.md); ``jobs_count``: exactly how many
+    jobs: list[JobExpect] | None = None
+    jobs_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod

@@ -21,6 +21,8 @@ from agent.contracts import (
     ApprovalRecord,
     Attempt,
     Event,
+    Job,
+    JobRun,
     MemoryCandidate,
     Receipt,
     ResponseDecision,
@@ -99,6 +101,17 @@ class _Context(_Joined):
         return [c for store in self.stores for c in store.context.memory_candidates()]
 
 
+class _Jobs(_Joined):
+    """Every robot's recurring jobs and their slots, read as one store's ``jobs`` family."""
+
+    def all(self) -> list[Job]:
+        held = [job for store in self.stores for job in store.jobs.all()]
+        return sorted(held, key=lambda job: (job.created_at, job.job_id))
+
+    def runs(self, job_id: str, limit: int = 20) -> list[JobRun]:
+        return [run for store in self.stores for run in store.jobs.runs(job_id, limit)]
+
+
 class RobotStores:
     """Every robot's store, read as one: the record families the judge reads, each a join."""
 
@@ -109,6 +122,7 @@ class RobotStores:
         self.actions = _Actions(self.stores)
         self.approvals = _Approvals(self.stores)
         self.context = _Context(self.stores)
+        self.jobs = _Jobs(self.stores)
 
     def counts(self) -> Counts:
         each = [store.counts() for store in self.stores]
