@@ -40,6 +40,8 @@ JSON_COMMANDS = frozenset(
         "memory list",
         "approvals list",
         "approvals show",
+        "jobs list",
+        "jobs show",
         "dev say",
         "lab eval",
         "lab security",
@@ -56,6 +58,7 @@ def _name(args: argparse.Namespace) -> str:
         "store": getattr(args, "store_command", None),
         "memory": getattr(args, "memory_command", None),
         "approvals": getattr(args, "approvals_command", None),
+        "jobs": getattr(args, "jobs_command", None),
         "lab": getattr(args, "lab_command", None),
     }.get(args.command)
     return f"{args.command} {sub}" if sub else args.command
@@ -287,6 +290,32 @@ def approvals(args: argparse.Namespace) -> int:
         return shown.show_approval(st, args.approval_id, sys.stdout, settings.timezone)
 
 
+def jobs(args: argparse.Namespace) -> int:
+    import time
+
+    from agent.cli import jobs as shown
+
+    opened = open_store(args, must_exist=False)
+    if isinstance(opened, int):
+        return opened
+    settings, st = opened
+    with st:
+        command, zone = args.jobs_command, settings.timezone
+        if command == "list":
+            if args.json:
+                emit([j.model_dump(mode="json") for j in st.jobs.all(include_cancelled=args.all)])
+                return 0
+            return shown.list_jobs(st, args.all, sys.stdout, zone)
+        if command == "show":
+            if args.json:
+                job = st.jobs.get(args.job_id)
+                slots = [r.model_dump(mode="json") for r in st.jobs.runs(args.job_id)]
+                emit({"job": job.model_dump(mode="json"), "slots": slots} if job else None)
+                return 0 if job else 1
+            return shown.show_job(st, args.job_id, sys.stdout, zone)
+        return shown.change_job(st, args.job_id, command, time.time(), zone, sys.stdout)
+
+
 def _has(record: Any, status: str | None) -> bool:
     return status is None or record.status.value == status
 
@@ -324,6 +353,7 @@ HANDLERS = {
     "store": store,
     "memory": memory,
     "approvals": approvals,
+    "jobs": jobs,
     "dev": dev,
     "lab": lab,
 }

@@ -266,11 +266,28 @@ def _store_parsers(commands: argparse._SubParsersAction) -> None:
     shown = _add(apv, "show", "one approval: its snapshot, clicks and receipts", json_output=True)
     shown.add_argument("approval_id")
     _store_options(shown)
+    _jobs_parser(commands)
     pub = _add(mem, "publish", "append an approved candidate to Markdown (dry run first)")
     pub.add_argument("candidate_id")
     pub.add_argument("--to", type=Path, required=True, help="the Markdown file")
     pub.add_argument("--expect-hash", help="the file's hash from the dry run")
     _store_options(pub)
+
+
+def _jobs_parser(commands: argparse._SubParsersAction) -> None:
+    jobs = _add(commands, "jobs", "recurring jobs, their slots and receipts")
+    sub = jobs.add_subparsers(dest="jobs_command", required=True, metavar="list|show|cancel|resume")
+    listed = _add(sub, "list", "jobs, oldest first", json_output=True)
+    listed.add_argument("--all", action="store_true", help="cancelled ones too")
+    _store_options(listed)
+    for verb, what in (
+        ("show", "one job and its latest slots"),
+        ("cancel", "cancel a job"),
+        ("resume", "make a paused job active again, from its next slot"),
+    ):
+        one = _add(sub, verb, what, json_output=verb == "show")
+        one.add_argument("job_id")
+        _store_options(one)
 
 
 def _lab_parsers(commands: argparse._SubParsersAction) -> None:
