@@ -155,13 +155,14 @@ class JobRecords(Family):
         return [JobRun.model_validate(dict(zip(keys, row, strict=True))) for row in rows]
 
     def last_delivered_digest(self, job_id: str, before: float) -> str | None:
-        """The digest of the job's latest slot before ``before`` whose run delivered its
-        reply (a receipt says so): what a new run's facts are compared with."""
+        """The digest of the job's latest slot before ``before`` whose reply reached the
+        person or may have (``uncertain``: DingTalk may hold it; saying it again could say
+        it twice): what a new run's facts are compared with."""
         row = self.db.conn.execute(
             "SELECT jr.digest FROM job_runs jr WHERE jr.job_id = ? AND jr.due_at < ?"
             " AND jr.digest IS NOT NULL AND EXISTS (SELECT 1 FROM receipts r"
             " WHERE r.event_id = jr.event_id AND r.kind = 'reply'"
-            " AND r.status IN ('accepted', 'verified'))"
+            " AND r.status IN ('accepted', 'verified', 'uncertain'))"
             " ORDER BY jr.due_at DESC LIMIT 1",
             (job_id, before),
         ).fetchone()

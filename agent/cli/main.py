@@ -61,6 +61,7 @@ RELIABILITY = {
     "approvals": "acts awaiting clicks under kill -9, wrong clickers and expiry",
     "sigterm": "SIGTERM with a 3 s grace amid cards waiting for their slots",
     "reactions": "working-signal reactions under kill -9 and refused recalls",
+    "jobs": "50 recurring jobs over a virtual week on two replicas with kills",
 }
 
 

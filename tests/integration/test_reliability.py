@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lab.fake import FakeDingTalk
-from lab.reliability import approvals, backlog, chaos, crashloop, sigterm, soak, storm
+from lab.reliability import approvals, backlog, chaos, crashloop, jobs, sigterm, soak, storm
 
 # The scripts run the fake with its default credentials: this is the secret to look for.
 APP_SECRET = inspect.signature(FakeDingTalk).parameters["app_secret"].default
@@ -187,4 +187,20 @@ async def test_sigterm_amid_cards_answers_everyone_once(tmp_path: Path) -> None:
     assert report["answered_twice"] == 0 and report["unanswered"] == 0
     assert report["cards_left_spinning"] == 0 and report["stop_exit_code"] == 0
     assert report["finished_at_stop"] < report["injected"], "the stop came amid the cards"
+    _no_secret(report)
+
+
+async def test_jobs_over_days_on_two_replicas_with_kills(tmp_path: Path) -> None:
+    """Ten jobs over two virtual days on two replicas of one PostgreSQL store, killed now
+    and then (a crash right after a send, a runtime thrown away): every slot that came due
+    ran once — delivered once, or silent nothing_new only when its words were the last
+    delivered ones — none early, none twice."""
+    report = await jobs.run("reduced", tmp_path)
+    assert report["passed"], report
+    figures = report["figures"]
+    for key in jobs.MUST_BE_ZERO:
+        assert figures.get(key, 0) == 0, (key, report)
+    assert figures["slots"] == figures["delivered"] + figures["silent_nothing_new"] > 20
+    assert figures["delivered"] > 0 and figures["silent_nothing_new"] > 0
+    assert sum(report["kills"].values()) > 0, "the run killed a replica"
     _no_secret(report)
