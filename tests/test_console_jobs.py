@@ -1,0 +1,74 @@
+"""The console's jobs page: each recurring job with its slots — dispatched and delivered,
+silent ``nothing_new``, cancelled — from the store a lab case left (the real server on
+127.0.0.1), and as Chromium renders it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.cli.console.server import start_console
+from agent.config import Settings
+from lab.eval.cases import load_case
+from lab.eval.runner import CaseRun
+
+pytestmark = pytest.mark.slow
+CASE = Path(__file__).resolve().parents[1] / (
+    "lab/cases/task-lifecycle/jobs/list-and-cancel-jobs-in-words.json"
+)
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("console-jobs")
+    result = asyncio.run(CaseRun(load_case(CASE), workdir).run())
+    assert result.passed, (result.error, [str(p) for p in result.problems])
+    return workdir / "dta.db"
+
+
+async def test_the_jobs_page_shows_each_job_and_what_became_of_its_slots(store_path: Path) -> None:
+    runner, url = await start_console(store_path, Settings(store_path=store_path))
+    try:
+        base, _, query = url.partition("/?")
+        headers = {"Authorization": f"Bearer {query.removeprefix('token=')}"}
+        async with httpx.AsyncClient(trust_env=False) as client:
+            page = await client.get(base + "/jobs", headers=headers)
+    finally:
+        await runner.cleanup()
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-status="active"' in html and 'data-status="cancelled"' in html
+    assert "every day at 18:00" in html and "every Mon at 09:00" in html
+    assert "cancelled by its owner" in html
+    seen = " ".join(re.sub(r"<[^>]+>", " ", html[html.index("<main>") :]).split())
+    assert "2026-01-01 18:00:00 +08:00 · dispatched" in seen
+    assert html.count('<span class="badge quiet">nothing_new<') == 3 and "(reply accepted)" in seen
+    assert "+0000" not in seen
+
+
+async def test_the_jobs_page_in_a_browser(store_path: Path) -> None:
+    """``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the view (lab/screenshots/ keeps it)."""
+    from tests.browser import Browser, find_chromium
+    from tests.environment import unavailable
+
+    binary = find_chromium()
+    if binary is None:
+        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
+    runner, url = await start_console(store_path, Settings(store_path=store_path))
+    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
+    try:
+        async with Browser(binary) as browser:
+            await browser.goto(url)  # the token becomes a cookie
+            await browser.goto(url.split("/?")[0] + "/jobs")
+            await browser.wait_for("!!document.querySelector('[data-job]')")
+            seen = await browser.wait_for("document.querySelector('main').innerText")
+            assert "every day at 18:00" in seen and "nothing_new" in seen and "+08:00" in seen
+            if shots:
+                await browser.screenshot(Path(shots) / "console-jobs.png")
+    finally:
+        await runner.cleanup()
