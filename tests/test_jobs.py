@@ -46,6 +46,7 @@ HOUR, DAY = 3600.0, 86400.0
         ("每周一到周五下午3点15分 看一下待办", "15 15 * * 1-5", "看一下待办"),
         ("每月1号早上9点，发我月报", "0 9 1 * *", "发我月报"),
         ("每天中午12点提醒我吃饭", "0 12 * * *", "提醒我吃饭"),
+        ("每天早上8点告诉我今天有什么会？", "0 8 * * *", "告诉我今天有什么会？"),
         ("every Monday at 9am summarise my to-dos", "0 9 * * 1", "summarise my to-dos"),
         ("every weekday at 6:30 pm check the group", "30 18 * * 1-5", "check the group"),
     ],
@@ -57,7 +58,16 @@ def test_a_schedule_is_read_from_words(text: str, cron: str, instruction: str) -
 
 @pytest.mark.parametrize(
     "text",
-    ["10分钟后提醒我喝水", "每天吃饭", "每天早上9点", "明天9点开会", "每天25点做点什么", "2+3"],
+    [
+        "10分钟后提醒我喝水",
+        "每天吃饭",
+        "每天早上9点",
+        "明天9点开会",
+        "每天25点做点什么",
+        "2+3",
+        "每天早上9点上班对吗？",
+        "每周一早上9点开例会吗",
+    ],
 )
 def test_words_without_a_schedule_and_a_task_are_no_job(text: str) -> None:
     assert read_job(text) is None

@@ -58,6 +58,10 @@ _CANCEL = re.compile(
     r"|^(?i:(?:please\s+)?(?:cancel|stop|delete)\s+(?:my\s+|the\s+)?(?P<what_en>.+?)[\s!.]*)$"
 )
 _JOB_WORDS = re.compile(r"定时任务|定期任务|周期任务|scheduled\s+tasks?|jobs?", re.IGNORECASE)
+# 「每天早上9点上班对吗？」 asks about a schedule; it asks for nothing to be done
+_QUESTION = re.compile(r"(?:吗|呢|么|对不对|是不是|好不好)?[?？]\s*$|(?:吗|呢)\s*$")
+# ... unless it asks for something each time (「告诉我今天有什么会？」)
+_ASKS = re.compile(r"(?:请|麻烦)?(?:帮我|给我|告诉我|发我|提醒我|通知我|看看|查查?|汇总|总结|列出|统计)")
 _ORDINAL = re.compile(r"第?\s*(\d{1,2})\s*(?:个|条|号)?")
 
 
@@ -83,6 +87,8 @@ def read_job(text: str) -> JobWords | None:
     (hour, minute), used = clock
     instruction = rest[used:].lstrip(" ，,、：:").strip()
     if not instruction or hour > 23 or minute > 59:
+        return None
+    if _QUESTION.search(instruction) and not _ASKS.match(instruction):
         return None
     return JobWords(f"{minute} {hour} {_day_fields(days)}", instruction)
 
