@@ -61,7 +61,9 @@ _JOB_WORDS = re.compile(r"定时任务|定期任务|周期任务|scheduled\s+tas
 # 「每天早上9点上班对吗？」 asks about a schedule; it asks for nothing to be done
 _QUESTION = re.compile(r"(?:吗|呢|么|对不对|是不是|好不好)?[?？]\s*$|(?:吗|呢)\s*$")
 # ... unless it asks for something each time (「告诉我今天有什么会？」)
-_ASKS = re.compile(r"(?:请|麻烦)?(?:帮我|给我|告诉我|发我|提醒我|通知我|看看|查查?|汇总|总结|列出|统计)")
+_ASKS = re.compile(
+    r"(?:请|麻烦)?(?:帮我|给我|告诉我|发我|提醒我|通知我|看看|查查?|汇总|总结|列出|统计)"
+)
 _ORDINAL = re.compile(r"第?\s*(\d{1,2})\s*(?:个|条|号)?")
 
 
