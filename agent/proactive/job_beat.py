@@ -38,6 +38,8 @@ log = logging.getLogger("dta.jobs")
 
 OWNER_NOT_ALLOWED = "owner_not_allowed"
 CONVERSATION_GONE = "conversation_gone"
+# DingTalk's per-recipient no for a person the robot can no longer reach (transport.py's words)
+NO_SUCH_PERSON = "invalid staff id"
 _OWNER_STOPS = (SilentReason.DENIED, SilentReason.NOT_ALLOWED)
 MAX_JOBS_PER_BEAT = 500  # the rest stay due for the next beat
 
@@ -105,9 +107,12 @@ class JobBeat:
             return OWNER_NOT_ALLOWED
         last = next((r for r in self.store.jobs.runs(job.job_id, 5) if r.event_id), None)
         if last is not None and last.event_id is not None:
-            refused = (r.reason for r in self.store.actions.receipts(last.event_id))
-            if RefusalReason.TARGET_UNAVAILABLE.value in refused:
-                return CONVERSATION_GONE
+            for receipt in self.store.actions.receipts(last.event_id):
+                evidence = receipt.evidence
+                said = " ".join(filter(None, (evidence.errmsg, evidence.detail, evidence.error)))
+                gone = receipt.reason == RefusalReason.TARGET_UNAVAILABLE.value
+                if gone or (receipt.status.value == "failed" and NO_SUCH_PERSON in said):
+                    return CONVERSATION_GONE
         return None
 
     def _record(
