@@ -18,6 +18,7 @@ from —
 - ``actions``: request → intent → attempt → receipt, with the platform's evidence
 - ``cards``: an AI card as the store keeps it
 - ``acts``: an act's authorization snapshot, its approval, a click on an approval card
+- ``forms``: an ask-user form — its fields, its record while it waits, its checked answer
 - ``tool_specs``: what a tool declares, one call and its result (the tools: ``agent/tools/``)
 """
 
@@ -86,6 +87,16 @@ from agent.contracts.events import (
     Scheduled,
     SessionWebhook,
 )
+from agent.contracts.forms import (
+    FormAnswer,
+    FormField,
+    FormOption,
+    FormRecord,
+    FormSpec,
+    FormValue,
+    form_event_id,
+    form_id_for,
+)
 from agent.contracts.invocation import (
     Burst,
     BurstMessage,
@@ -145,6 +156,12 @@ __all__ = [
     "EnrichedInvocation",
     "Event",
     "Evidence",
+    "FormAnswer",
+    "FormField",
+    "FormOption",
+    "FormRecord",
+    "FormSpec",
+    "FormValue",
     "Grounding",
     "Identity",
     "Impact",
@@ -189,6 +206,8 @@ __all__ = [
     "Verdict",
     "VoidReason",
     "canonical_json",
+    "form_event_id",
+    "form_id_for",
     "new_id",
     "sha256_text",
 ]

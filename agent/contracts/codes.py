@@ -49,6 +49,10 @@ class SilentReason(StrEnum):
     # (「帮我看下这个文件」 at the same instant, or later in the burst): the words' run takes
     # it and answers both, so its own run ends before anything asks DingTalk for anything.
     ANSWERED_TOGETHER = "answered_together"
+    # Added by dta for ask-user forms (agent/acts/form_routes.py): a form's event whose form
+    # ended without an answer — it expired, or its asker cancelled it; the card says so.
+    FORM_EXPIRED = "form_expired"
+    FORM_CANCELLED = "form_cancelled"
 
 
 class EngageReason(StrEnum):
