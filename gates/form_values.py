@@ -53,9 +53,7 @@ def check_values(spec: FormSpec, raw: dict[str, Any], english: bool = False) -> 
     problems: dict[str, str] = {}
     for key in raw:
         if spec.field(str(key)) is None:
-            problems[str(key)] = (
-                f"Unknown field: {key}" if english else f"表单没有这一项：{key}"
-            )
+            problems[str(key)] = f"Unknown field: {key}" if english else f"表单没有这一项：{key}"
     for item in spec.fields:
         value, problem = typed(item, raw.get(item.name), english)
         if problem is not None:

@@ -5,10 +5,11 @@ proactive work's in ``agent/proactive/work.py``)."""
 
 from __future__ import annotations
 
+from agent.acts.form_routes import FormRoutes, form_ended, person_words
 from agent.acts.routes import ApprovalRoutes, act_checked, approval_decision, code_reply_words
 from agent.acts.settle import ApprovalSettlement
 from agent.clock import Clock
-from agent.components.acts import ActParts
+from agent.components.acts import ActParts, FormParts
 from agent.components.policies import schedule_policy
 from agent.config import Settings
 from agent.proactive.work import ProactiveWork, cancel_request, operator_send, runtime_event
@@ -27,6 +28,7 @@ def build_own_events(
     clock: Clock,
     acts: ActParts | None,
     hands: Hands | None = None,
+    forms: FormParts | None = None,
 ) -> OwnEvents:
     """The table. Without a write tool there is no desk: an approval's or an act's event
     stored before (a restart with the tools turned off) still waits out a pause, then finds
@@ -42,15 +44,23 @@ def build_own_events(
         approvals = ApprovalRoutes(store=store, clock=clock, desk=acts.desk, settlement=settlement)
         decision, checked = approvals.decision, approvals.checked
         code_reply = [OwnRoute("code_reply", code_reply_words, approvals.code_reply)]
+    form_rows: list[OwnRoute] = []
+    form_reply: list[OwnRoute] = []
+    if forms is not None:
+        routes = FormRoutes(store=store, desk=forms.desk, cards=forms.cards)
+        form_rows = [OwnRoute("form", form_ended, routes.ended, held=True)]
+        form_reply = [OwnRoute("form_reply", person_words, routes.reply)]
     return OwnEvents(
         (
             # the runtime's own events (``Event.scheduled``), by kind
             OwnRoute("operator", operator_send, work.operator),
             OwnRoute("approval", approval_decision, decision, held=True),
             OwnRoute("act_checked", act_checked, checked, held=True),
+            *form_rows,  # a form ended (``form:<id>``): a submit resumes its task
             OwnRoute("due_item", runtime_event, work.item),  # any other of the runtime's own
             # a person's words that are the runtime's business, not a question
             OwnRoute("cancel", cancel_request, work.cancel),
             *code_reply,
+            *form_reply,  # the asker's reply to a numbered form question
         )
     )

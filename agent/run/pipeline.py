@@ -224,7 +224,9 @@ class Pipeline:
             return own
         # (a look at the burst's media only when a waiting task needs it)
         brings = partial(supplies, event, self.invocations)
-        start = self.tasks.begin(run, event.text, supplies=brings)
+        # a form's answer (its card's submit, the asker's numbered reply) answers the task
+        answers = self.store.forms.answered_by(event.event_id) is not None
+        start = self.tasks.begin(run, event.text, supplies=answers or brings)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")

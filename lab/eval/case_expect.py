@@ -231,6 +231,17 @@ class ApprovalExpect(_Check):
     by: str | None = None
 
 
+class FormExpect(_Check):
+    """One ask-user form, in creation order (subset match): the message whose run asked,
+    its status, the values it was submitted with (exactly), who submitted it."""
+
+    msg: str | None = None
+    status: Literal["pending", "submitted", "expired", "cancelled"] | None = None
+    values: dict[str, Any] | None = None
+    submitted_by: str | None = None
+    asked_with: Literal["card", "text"] | None = None
+
+
 class Expect(CaseModel):
     """What the evidence must show. Every key given is checked; a case with none is refused.
 
@@ -261,6 +272,9 @@ class Expect(CaseModel):
     # the approvals of acts, in creation order (lab-cases.md, "Workspace tools")
     approvals: list[ApprovalExpect] | None = None
     approvals_count: int | None = Field(default=None, ge=0)
+    # dta extension (docs/lab.md): the ask-user forms, in creation order
+    forms: list[FormExpect] | None = None
+    forms_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod
