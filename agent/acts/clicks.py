@@ -45,6 +45,7 @@ class ClickAnswer:
 
     response: Any  # a card change (dict), or "OK" for none
     event: Event | None = None
+    generation: int = 0  # the event's thread generation (a form's resumes a task: not stale)
 
 
 def _shown(status: str, private_to: str | None = None) -> dict[str, Any]:
@@ -84,7 +85,7 @@ class ClickDesk:
         if click.action in (SUBMIT, CANCEL_FORM) and self.forms is not None:
             form = self.forms.click(click)
             if form is not None:
-                return ClickAnswer(form.response, form.event)
+                return ClickAnswer(form.response, form.event, form.generation)
         if self.desk is None:
             return ClickAnswer("OK")
         return self._decide(click, self.desk)

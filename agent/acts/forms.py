@@ -57,6 +57,7 @@ class FormClick:
 
     response: dict[str, Any]
     event: Event | None = None
+    generation: int = 0  # the event's thread generation, as stored (its run is not stale)
 
 
 def shared(params: dict[str, str]) -> dict[str, Any]:
@@ -143,8 +144,8 @@ class FormDesk:
         if not self.store.forms.decide_form(ended):
             now = self.store.forms.get_form(record.form_id) or record
             return f"already_{now.status}", FormClick(self._as_it_stands(now, by))
-        event = self._store_event(ended)
-        return status, FormClick(shared({CARD_STATUS: status}), event)
+        event, generation = self._store_event(ended)
+        return status, FormClick(shared({CARD_STATUS: status}), event, generation)
 
     def _ended(
         self, record: FormRecord, status: str, by: str | None, check: FormCheck | None = None
@@ -165,13 +166,14 @@ class FormDesk:
             return private({NOTICE: ONLY_THE_ASKER})
         return private({NOTICE: ENDED_WORDS.get(record.status, "待填写")})
 
-    def _store_event(self, record: FormRecord) -> Event | None:
+    def _store_event(self, record: FormRecord) -> tuple[Event | None, int]:
+        """The form's event stored (once), with its thread generation."""
         run = self.store.events.get_run(record.event_id)
         if run is None:
-            return None
+            return None, 0
         event = form_event(record, run, self.clock.now())
-        self.store.events.add_event(event, event.to_json(), supersedes=False)
-        return event
+        stored = self.store.events.add_event(event, event.to_json(), supersedes=False)
+        return event, stored.generation
 
     def expire(self, record: FormRecord) -> Event | None:
         """A pending form past its time: expired, and its event stored (its run updates the
@@ -179,7 +181,7 @@ class FormDesk:
         ended = self._ended(record, "expired", None)
         if not self.store.forms.decide_form(ended):
             return None
-        return self._store_event(ended)
+        return self._store_event(ended)[0]
 
     def expire_due(self) -> int:
         """Every pending form past its time, expired now; and the event of every form ended
