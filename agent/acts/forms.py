@@ -12,8 +12,8 @@ few store statements, like an approval's:
   compare-and-set on the row, then the runtime's own event ``form:<id>`` is stored: its run
   resumes the waiting task with the values (``agent/acts/form_routes.py``). A second press
   answers the presser only (「已提交」) and changes nothing.
-- ``answer_in_words``: the asker's reply to a numbered question (no card template), read
-  into the fields; the reply's own run resumes the task.
+- (the asker's reply to a numbered question, where no card template is set, is read by
+  the pipeline itself: ``agent/run/form_replies.py``.)
 - ``expire_due``: a pending form past ``form_timeout_s`` is ``expired``, found at every
   recovery pass (``Runtime.tick``), as approvals are.
 """
@@ -37,7 +37,7 @@ from agent.contracts import (
     form_event_id,
 )
 from agent.dingtalk.card_callback import CANCEL_FORM, SUBMIT
-from gates.form_values import FormCheck, check_values, parse_reply
+from gates.form_values import FormCheck, check_values
 from storage import Store
 
 log = logging.getLogger("dta.forms")
@@ -192,20 +192,3 @@ class FormDesk:
         for record in self.store.forms.unsettled_forms():
             self._store_event(record)
         return done
-
-    def answer_in_words(self, record: FormRecord, event: Event) -> FormCheck:
-        """The asker's reply to a numbered question: read into the fields and, when every
-        field fits, the form submitted by this message (its run resumes the task)."""
-        check = parse_reply(record.spec, event.text, record.english)
-        if not check.ok:
-            return check
-        ended = self._ended(record, "submitted", event.actor.user_id, check)
-        ended = ended.model_copy(update={"answer_event_id": event.event_id})
-        if not self.store.forms.decide_form(ended):
-            log.info("form answered meanwhile", extra={"form": record.form_id})
-        return check
-
-    def cancel(self, record: FormRecord) -> bool:
-        """The asker said stop while a numbered question waited: the form ends cancelled."""
-        ended = self._ended(record, "cancelled", None)
-        return self.store.forms.decide_form(ended.model_copy(update={"answer_event_id": None}))

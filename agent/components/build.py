@@ -55,6 +55,7 @@ from agent.run.broker import Broker
 from agent.run.carriers import Carrier, Carriers
 from agent.run.endings import Endings
 from agent.run.forgetting import Forgetting
+from agent.run.form_replies import FormReplies
 from agent.run.grounding import Grounder, GroundingLimits
 from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder
@@ -191,6 +192,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         tasks=TaskKeeper(store, clock),
         lease=LeaseTerms(owner, settings.run_lease_s),
         stream=parts.cards,
+        forms=FormReplies(store, clock),
     )
 
 

@@ -5,7 +5,7 @@ proactive work's in ``agent/proactive/work.py``)."""
 
 from __future__ import annotations
 
-from agent.acts.form_routes import FormRoutes, form_ended, person_words
+from agent.acts.form_routes import FormRoutes, form_ended
 from agent.acts.routes import ApprovalRoutes, act_checked, approval_decision, code_reply_words
 from agent.acts.settle import ApprovalSettlement
 from agent.clock import Clock
@@ -45,11 +45,9 @@ def build_own_events(
         decision, checked = approvals.decision, approvals.checked
         code_reply = [OwnRoute("code_reply", code_reply_words, approvals.code_reply)]
     form_rows: list[OwnRoute] = []
-    form_reply: list[OwnRoute] = []
     if forms is not None:
-        routes = FormRoutes(store=store, desk=forms.desk, cards=forms.cards)
+        routes = FormRoutes(store=store, cards=forms.cards)
         form_rows = [OwnRoute("form", form_ended, routes.ended, held=True)]
-        form_reply = [OwnRoute("form_reply", person_words, routes.reply)]
     return OwnEvents(
         (
             # the runtime's own events (``Event.scheduled``), by kind
@@ -61,6 +59,5 @@ def build_own_events(
             # a person's words that are the runtime's business, not a question
             OwnRoute("cancel", cancel_request, work.cancel),
             *code_reply,
-            *form_reply,  # the asker's reply to a numbered form question
         )
     )

@@ -39,6 +39,7 @@ from agent.contracts import (
 from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.endings import HONEST_FAILURE, Endings
+from agent.run.form_replies import FormReplies
 from agent.run.outcome import ActLedger, Grounds, RunOutcome, touches_task
 from agent.run.own_events import Hands, OwnEvents
 from agent.run.pieces import send_owed
@@ -96,6 +97,7 @@ class Pipeline:
         tasks: TaskKeeper,
         lease: LeaseTerms,
         stream: AnswerStream | None,
+        forms: FormReplies | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -120,6 +122,9 @@ class Pipeline:
         # routing table (agent/run/own_events.py), asked before the answering path.
         self.own = own
         self.hands = Hands(acting, endings)
+        # A form asked as a numbered question (no card template): the asker's reply is read
+        # into its fields before the task resumes (agent/run/form_replies.py).
+        self.forms = forms
 
     def lease(self, now: float) -> Lease:
         """The claim this runtime puts on a run it opens (renewed while it works)."""
@@ -222,6 +227,10 @@ class Pipeline:
         own = await self.own.handle(event, run, self.hands)
         if own is not None:
             return own
+        if self.forms is not None:  # the asker's reply to a numbered form question
+            problem = self.forms.take(event)
+            if problem is not None:  # a field missing or wrong: said; the form waits on
+                return await self.hands.say(run, problem)
         # (a look at the burst's media only when a waiting task needs it)
         brings = partial(supplies, event, self.invocations)
         # a form's answer (its card's submit, the asker's numbered reply) answers the task
