@@ -99,8 +99,8 @@ class Runtime:
         # Acts and approvals (agent/acts/): None unless a write tool is enabled.
         self.acts = parts.acts
         self.mcp = parts.mcp  # MCP servers as tool sources, connected at start
-        self.clicks = parts.clicks  # card clicks (approvals, forms, a streaming card's stop)
-        self.forms = parts.forms  # ask-user forms waiting for their asker
+        # card clicks (approvals, forms, a streaming card's stop); forms waiting for askers
+        self.clicks, self.forms = parts.clicks, parts.forms
         self.ingestor = Ingestor(
             self.store, self.response_gate.supersedes, settings.max_frame_bytes, self.clicks
         )

@@ -224,18 +224,12 @@ class Pipeline:
         self, event: Event, skills: Sequence[Any], run: Run, decision: ResponseDecision
     ) -> Run:
         """The engaged path: the task, the provider's answer, its actions, the run's end."""
-        own = await self.own.handle(event, run, self.hands)
+        own = await self._own_or_form_reply(event, run)
         if own is not None:
             return own
-        if self.forms is not None:  # the asker's reply to a numbered form question
-            problem = self.forms.take(event)
-            if problem is not None:  # a field missing or wrong: said; the form waits on
-                return await self.hands.say(run, problem)
         # (a look at the burst's media only when a waiting task needs it)
         brings = partial(supplies, event, self.invocations)
-        # a form's answer (its card's submit, the asker's numbered reply) answers the task
-        answers = self.store.forms.answered_by(event.event_id) is not None
-        start = self.tasks.begin(run, event.text, supplies=answers or brings)
+        start = self.tasks.begin(run, event.text, supplies=self._answers_form(event) or brings)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
@@ -285,6 +279,21 @@ class Pipeline:
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
         )
         return self.endings.finish(run, outcome, outcome.final_state())
+
+    async def _own_or_form_reply(self, event: Event, run: Run) -> Run | None:
+        """The run's end when the event is the runtime's own, or the asker's reply to a
+        numbered form with a field missing or wrong (said in one line; the form waits on);
+        None: on to the answering path."""
+        own = await self.own.handle(event, run, self.hands)
+        if own is not None or self.forms is None:
+            return own
+        problem = self.forms.take(event)
+        return None if problem is None else await self.hands.say(run, problem)
+
+    def _answers_form(self, event: Event) -> bool:
+        """The event carries a form's answer (its card's submit, or the asker's numbered
+        reply): it answers the waiting task, whatever its words."""
+        return self.store.forms.answered_by(event.event_id) is not None
 
     def _open(
         self, event: Event, generation: int | None
