@@ -99,7 +99,8 @@ class Runtime:
         # Acts and approvals (agent/acts/): None unless a write tool is enabled.
         self.acts = parts.acts
         self.mcp = parts.mcp  # MCP servers as tool sources, connected at start
-        self.clicks = parts.clicks  # card clicks (approvals, a streaming card's stop)
+        # card clicks (approvals, forms, a streaming card's stop); forms waiting for askers
+        self.clicks, self.forms = parts.clicks, parts.forms
         self.ingestor = Ingestor(
             self.store, self.response_gate.supersedes, settings.max_frame_bytes, self.clicks
         )
@@ -255,6 +256,8 @@ class Runtime:
             self._renewed_at = now
         self.identities.flush()
         self._approvals_due()
+        if self.forms is not None:  # forms past their time expired, their events stored
+            self.forms.desk.expire_due()
         due = self._retries.take_due(now, force)
         for event in due:
             self._queue(event)

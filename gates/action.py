@@ -121,9 +121,10 @@ class ActionGate:
         from_provider: bool = True,
     ) -> Approval | Refusal:
         """``form`` is how a reply would go ("text", "markdown" or "card"); the gate applies
-        it to replies only (and "approval" to a confirm: an approval card): acks, asks and
-        silences keep their own form. ``from_provider``:
-        the words are a provider's (their claims need backing), not the runtime's own."""
+        it to replies only (and "approval" to a confirm: an approval card; "form" to an ask
+        with a form: a form card): acks, other asks and silences keep their own form.
+        ``from_provider``: the words are a provider's (their claims need backing), not the
+        runtime's own."""
         case = _Case(raw, run, tally, facts, self.policy, form, from_provider)
         checked: list[str] = []
         # ``schema`` first: only a request that parsed has a kind to pick the rest by
@@ -183,6 +184,8 @@ def _msgtype(c: _Case) -> str:
         return c.form
     if kind is ActionKind.CONFIRM and c.form == "approval":
         return "approval"
+    if kind is ActionKind.ASK and c.form == "form" and c.request.form is not None:
+        return "form"
     if kind is ActionKind.ACK and c.form == "reaction":
         return "reaction"
     return "text" if c.request.text is not None else "markdown"

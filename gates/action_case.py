@@ -30,6 +30,7 @@ from gates.attachments import (
     check_attachments,
 )
 from gates.backing import Backing
+from gates.form_values import in_english, prompt_lines
 from gates.reminders import reminder_time
 
 # The write-budget windows: ``ActionFacts`` counts writes over exactly these spans.
@@ -247,7 +248,11 @@ class _Case:
     @cached_property
     def body(self) -> str:
         request = self.request
-        return request.text if request.text is not None else request.markdown or ""
+        body = request.text if request.text is not None else request.markdown or ""
+        if request.form is not None and self.form != "form":
+            # no form card carries it: the fields go as a numbered question in the words
+            body = f"{body}\n{prompt_lines(request.form, in_english(body))}"
+        return body
 
     @property
     def later(self) -> str:

@@ -71,6 +71,7 @@ async def test_every_own_event_finds_its_row_and_an_ordinary_message_none(settin
         "approval",
         "act_checked",
         "job_run",
+        "form",
         "due_item",
         "cancel",
         "job_words",
@@ -82,6 +83,7 @@ async def test_every_own_event_finds_its_row_and_an_ordinary_message_none(settin
         "operator": _own(Scheduled(kind="operator"), "hello"),
         "approval": _own(Scheduled(kind="approval", approval_id="apv_1")),
         "act_checked": _own(Scheduled(kind="act_checked", intent_id="int_1")),
+        "form": _own(Scheduled(kind="form", form_id="form_1")),
         "due_item": _own(Scheduled(kind="reminder", task_id="rem_1", due_at=T0)),
         "job_run": _own(Scheduled(kind="job", job_id="job_1", due_at=T0)),
         "cancel": event(text="取消提醒"),
@@ -93,7 +95,7 @@ async def test_every_own_event_finds_its_row_and_an_ordinary_message_none(settin
     for name, own in cases.items():
         route = table.route(own)
         assert route is not None and route.name == name, name
-        assert table.held(own) is (name in ("approval", "act_checked")), name
+        assert table.held(own) is (name in ("approval", "act_checked", "form")), name
     for words in ("2 + 2 等于几", "帮我看下这个文件", "我确认 4F2A 没问题吧"):
         assert table.route(event(text=words)) is None, words
 

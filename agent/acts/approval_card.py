@@ -173,25 +173,7 @@ class ApprovalCards:
         evidence: Evidence,
         ending: RunEnding | None = None,
     ) -> Receipt:
-        receipt = self.broker.receipt(
-            run, intent.kind, status, intent_id=intent.intent_id, evidence=evidence
-        )
-        settled = ending.apply(run, receipt) if ending else None
-        if attempt is None:
-            self.store.actions.add_receipt(receipt, settled)
-        else:
-            outbound = None
-            if status.delivered and intent.content is not None:
-                outbound = {
-                    "intent_id": intent.intent_id,
-                    "process_query_key": None,
-                    "conversation_id": intent.target.conversation_id,
-                    "channel": Channel.CARD.value,
-                    "text": intent.content.text,
-                    "sent_at": attempt.finished_at,
-                }
-            self.store.actions.finish_delivery(attempt, receipt, outbound, settled)
-        return receipt
+        return closed_card(self.store, self.broker, run, intent, attempt, status, evidence, ending)
 
     async def show(self, record: ApprovalRecord, status: str) -> bool:
         """Put the decision on the card (by key: the rest of the card stays)."""
@@ -203,3 +185,36 @@ class ApprovalCards:
         if not answer.ok:
             log.warning("approval card not updated", extra={"approval": record.approval_id})
         return answer.ok
+
+
+def closed_card(
+    store: Store,
+    broker: Broker,
+    run: Run,
+    intent: ActionIntent,
+    attempt: Attempt | None,
+    status: ReceiptStatus,
+    evidence: Evidence,
+    ending: RunEnding | None = None,
+) -> Receipt:
+    """A card's delivery closed (an approval card's, a form card's): its receipt, saved
+    with the run's ending when given; with its attempt, the outbound index when it went."""
+    receipt = broker.receipt(
+        run, intent.kind, status, intent_id=intent.intent_id, evidence=evidence
+    )
+    settled = ending.apply(run, receipt) if ending else None
+    if attempt is None:
+        store.actions.add_receipt(receipt, settled)
+        return receipt
+    outbound = None
+    if status.delivered and intent.content is not None:
+        outbound = {
+            "intent_id": intent.intent_id,
+            "process_query_key": None,
+            "conversation_id": intent.target.conversation_id,
+            "channel": Channel.CARD.value,
+            "text": intent.content.text,
+            "sent_at": attempt.finished_at,
+        }
+    store.actions.finish_delivery(attempt, receipt, outbound, settled)
+    return receipt

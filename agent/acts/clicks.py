@@ -1,4 +1,5 @@
-"""A click on an approval card, from its Stream callback to its decision and its answer.
+"""A click on an approval card, from its Stream callback to its decision and its answer
+(a form card's submit and cancel are the form desk's: ``agent/acts/forms.py``).
 
 DingTalk wants the callback acknowledged within about 2 s, and what the acknowledgement
 carries (``cardData`` / ``userPrivateData``) is what the card shows at once. So the click is
@@ -27,8 +28,9 @@ from agent.acts.approvals import (
     settle_event,
     status_words,
 )
+from agent.acts.forms import FormDesk
 from agent.contracts import ApprovalStatus, CardClick, Event
-from agent.dingtalk.card_callback import STOP
+from agent.dingtalk.card_callback import CANCEL_FORM, STOP, SUBMIT
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
@@ -43,6 +45,7 @@ class ClickAnswer:
 
     response: Any  # a card change (dict), or "OK" for none
     event: Event | None = None
+    generation: int = 0  # the event's thread generation (a form's resumes a task: not stale)
 
 
 def _shown(status: str, private_to: str | None = None) -> dict[str, Any]:
@@ -53,12 +56,19 @@ def _shown(status: str, private_to: str | None = None) -> dict[str, Any]:
 
 
 class ClickDesk:
-    """Every card click: approvals (with an approval desk), and the stop button of a
-    streaming reply card."""
+    """Every card click: approvals (with an approval desk), a form card's submit and
+    cancel (with a form desk), and the stop button of a streaming reply card."""
 
-    def __init__(self, store: Store, desk: ApprovalDesk | None, paused: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        desk: ApprovalDesk | None,
+        paused: bool = False,
+        forms: FormDesk | None = None,
+    ) -> None:
         self.store = store
         self.desk = desk
+        self.forms = forms
         # The operator paused the robot: a decision is recorded, and carried out on resume
         # (its event waits in the store), which the card says.
         self.paused = paused
@@ -66,11 +76,16 @@ class ClickDesk:
     def on(self, store: Store) -> ClickDesk:
         """The same desk over another connection to the store (the connector's thread)."""
         desk = self.desk.on(store) if self.desk is not None else None
-        return ClickDesk(store, desk, self.paused)
+        forms = self.forms.on(store) if self.forms is not None else None
+        return ClickDesk(store, desk, self.paused, forms)
 
     def receive(self, click: CardClick) -> ClickAnswer:
         if click.action == STOP:
             return self._stop(click)
+        if click.action in (SUBMIT, CANCEL_FORM) and self.forms is not None:
+            form = self.forms.click(click)
+            if form is not None:
+                return ClickAnswer(form.response, form.event, form.generation)
         if self.desk is None:
             return ClickAnswer("OK")
         return self._decide(click, self.desk)

@@ -10,6 +10,8 @@ from agent.acts.approval_card import ApprovalCards
 from agent.acts.approvals import ApprovalDesk
 from agent.acts.clicks import ClickDesk
 from agent.acts.executor import ActExecutor
+from agent.acts.form_card import FormCards
+from agent.acts.forms import FormDesk
 from agent.acts.runner import ActRunner
 from agent.cards.api import CardAPI
 from agent.clock import Clock
@@ -34,12 +36,35 @@ class ActParts:
     cards: ApprovalCards | None  # None: approvals by text code
 
 
-def build_clicks(settings: Settings, store: Store, acts: ActParts | None) -> ClickDesk | None:
-    """What decides card clicks: approvals, and the stop button of streaming reply cards
-    (None: no card has buttons here)."""
-    if acts is None and settings.reply_mode != "card":
+@dataclass(frozen=True)
+class FormParts:
+    """Ask-user forms (agent/acts/forms.py): always a desk; cards with a template."""
+
+    desk: FormDesk
+    cards: FormCards | None  # None: a form is a numbered question answered in words
+
+
+def build_forms(settings: Settings, store: Store, clock: Clock, broker: Broker) -> FormParts:
+    """The form desk and (with a template and a robot code) the form cards."""
+    template = settings.form_card_template_id
+    cards = None
+    if template and settings.robot_code:
+        api = CardAPI(broker.transport, settings.robot_code, template, "question")
+        cards = FormCards(api, store, clock, broker, settings.timezone)
+    return FormParts(FormDesk(store, clock), cards)
+
+
+def build_clicks(
+    settings: Settings, store: Store, acts: ActParts | None, forms: FormParts | None = None
+) -> ClickDesk | None:
+    """What decides card clicks: approvals, form cards' submits, and the stop button of
+    streaming reply cards (None: no card has buttons here)."""
+    with_forms = forms is not None and forms.cards is not None
+    if acts is None and settings.reply_mode != "card" and not with_forms:
         return None
-    return ClickDesk(store, acts.desk if acts is not None else None, paused=settings.paused)
+    desk = acts.desk if acts is not None else None
+    form_desk = forms.desk if forms is not None and with_forms else None
+    return ClickDesk(store, desk, paused=settings.paused, forms=form_desk)
 
 
 def writes_enabled(settings: Settings) -> bool:

@@ -17,10 +17,19 @@ from agent.cards.stream import CardReplies
 from agent.carriers.approval_card import ApprovalCardCarrier
 from agent.carriers.attachments import AttachmentCarrier
 from agent.carriers.cards import CardCarrier
+from agent.carriers.form_card import FormCardCarrier
 from agent.carriers.messages import MessageCarrier
 from agent.carriers.reaction import ReactionCarrier
 from agent.clock import Clock
-from agent.components.acts import ActParts, build_acts, build_clicks, build_mcp, tool_box
+from agent.components.acts import (
+    ActParts,
+    FormParts,
+    build_acts,
+    build_clicks,
+    build_forms,
+    build_mcp,
+    tool_box,
+)
 from agent.components.own_events import build_jobs, build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
@@ -49,6 +58,7 @@ from agent.run.broker import Broker
 from agent.run.carriers import Carrier, Carriers
 from agent.run.endings import Endings
 from agent.run.forgetting import Forgetting
+from agent.run.form_replies import FormReplies
 from agent.run.grounding import Grounder, GroundingLimits
 from agent.run.identities import IdentityDirectory
 from agent.run.invocation import InvocationBuilder
@@ -147,6 +157,7 @@ class PipelineParts:
     acts: ActParts | None = None  # workspace writes and their approvals (None: no write tool)
     clicks: ClickDesk | None = None  # card clicks: approvals, a streaming card's stop
     mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
+    forms: FormParts | None = None  # ask-user forms: their desk, and cards with a template
 
 
 def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
@@ -180,11 +191,18 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
         acting=acting,
         endings=endings,
         own=build_own_events(
-            parts.proactive, parts.jobs, store, clock, parts.acts, Hands(acting, endings)
+            parts.proactive,
+            parts.jobs,
+            store,
+            clock,
+            parts.acts,
+            Hands(acting, endings),
+            parts.forms,
         ),
         tasks=TaskKeeper(store, clock),
         lease=LeaseTerms(owner, settings.run_lease_s),
         stream=parts.cards,
+        forms=FormReplies(store, clock),
     )
 
 
@@ -201,6 +219,7 @@ def build_acting(
         broker=parts.broker,
         carriers=build_carriers(settings, parts, reactions),
         acts=ActSteps(parts.store, acts.runner) if acts is not None else None,
+        form_timeout_s=settings.form_timeout_s,
     )
 
 
@@ -208,14 +227,16 @@ def build_carriers(
     settings: Settings, parts: PipelineParts, reactions: ReactionSignal | None
 ) -> Carriers:
     """The forms a message may go in (agent/carriers/), in the order they claim a request:
-    an AI card for the answer in card mode, an approval card for a confirm where a template
-    is set, a reaction for the ack with ack_style = "reaction"; pictures and files; and
-    text or Markdown for everything else."""
+    an AI card for the answer in card mode, an approval card for a confirm and a form card
+    for an ask with a form where their templates are set, a reaction for the ack with
+    ack_style = "reaction"; pictures and files; and text or Markdown for everything else."""
     rows: list[Carrier] = []
     if parts.cards is not None:
         rows.append(CardCarrier(parts.cards))
     if parts.acts is not None and parts.acts.cards is not None:
         rows.append(ApprovalCardCarrier(parts.acts.cards))
+    if parts.forms is not None and parts.forms.cards is not None:
+        rows.append(FormCardCarrier(parts.forms.cards))
     if reactions is not None:
         rows.append(ReactionCarrier(reactions))
     rows.append(AttachmentCarrier(parts.broker))
@@ -286,6 +307,7 @@ def build_parts(
     action_gate = ActionGate(action_policy(settings))
     mcp = build_mcp(settings)
     acts = build_acts(settings, store, clock, broker, crash, mcp)
+    forms = build_forms(settings, store, clock, broker)
     return PipelineParts(
         store=store,
         clock=clock,
@@ -301,8 +323,9 @@ def build_parts(
         proactive=build_proactive(settings, store, clock),
         jobs=build_jobs(settings, store, clock),
         acts=acts,
-        clicks=build_clicks(settings, store, acts),
+        clicks=build_clicks(settings, store, acts, forms),
         mcp=mcp,
+        forms=forms,
     )
 
 

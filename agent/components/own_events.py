@@ -5,10 +5,11 @@ proactive work's in ``agent/proactive/work.py``)."""
 
 from __future__ import annotations
 
+from agent.acts.form_routes import FormRoutes, form_ended
 from agent.acts.routes import ApprovalRoutes, act_checked, approval_decision, code_reply_words
 from agent.acts.settle import ApprovalSettlement
 from agent.clock import Clock
-from agent.components.acts import ActParts
+from agent.components.acts import ActParts, FormParts
 from agent.components.policies import schedule_policy
 from agent.config import Settings
 from agent.proactive.jobs import JobWork, job_cancel, job_list, job_run, job_words
@@ -34,6 +35,7 @@ def build_own_events(
     clock: Clock,
     acts: ActParts | None,
     hands: Hands | None = None,
+    forms: FormParts | None = None,
 ) -> OwnEvents:
     """The table. Without a write tool there is no desk: an approval's or an act's event
     stored before (a restart with the tools turned off) still waits out a pause, then finds
@@ -49,6 +51,10 @@ def build_own_events(
         approvals = ApprovalRoutes(store=store, clock=clock, desk=acts.desk, settlement=settlement)
         decision, checked = approvals.decision, approvals.checked
         code_reply = [OwnRoute("code_reply", code_reply_words, approvals.code_reply)]
+    form_rows: list[OwnRoute] = []
+    if forms is not None:
+        routes = FormRoutes(store=store, cards=forms.cards)
+        form_rows = [OwnRoute("form", form_ended, routes.ended, held=True)]
     return OwnEvents(
         (
             # the runtime's own events (``Event.scheduled``), by kind
@@ -57,6 +63,7 @@ def build_own_events(
             OwnRoute("act_checked", act_checked, checked, held=True),
             # a job's slot: answered like its owner's question, its answer reviewed first
             OwnRoute("job_run", job_run, jobs.run, review=jobs.review),
+            *form_rows,  # a form ended (``form:<id>``): a submit resumes its task
             OwnRoute("due_item", runtime_event, work.item),  # any other of the runtime's own
             # a person's words that are the runtime's business, not a question
             OwnRoute("cancel", cancel_request, work.cancel),

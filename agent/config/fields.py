@@ -240,6 +240,11 @@ class SettingsFields(BaseModel):
     # The approval card (agent/acts/approval_card.py for its contract); without one the
     # asker approves with a text code (「确认 4F2A」).
     approval_card_template_id: str | None = None
+    # Ask-user forms (agent/acts/forms.py): the form card's template (agent/acts/form_card.py
+    # for its contract; without one a form is a numbered question answered in words), and
+    # how long a form waits for its asker before it expires.
+    form_card_template_id: str | None = None
+    form_timeout_s: float = Field(default=3600, gt=0)
 
     # command provider: an external agent run in a prepared run directory
     command: list[str] = Field(default_factory=list)  # argv, never a shell line

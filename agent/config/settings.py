@@ -152,6 +152,11 @@ class Settings(SettingsFields):
             raise ValueError(
                 "reply_mode 'card' needs client_id and client_secret: cards go through the OpenAPI"
             )
+        if self.form_card_template_id and not self.has_openapi_credentials and not self.robots:
+            raise ValueError(
+                "form_card_template_id needs client_id and client_secret: form cards go"
+                " through the OpenAPI"
+            )
         if self.provider == "command" and not self.command:
             raise ValueError("command (an argv list) is required when provider is 'command'")
         return self

@@ -19,6 +19,7 @@ from —
 - ``cards``: an AI card as the store keeps it
 - ``acts``: an act's authorization snapshot, its approval, a click on an approval card
 - ``jobs``: a recurring job and what became of each of its slots
+- ``forms``: an ask-user form — its fields, its record while it waits, its checked answer
 - ``tool_specs``: what a tool declares, one call and its result (the tools: ``agent/tools/``)
 """
 
@@ -88,6 +89,16 @@ from agent.contracts.events import (
     Scheduled,
     SessionWebhook,
 )
+from agent.contracts.forms import (
+    FormAnswer,
+    FormField,
+    FormOption,
+    FormRecord,
+    FormSpec,
+    FormValue,
+    form_event_id,
+    form_id_for,
+)
 from agent.contracts.invocation import (
     Burst,
     BurstMessage,
@@ -148,6 +159,12 @@ __all__ = [
     "EnrichedInvocation",
     "Event",
     "Evidence",
+    "FormAnswer",
+    "FormField",
+    "FormOption",
+    "FormRecord",
+    "FormSpec",
+    "FormValue",
     "Grounding",
     "Identity",
     "Impact",
@@ -195,6 +212,8 @@ __all__ = [
     "Verdict",
     "VoidReason",
     "canonical_json",
+    "form_event_id",
+    "form_id_for",
     "job_event_id",
     "new_id",
     "sha256_text",

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from agent.contracts.acts import Authorization
 from agent.contracts.base import Contract
 from agent.contracts.codes import ActionKind, AttemptOutcome, Channel, ReceiptStatus
+from agent.contracts.forms import FormSpec
 from agent.contracts.runs import Origin
 
 
@@ -67,7 +68,8 @@ class ActionRequest(Contract):
     """What a provider may ask for. It has no target, robot or user: the origin is implied.
 
     ``ack`` says "seen, this takes a while"; ``reply`` delivers a result; ``ask`` asks one
-    short blocking question; ``silence`` says nothing and must say why; ``act`` writes to
+    short blocking question (with a ``form``: the typed fields its answer fills in, on a
+    card or in a numbered reply); ``silence`` says nothing and must say why; ``act`` writes to
     the workspace through ``tool`` with ``arguments`` (a model's write tool call becomes
     one); ``confirm`` is the host's own approval prompt for an act that waits.
     """
@@ -91,9 +93,13 @@ class ActionRequest(Contract):
     # the host's own one line after an answer, in a slot of its own: what of the answer
     # could not be sent (a picture whose upload failed, a piece a crash left unknown)
     follow_up: bool = False
+    # an ask's fields (agent/contracts/forms.py): the asker's answer comes back typed
+    form: FormSpec | None = None
 
     @model_validator(mode="after")
     def _content_matches_kind(self) -> ActionRequest:
+        if self.form is not None and self.kind is not ActionKind.ASK:
+            raise ValueError("only an ask carries a form")
         if self.attachments and self.kind is not ActionKind.REPLY:
             raise ValueError("only a reply carries attachments")
         if self.follow_up and (self.kind is not ActionKind.REPLY or self.attachments):
@@ -138,7 +144,8 @@ class MessageContent(Contract):
     # "reaction": the working signal as an emotion on the person's message (its name)
     # "image", "file": an attachment of a reply, sent by the OpenAPI after the text; its
     # text is the attachment's name
-    msgtype: Literal["text", "markdown", "card", "approval", "reaction", "image", "file"]
+    # "form": an ask's form card (agent/acts/form_card.py), its text the question
+    msgtype: Literal["text", "markdown", "card", "approval", "reaction", "image", "file", "form"]
     text: str
     title: str | None = None
     attachment: AttachmentRef | None = None

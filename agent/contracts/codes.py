@@ -52,6 +52,10 @@ class SilentReason(StrEnum):
     # Added by dta for recurring jobs (agent/proactive/jobs.py): a job's run found the same
     # facts as the last result it delivered, so it says nothing (lab-cases.md).
     NOTHING_NEW = "nothing_new"
+    # Added by dta for ask-user forms (agent/acts/form_routes.py): a form's event whose form
+    # ended without an answer — it expired, or its asker cancelled it; the card says so.
+    FORM_EXPIRED = "form_expired"
+    FORM_CANCELLED = "form_cancelled"
 
 
 class EngageReason(StrEnum):

@@ -67,17 +67,28 @@ class Scheduled(Contract):
     ``approval``: the decision on the approval ``approval_id`` (a click, an expiry), carried
     out. ``act_checked``: an act (intent ``intent_id``) whose outcome was in doubt, read back
     by the recovery pass: its asker is told what became of it. ``job``: one due slot
-(``due_at``) of the recurring job ``job_id`` (``agent/proactive/jobs.py``).
+    (``due_at``) of the recurring job ``job_id`` (``agent/proactive/jobs.py``). ``form``: an
+    ask-user form ``form_id`` ended (its asker submitted it on the card, cancelled it, or it
+    expired).
 
     A store written before ``approval_id`` and ``intent_id`` existed carried both in
     ``task_id``: such an event reads as if written now (``_from_task_id``).
     """
 
     kind: Literal[
-        "beat", "follow_up", "reminder", "expiry", "operator", "approval", "act_checked", "job"
+        "beat",
+        "follow_up",
+        "reminder",
+        "expiry",
+        "operator",
+        "approval",
+        "act_checked",
+        "job",
+        "form",
     ]
     task_id: str | None = None
     job_id: str | None = None
+    form_id: str | None = None
     approval_id: str | None = None
     intent_id: str | None = None
     due_at: float | None = None

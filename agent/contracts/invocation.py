@@ -17,6 +17,7 @@ from pydantic import Field
 from agent.contracts.base import Contract
 from agent.contracts.codes import ActionKind, MediaStatus
 from agent.contracts.events import Event, ResponseDecision
+from agent.contracts.forms import FormAnswer
 from agent.contracts.runs import TaskCheckpoint
 
 
@@ -211,6 +212,9 @@ class EnrichedInvocation(Contract):
     now: LocalNow | None = None
     # the person's recent acts in this conversation and what became of them
     acts: list[EarlierAct] = Field(default_factory=list)
+    # the form this event submitted (its card's submit, or the asker's numbered reply):
+    # the asker's values, checked against the form's fields
+    form: FormAnswer | None = None
 
     def for_provider(self) -> dict[str, Any]:
         """The invocation as any provider (a model, an external command) may see it.

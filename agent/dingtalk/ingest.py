@@ -190,4 +190,7 @@ class Ingestor:
         if self.clicks is None:  # no approvals here: nothing to decide
             return IngestResult(FrameKind.IGNORED, frame_id)
         answer = self.clicks.receive(click)
-        return IngestResult(FrameKind.CARD_CLICK, frame_id, answer.event, response=answer.response)
+        generation = getattr(answer, "generation", 0)  # a form's event: its thread's
+        return IngestResult(
+            FrameKind.CARD_CLICK, frame_id, answer.event, generation, response=answer.response
+        )

@@ -21,12 +21,14 @@ from agent.contracts import (
     ActionRequest,
     ApprovalRecord,
     Evidence,
+    FormRecord,
     Receipt,
     ReceiptStatus,
     RefusalReason,
     Run,
     RunEnding,
     RunState,
+    form_id_for,
 )
 from agent.run.broker import Broker
 from agent.run.carriers import Carriers, Delivery
@@ -38,6 +40,7 @@ from agent.run.refusals import note_refusal
 from agent.run.tasks import reminder_task
 from agent.run.ways import ActAs
 from gates.action import ActionFacts, ActionGate, Approval, Refusal
+from gates.form_values import in_english
 from gates.frames import card_attachments
 from storage import Store
 
@@ -85,6 +88,7 @@ class Acting:
         broker: Broker,
         carriers: Carriers,
         acts: Acts | None = None,
+        form_timeout_s: float = 3600,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -97,6 +101,7 @@ class Acting:
         # Acts (workspace writes): their facts, execution and approvals (agent/acts/); None
         # when no write tool is enabled.
         self.acts = acts
+        self.form_timeout_s = form_timeout_s  # how long an ask's form waits for its asker
 
     async def act(
         self,
@@ -304,8 +309,9 @@ class Acting:
 
     def accept(self, run: Run, request: ActionRequest, reminder_due: float | None) -> None:
         """What an approved request carries besides its message, before that goes out: its
-        memory candidates are proposed and its reminder is scheduled. The card stream calls
-        this for its finished answer too, so a reply in a card keeps what text keeps."""
+        memory candidates are proposed, its reminder is scheduled, its form stored. The card
+        stream calls this for its finished answer too, so a reply in a card keeps what text
+        keeps."""
         if request.memory_candidates:
             self.store.context.propose_memory(candidates_from(run, request, self.clock.now()))
         reminder = request.reminder
@@ -314,6 +320,32 @@ class Acting:
             # event, so a re-executed run finds it already stored.
             now = self.clock.now()
             self.store.context.save_task(reminder_task(run, reminder.text, reminder_due, now))
+        if request.kind is ActionKind.ASK and request.form is not None:
+            self._open_form(run, request)
+
+    def _open_form(self, run: Run, request: ActionRequest) -> None:
+        """An ask's form stored, pending, before the card or the question goes: its id
+        comes from the event, so a re-executed run finds it stored; the thread's older
+        pending form is cancelled (one live form per person and conversation)."""
+        assert request.form is not None
+        now = self.clock.now()
+        question = request.text or request.markdown or ""
+        record = FormRecord(
+            form_id=form_id_for(run.event_id),
+            event_id=run.event_id,
+            run_id=run.run_id,
+            thread_key=run.thread_key,
+            asker_id=run.origin.user_id,
+            conversation_id=run.origin.conversation_id,
+            question=question,
+            spec=request.form,
+            asked_with="card" if self.carriers.carries("form") else "text",
+            english=in_english(question),
+            created_at=now,
+            expires_at=now + self.form_timeout_s,
+        )
+        for older in self.store.forms.open_form(record):
+            log.info("older form cancelled", extra={"form": older.form_id, "by": record.form_id})
 
     @staticmethod
     def ending(outcome: RunOutcome, kind: ActionKind) -> RunEnding:

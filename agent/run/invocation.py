@@ -35,6 +35,7 @@ from agent.contracts import (
     BurstMessage,
     EnrichedInvocation,
     Event,
+    FormAnswer,
     Identity,
     LocalNow,
     MediaItem,
@@ -188,6 +189,22 @@ class InvocationBuilder:
             continuation=continuation,
             media=media,
             now=local_now(self.clock.now(), self.limits.timezone),
+            form=self.form_answer(event),
+        )
+
+    def form_answer(self, event: Event) -> FormAnswer | None:
+        """The form this event answered, as trusted data: the values its asker submitted,
+        checked against its fields when they came (``agent/acts/forms.py``)."""
+        record = self.store.forms.answered_by(event.event_id)
+        if record is None or record.values is None or record.submitted_by is None:
+            return None
+        return FormAnswer(
+            form_id=record.form_id,
+            asked_in=record.event_id,
+            question=record.question,
+            fields={item.name: item.label for item in record.spec.fields},
+            values=record.values,
+            submitted_by=record.submitted_by,
         )
 
     async def _media(

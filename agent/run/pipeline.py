@@ -39,6 +39,7 @@ from agent.contracts import (
 from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.endings import HONEST_FAILURE, Endings
+from agent.run.form_replies import FormReplies
 from agent.run.outcome import ActLedger, Grounds, RunOutcome, touches_task
 from agent.run.own_events import Hands, OwnEvents
 from agent.run.pieces import send_owed
@@ -96,6 +97,7 @@ class Pipeline:
         tasks: TaskKeeper,
         lease: LeaseTerms,
         stream: AnswerStream | None,
+        forms: FormReplies | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -120,6 +122,9 @@ class Pipeline:
         # routing table (agent/run/own_events.py), asked before the answering path.
         self.own = own
         self.hands = Hands(acting, endings)
+        # A form asked as a numbered question (no card template): the asker's reply is read
+        # into its fields before the task resumes (agent/run/form_replies.py).
+        self.forms = forms
 
     def lease(self, now: float) -> Lease:
         """The claim this runtime puts on a run it opens (renewed while it works)."""
@@ -219,15 +224,17 @@ class Pipeline:
         self, event: Event, skills: Sequence[Any], run: Run, decision: ResponseDecision
     ) -> Run:
         """The engaged path: the task, the provider's answer, its actions, the run's end."""
-        own = await self.own.handle(event, run, self.hands)
+        own = await self._own_or_form_reply(event, run)
         if own is not None:
             return own
         # (a look at the burst's media only when a waiting task needs it)
         brings = partial(supplies, event, self.invocations)
-        # the runtime's own event answered like a question (a job's slot) is no word of
-        # the person's: it neither resumes nor stops their task
-        own_question = event.scheduled is not None
-        start = TaskStart() if own_question else self.tasks.begin(run, event.text, supplies=brings)
+        # a job's slot, answered like its owner's question, is no word of the person's: it
+        # neither resumes nor stops their task (a form's submit does resume its own)
+        if event.scheduled is not None and event.scheduled.kind == "job":
+            start = TaskStart()
+        else:
+            start = self.tasks.begin(run, event.text, supplies=self._answers_form(event) or brings)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
@@ -280,6 +287,21 @@ class Pipeline:
             run, start.continuation, outcome.terminal_request, outcome.terminal_receipt
         )
         return self.endings.finish(run, outcome, outcome.final_state())
+
+    async def _own_or_form_reply(self, event: Event, run: Run) -> Run | None:
+        """The run's end when the event is the runtime's own, or the asker's reply to a
+        numbered form with a field missing or wrong (said in one line; the form waits on);
+        None: on to the answering path."""
+        own = await self.own.handle(event, run, self.hands)
+        if own is not None or self.forms is None:
+            return own
+        problem = self.forms.take(event)
+        return None if problem is None else await self.hands.say(run, problem)
+
+    def _answers_form(self, event: Event) -> bool:
+        """The event carries a form's answer (its card's submit, or the asker's numbered
+        reply): it answers the waiting task, whatever its words."""
+        return self.store.forms.answered_by(event.event_id) is not None
 
     def _open(
         self, event: Event, generation: int | None

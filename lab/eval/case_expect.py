@@ -258,6 +258,17 @@ class JobExpect(_Check):
     slots: list[JobSlotExpect] | None = None
 
 
+class FormExpect(_Check):
+    """One ask-user form, in creation order (subset match): the message whose run asked,
+    its status, the values it was submitted with (exactly), who submitted it."""
+
+    msg: str | None = None
+    status: Literal["pending", "submitted", "expired", "cancelled"] | None = None
+    values: dict[str, Any] | None = None
+    submitted_by: str | None = None
+    asked_with: Literal["card", "text"] | None = None
+
+
 class Expect(CaseModel):
     """What the evidence must show. Every key given is checked; a case with none is refused.
 
@@ -291,6 +302,9 @@ class Expect(CaseModel):
     # recurring jobs, in creation order (docs/lab.md); ``jobs_count``: exactly how many
     jobs: list[JobExpect] | None = None
     jobs_count: int | None = Field(default=None, ge=0)
+    # dta extension (docs/lab.md): the ask-user forms, in creation order
+    forms: list[FormExpect] | None = None
+    forms_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod

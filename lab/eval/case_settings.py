@@ -21,6 +21,7 @@ from skills.providers.base import Provider
 LAB_SEND_GAP_S = 0.05  # one conversation's messages this far apart (the daemon's: 1 s)
 LAB_MODEL = "lab-model"
 LAB_APPROVAL_TEMPLATE = "lab-approval-card.schema"
+LAB_FORM_TEMPLATE = "lab-form-card.schema"
 
 
 def _write_files(folder: Path, files: dict[str, str]) -> Path:
@@ -81,10 +82,16 @@ def lab_settings(
         # the lab's approval card (agent/acts/approval_card.py has its contract), supplied
         # as the credentials are, so cases need not configure one
         approval_card_template_id=LAB_APPROVAL_TEMPLATE,
+        # the lab's form card (agent/acts/form_card.py); a case sets it to null to ask a
+        # form as a numbered question
+        form_card_template_id=LAB_FORM_TEMPLATE,
     )
     if case.fixtures.agent is not None:
         base = base.with_overrides({"agent": case.fixtures.agent.model_dump()})
     config = {**case.config, **(overrides or {})}
+    if config.get("client_id", "") is None or config.get("client_secret", "") is None:
+        # no OpenAPI, no form card (the settings refuse one): a form is asked in words
+        config.setdefault("form_card_template_id", None)
     return base.with_overrides(with_robot_apps(config, fake))
 
 

@@ -284,6 +284,29 @@ def _job_facts(job: Any, store: Records) -> dict[str, Any]:
     }
 
 
+def form_findings(expect: Expect, store: Records) -> list[Check]:
+    """``expect.forms`` (in creation order, subset match) and ``forms_count``."""
+    held = [
+        {
+            "msg": f.event_id,
+            "status": f.status,
+            "values": f.values,
+            "submitted_by": f.submitted_by,
+            "asked_with": f.asked_with,
+        }
+        for f in store.forms.all()
+    ]
+    found: list[Check] = []
+    if expect.forms_count is not None and len(held) != expect.forms_count:
+        found.append(Check("forms_count", expect.forms_count, len(held)))
+    for i, want in enumerate(expect.forms or []):
+        wanted = want.model_dump(exclude_none=True)
+        got = held[i] if i < len(held) else None
+        if got is None or not _subset(wanted, got):
+            found.append(Check(f"forms[{i}]", wanted, got, f"held: {held}" if held else None))
+    return found
+
+
 def judge(
     expect: Expect,
     received: list[dict[str, Any]],
@@ -304,6 +327,7 @@ def judge(
     problems.extend(run_findings(expect, store))
     problems.extend(approval_findings(expect, store))
     problems.extend(job_findings(expect, store))
+    problems.extend(form_findings(expect, store))
     problems.extend(reaction_findings(expect, reactions or []))
 
     if expect.platform is not None and expect.platform.calls is not None:

@@ -249,7 +249,9 @@ class CaseRun:
         else:
             await self._drain()  # the card exists once the run that sends it has worked
             runtime, track = self._sender_of(click.msg), None
-        data, card = self.fake.click_data(click.msg, click.by, click.choice, track)
+        data, card = self.fake.click_data(
+            click.msg, click.by, click.choice, track, values=click.values, reason=click.reason
+        )
         frame = callback_frame(
             data, self._frame_id(), now=self.clock.now(), topic=CARD_CALLBACK_TOPIC
         )

@@ -21,6 +21,7 @@ from agent.contracts import (
     ApprovalRecord,
     Attempt,
     Event,
+    FormRecord,
     Job,
     JobRun,
     MemoryCandidate,
@@ -91,6 +92,14 @@ class _Approvals(_Joined):
         return sorted(held, key=lambda record: record.created_at)
 
 
+class _Forms(_Joined):
+    """Every robot's ask-user forms, read as one store's ``forms`` family."""
+
+    def all(self) -> list[FormRecord]:
+        held = [record for store in self.stores for record in store.forms.all()]
+        return sorted(held, key=lambda record: record.created_at)
+
+
 class _Context(_Joined):
     """Every robot's tasks and memory, read as one store's ``context`` family."""
 
@@ -121,6 +130,7 @@ class RobotStores:
         self.work = _Work(self.stores)
         self.actions = _Actions(self.stores)
         self.approvals = _Approvals(self.stores)
+        self.forms = _Forms(self.stores)
         self.context = _Context(self.stores)
         self.jobs = _Jobs(self.stores)
 

@@ -71,7 +71,9 @@ STANDING: list[Migration] = [
     ),
     Migration(
         # An ask-user form waiting for its asker, like an approval: only the asker's submit
-        # counts, it survives restarts and replicas, and it expires.
+        # counts, it survives restarts and replicas, and it expires. ``form_json`` is the
+        # whole record (``FormRecord``); ``answer_event_id`` the event that carries its end
+        # (``form:<id>``, or the asker's text reply), which the resumed run reads it by.
         "18: ask-user forms",
         """
         CREATE TABLE forms (
@@ -86,12 +88,15 @@ STANDING: list[Migration] = [
             out_track_id TEXT,
             values_json TEXT,
             submitted_by TEXT,
+            answer_event_id TEXT,
             created_at {real} NOT NULL,
             expires_at {real} NOT NULL,
             decided_at {real}
         );
         CREATE INDEX forms_track ON forms (out_track_id);
         CREATE INDEX forms_thread ON forms (thread_key, status);
+        CREATE INDEX forms_due ON forms (status, expires_at);
+        CREATE INDEX forms_answer ON forms (answer_event_id);
         """,
     ),
 ]
