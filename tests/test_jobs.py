@@ -246,3 +246,17 @@ def test_dta_jobs_lists_shows_cancels_and_resumes(store) -> None:
     out = io.StringIO()
     list_jobs(store, False, out)
     assert out.getvalue().strip() == "no jobs"
+
+
+def test_a_daily_slot_keeps_its_local_hour_across_a_daylight_saving_change() -> None:
+    """Shanghai has no DST; a team in New York does: 09:00 stays 09:00 on both sides of
+    2026-03-08 (the UTC gap between the runs is 23 hours there, not 24)."""
+    from datetime import datetime
+
+    new_york = ZoneInfo("America/New_York")
+    before = datetime(2026, 3, 6, 12, 0, tzinfo=new_york).timestamp()
+    runs = next_runs("0 9 * * *", before, new_york, 3)
+    assert [datetime.fromtimestamp(r, new_york).hour for r in runs] == [9, 9, 9]
+    assert runs[1] - runs[0] == 23 * HOUR and runs[2] - runs[1] == 24 * HOUR
+    shanghai = next_runs("0 9 * * *", before, TZ, 3)
+    assert {b - a for a, b in zip(shanghai, shanghai[1:], strict=False)} == {24 * HOUR}
