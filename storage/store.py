@@ -25,6 +25,7 @@ from storage.base import Closing, StoreBase
 from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
+from storage.feedback import FeedbackRecords
 from storage.inspect import InspectRecords
 from storage.integrity import FileIdentity, StoreHealth
 from storage.pieces import PieceRecords
@@ -72,6 +73,7 @@ class Store(Closing):
         self.context = ContextRecords(self.db)
         self.schedule = ScheduleRecords(self.db)
         self.usage = UsageRecords(self.db)
+        self.feedback = FeedbackRecords(self.db)  # 👍 / 👎 on answers
         self.inspect = InspectRecords(self.db)
 
     # ------------------------------------------------------------------ opening, health

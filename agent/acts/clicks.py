@@ -27,8 +27,9 @@ from agent.acts.approvals import (
     settle_event,
     status_words,
 )
+from agent.acts.feedback import take_feedback
 from agent.contracts import ApprovalStatus, CardClick, Event
-from agent.dingtalk.card_callback import STOP
+from agent.dingtalk.card_callback import DOWN, STOP, UP
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
@@ -53,8 +54,8 @@ def _shown(status: str, private_to: str | None = None) -> dict[str, Any]:
 
 
 class ClickDesk:
-    """Every card click: approvals (with an approval desk), and the stop button of a
-    streaming reply card."""
+    """Every card click: approvals (with an approval desk), the stop button of a
+    streaming reply card, and an answer's feedback buttons."""
 
     def __init__(self, store: Store, desk: ApprovalDesk | None, paused: bool = False) -> None:
         self.store = store
@@ -71,6 +72,8 @@ class ClickDesk:
     def receive(self, click: CardClick) -> ClickAnswer:
         if click.action == STOP:
             return self._stop(click)
+        if click.action in (UP, DOWN):  # an answer's 👍 / 👎 (agent/acts/feedback.py)
+            return ClickAnswer(take_feedback(self.store, click))
         if self.desk is None:
             return ClickAnswer("OK")
         return self._decide(click, self.desk)

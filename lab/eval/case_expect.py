@@ -27,6 +27,7 @@ from agent.contracts import (
 )
 from lab.eval.card_cases import CardExpect
 from lab.eval.case_base import CaseModel, Fragment
+from lab.eval.feedback_cases import FeedbackExpect
 from lab.fake.platform import Channel as PlatformChannel
 
 
@@ -261,6 +262,9 @@ class Expect(CaseModel):
     # the approvals of acts, in creation order (lab-cases.md, "Workspace tools")
     approvals: list[ApprovalExpect] | None = None
     approvals_count: int | None = Field(default=None, ge=0)
+    # dta extension: 👍 / 👎 on answers, one per person and answer (lab/eval/feedback_cases.py)
+    feedback: list[FeedbackExpect] | None = None
+    feedback_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod

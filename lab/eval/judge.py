@@ -15,7 +15,8 @@ from agent.contracts import Channel, Receipt, ReceiptStatus
 from lab.eval.align import as_text, message_findings
 from lab.eval.card_cases import card_findings
 from lab.eval.cases import Expect, MessageExpect
-from lab.eval.stores import Records
+from lab.eval.feedback_cases import feedback_findings, held_feedback
+from lab.eval.stores import Records, RobotStores
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,10 @@ def judge(
     problems.extend(workspace_findings(expect, workspace or {}))
     problems.extend(run_findings(expect, store))
     problems.extend(approval_findings(expect, store))
+    if expect.feedback is not None or expect.feedback_count is not None:
+        held = held_feedback(store.stores if isinstance(store, RobotStores) else [store])
+        found = feedback_findings(expect.feedback, expect.feedback_count, held)
+        problems.extend(Check(*finding) for finding in found)
     problems.extend(reaction_findings(expect, reactions or []))
 
     if expect.platform is not None and expect.platform.calls is not None:
