@@ -31,6 +31,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from agent.cli.console.feedback_view import feedback_page
 from agent.cli.console.views import Selection, approvals_list, badge, memory_queue, overview
 from agent.cli.trace import trace_message
 from agent.config import Settings
@@ -142,6 +143,12 @@ async def approvals_page(request: web.Request) -> web.Response:
     return _page(request, "console_approvals.html.j2", **data)
 
 
+async def feedback_view(request: web.Request) -> web.Response:
+    zone = request.app[SETTINGS].timezone
+    data = await _read(request, lambda store: feedback_page(store, zone))
+    return _page(request, "console_feedback.html.j2", **data)
+
+
 async def memory_page(request: web.Request) -> web.Response:
     zone = request.app[SETTINGS].timezone
     data = await _read(request, lambda store: memory_queue(store, zone))
@@ -191,6 +198,7 @@ def build_app(open_store: Callable[[], Store], settings: Settings, token: str) -
             web.get("/api/mark", mark),
             web.get("/memory", memory_page),
             web.get("/approvals", approvals_page),
+            web.get("/feedback", feedback_view),
             web.post("/memory/{id}", review),
         ]
     )
