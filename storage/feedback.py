@@ -101,6 +101,14 @@ class FeedbackRecords(Family):
             (since if since is not None else 0.0, limit),
         )
 
+    def event_named(self, key: str) -> str | None:
+        """The message ``key`` names: a stored msgId, or the id of a run (its message)."""
+        return self._scalar(
+            "SELECT event_id FROM events WHERE event_id = ? UNION"
+            " SELECT event_id FROM runs WHERE run_id = ?",
+            (key, key),
+        )
+
     def counts(self) -> list[tuple[str, int]]:
         """(rating, how many) over every stored rating: the metrics' source."""
         rows = self.db.conn.execute(

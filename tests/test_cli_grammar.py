@@ -57,6 +57,8 @@ FULL = [
     ["memory", "publish", "mem_x", "--to", "MEMORY.md"],
     ["approvals", "list"],
     ["approvals", "show", "apv_x"],
+    ["feedback", "export", "--since", "7d"],
+    ["feedback", "case", "m1"],
     ["lab", "eval", "cases"],
     ["lab", "replay", "frames.jsonl"],
     ["lab", "security"],

@@ -125,6 +125,7 @@ class StoreCollector(Collector):
         decided = store.decision_counts()
         receipted = store.receipt_counts()
         oldest = store.work.oldest_unfinished_received_at()
+        ratings = store.feedback.counts()  # one per person and answer
         gauge = GaugeMetricFamily
         frames = self._family(
             families, gauge, "dta_frames", "Frames held in the store, by outcome", ["kind"]
@@ -154,7 +155,7 @@ class StoreCollector(Collector):
         rated = self._family(
             families, gauge, "dta_feedback", "Answers' 👍 / 👎 held in the store", ["rating"]
         )
-        for rating, n in store.feedback.counts():  # one per person and answer
+        for rating, n in ratings:
             rated.add_metric([robot, rating], n)
         # The store is the queue: how long its oldest acked, unanswered event has waited.
         # Growing while the process is up means work is stuck; 0 means nothing waits.
