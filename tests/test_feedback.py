@@ -249,3 +249,14 @@ def test_answer_cards_say_their_buttons_are_shown_unless_turned_off() -> None:
 def test_a_bad_feedback_buttons_value_stops_start_up_naming_it() -> None:
     with pytest.raises(ConfigError, match="feedback_buttons"):
         validate_settings({"feedback_buttons": "maybe"}, source="dta.toml")
+
+
+def test_dingtalks_callback_shape_is_read_as_a_press() -> None:
+    """The shape a template button's press arrives in (forms doc §3.5): ``value`` as a JSON
+    string with the action id, no ``params.action``."""
+    from agent.dingtalk.card_callback import parse_click
+
+    value = {"cardPrivateData": {"actionIds": ["feedback_down"], "params": {"reason": "太长"}}}
+    data = {"outTrackId": "t1", "userId": "u1", "value": json.dumps(value), "spaceType": "IM"}
+    click = parse_click(data, "f1", T0)
+    assert (click.action, click.reason) == ("down", "太长")
