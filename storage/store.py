@@ -3,9 +3,9 @@
 One ``Store`` owns one connection of its backend (storage/backends/: SQLite by default,
 PostgreSQL for replicas); a thread that needs the store opens its own ``Store`` on the same
 target. Its records come in families, each an attribute over that one connection (events,
-work, actions, pieces, cards, approvals, forms, context, schedule, jobs, usage, inspect).
-Every method that changes more than one row does so in a single transaction, so a crash
-leaves either all of it or none of it.
+work, actions, pieces, cards, approvals, forms, context, schedule, jobs, usage, feedback,
+inspect). Every method that changes more than one row does so in a single transaction, so
+a crash leaves either all of it or none of it.
 
     store = Store("./.dta/dta.db")
     inserted = store.events.add_event(event, raw_frame)
@@ -25,6 +25,7 @@ from storage.base import Closing, StoreBase
 from storage.cards import CardRecords
 from storage.context import ContextRecords
 from storage.events import EventInsert, EventRecords
+from storage.feedback import FeedbackRecords
 from storage.forms import FormRecords
 from storage.inspect import InspectRecords
 from storage.integrity import FileIdentity, StoreHealth
@@ -76,6 +77,7 @@ class Store(Closing):
         self.schedule = ScheduleRecords(self.db)
         self.jobs = JobRecords(self.db)
         self.usage = UsageRecords(self.db)
+        self.feedback = FeedbackRecords(self.db)  # 👍 / 👎 on answers
         self.inspect = InspectRecords(self.db)
 
     # ------------------------------------------------------------------ opening, health

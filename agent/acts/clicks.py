@@ -28,9 +28,10 @@ from agent.acts.approvals import (
     settle_event,
     status_words,
 )
+from agent.acts.feedback import take_feedback
 from agent.acts.forms import FormDesk
 from agent.contracts import ApprovalStatus, CardClick, Event
-from agent.dingtalk.card_callback import CANCEL_FORM, STOP, SUBMIT
+from agent.dingtalk.card_callback import CANCEL_FORM, DOWN, STOP, SUBMIT, UP
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
@@ -57,7 +58,8 @@ def _shown(status: str, private_to: str | None = None) -> dict[str, Any]:
 
 class ClickDesk:
     """Every card click: approvals (with an approval desk), a form card's submit and
-    cancel (with a form desk), and the stop button of a streaming reply card."""
+    cancel (with a form desk), the stop button of a streaming reply card, and an
+    answer's feedback buttons."""
 
     def __init__(
         self,
@@ -86,6 +88,8 @@ class ClickDesk:
             form = self.forms.click(click)
             if form is not None:
                 return ClickAnswer(form.response, form.event, form.generation)
+        if click.action in (UP, DOWN):  # an answer's 👍 / 👎 (agent/acts/feedback.py)
+            return ClickAnswer(take_feedback(self.store, click))
         if self.desk is None:
             return ClickAnswer("OK")
         return self._decide(click, self.desk)

@@ -37,6 +37,9 @@ UPDATE_PATH = "/v1.0/card/instances"
 FLOW_INPUTTING = "2"  # a card is created on the answer's first words: it is being written
 FLOW_FINISHED = "3"
 FLOW_FAILED = "5"
+# The template shows its feedback buttons (action ids feedback_up / feedback_down) while this
+# variable is "on": DingTalk's own like/dislike component fires no callback.
+FEEDBACK_KEY, FEEDBACK_ON = "feedback", "on"
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, TokenError)
 
 
@@ -97,18 +100,28 @@ class CardAPI:
     """The three card calls for one robot and one template."""
 
     def __init__(
-        self, api: DingTalkAPI, robot_code: str, template_id: str, content_key: str
+        self,
+        api: DingTalkAPI,
+        robot_code: str,
+        template_id: str,
+        content_key: str,
+        feedback: bool = False,
     ) -> None:
         self.api = api
         self.robot_code = robot_code
         self.template_id = template_id
         self.content_key = content_key
+        # an answer's card shows its 👍 / 👎 buttons (agent/acts/feedback.py takes a press)
+        self.feedback = feedback
 
     def create_body(self, out_track_id: str, target: Origin, space: str) -> dict[str, Any]:
+        params = {"flowStatus": FLOW_INPUTTING}
+        if self.feedback:
+            params[FEEDBACK_KEY] = FEEDBACK_ON
         body: dict[str, Any] = {
             "cardTemplateId": self.template_id,
             "outTrackId": out_track_id,
-            "cardData": {"cardParamMap": {"flowStatus": FLOW_INPUTTING}},
+            "cardData": {"cardParamMap": params},
             "callbackType": "STREAM",
             "openSpaceId": space,
             "userIdType": 1,

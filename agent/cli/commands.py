@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,7 @@ def _name(args: argparse.Namespace) -> str:
         "memory": getattr(args, "memory_command", None),
         "approvals": getattr(args, "approvals_command", None),
         "jobs": getattr(args, "jobs_command", None),
+        "feedback": getattr(args, "feedback_command", None),
         "lab": getattr(args, "lab_command", None),
     }.get(args.command)
     return f"{args.command} {sub}" if sub else args.command
@@ -314,6 +317,32 @@ def jobs(args: argparse.Namespace) -> int:
                 return 0 if job else 1
             return shown.show_job(st, args.job_id, sys.stdout, zone)
         return shown.change_job(st, args.job_id, command, time.time(), zone, sys.stdout)
+def feedback(args: argparse.Namespace) -> int:
+    from agent.cli import feedback as rated
+    from agent.cli.trace_text import parse_when
+
+    try:
+        since = parse_when(args.since) if getattr(args, "since", None) else None
+    except ValueError as exc:
+        return fail(str(exc))
+    opened = open_store(args)
+    if isinstance(opened, int):
+        return opened
+    settings, st = opened
+    target = args.out.open("w", encoding="utf-8") if args.out else nullcontext(sys.stdout)
+    with st, target as out:
+        if args.feedback_command == "export":
+            written = rated.export(st, out, since, settings.timezone)
+            if args.out:
+                print(f"{written} rating(s) written to {args.out}")
+            return 0
+        draft = rated.draft_case(st, args.msg, settings.timezone)
+        if isinstance(draft, str):
+            return fail(draft, 1)
+        out.write(json.dumps(draft, ensure_ascii=False, indent=2) + "\n")
+    if args.out:
+        print(f"case draft written to {args.out}: complete its expect (TODO) before use")
+    return 0
 
 
 def _has(record: Any, status: str | None) -> bool:
@@ -354,6 +383,7 @@ HANDLERS = {
     "memory": memory,
     "approvals": approvals,
     "jobs": jobs,
+    "feedback": feedback,
     "dev": dev,
     "lab": lab,
 }

@@ -13,6 +13,7 @@
     dta skills list | probe
     dta store stats | prune --keep-days N [--vacuum]
     dta memory list | approve ID --revision N | reject ID --revision N | publish ID --to FILE
+    dta feedback export [--since 7d] [--out FILE] | case MSG [--out FILE]
     dta lab eval | replay | security | reliability NAME | bench
 
 ``--config FILE`` is read by every command that reads a configuration (default:
@@ -289,6 +290,18 @@ def _jobs_parser(commands: argparse._SubParsersAction) -> None:
         one = _add(sub, verb, what, json_output=verb == "show")
         one.add_argument("job_id")
         _store_options(one)
+def _feedback_parsers(commands: argparse._SubParsersAction) -> None:
+    """Answers' 👍 / 👎: for review, and a 👎 as a lab case draft."""
+    feedback = _add(commands, "feedback", "answers' 👍 / 👎: export for review, draft a case")
+    fb = feedback.add_subparsers(dest="feedback_command", required=True, metavar="export|case")
+    export = _add(fb, "export", "ratings as JSON lines with question, sources and answer")
+    export.add_argument("--since", help="15m, 2h, 3d (ago), 2026-01-31, or epoch seconds")
+    export.add_argument("--out", type=Path, help="write here (default: standard output)")
+    _store_options(export)
+    case = _add(fb, "case", "a lab case draft (dta.lab.case/1) from a 👎 on an answer")
+    case.add_argument("msg", metavar="MSG", help="the rated message's msgId, or its run id")
+    case.add_argument("--out", type=Path, help="write here (default: standard output)")
+    _store_options(case)
 
 
 def _lab_parsers(commands: argparse._SubParsersAction) -> None:
@@ -364,6 +377,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _operator_parsers(commands)
     _dev_parsers(commands)
+    _feedback_parsers(commands)
     _lab_parsers(commands)
     return top
 

@@ -34,6 +34,7 @@ from agent.cli.trace_records import (
     decision_record,
     delivery_records,
     event_record,
+    feedback_records,
     intent_records,
     memory_records,
     receipt_record,
@@ -98,6 +99,7 @@ class Trace:
     memory: list[dict[str, Any]] = field(default_factory=list)
     quarantined: list[dict[str, Any]] = field(default_factory=list)
     approvals: list[dict[str, Any]] = field(default_factory=list)
+    feedback: list[dict[str, Any]] = field(default_factory=list)  # 👍 / 👎 on the answer
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -136,6 +138,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
         tasks=tasks,
         memory=memory,
         approvals=approvals_of(store, msg_id, when, zone),
+        feedback=feedback_records(store, msg_id, when),
     )
 
 

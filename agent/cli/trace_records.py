@@ -175,3 +175,20 @@ def memory_records(candidates: list[Any], msg_id: str) -> list[dict[str, Any]]:
         for c in candidates
         if f"msg:{msg_id}" in c.source_refs
     ]
+
+
+RATING_SIGN = {"up": "👍", "down": "👎"}
+
+
+def feedback_records(store: Store, event_id: str, when: Clock) -> list[dict[str, Any]]:
+    """The 👍 / 👎 people gave the answer (one per person: their latest press)."""
+    return [
+        {
+            "by": rated.user_id,
+            "rating": rated.rating,
+            "sign": RATING_SIGN.get(rated.rating, rated.rating),
+            "reason": rated.reason,
+            "at": when(rated.at),
+        }
+        for rated in store.feedback.of_event(event_id)
+    ]

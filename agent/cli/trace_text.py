@@ -33,6 +33,7 @@ def render(trace: Trace) -> list[str]:
         lines.append(f"  refused {refusal['kind'] or 'request'} ({refusal['reason']}){detail}")
     lines.extend(receipt_line(receipt) for receipt in trace.receipts)
     lines.extend(approval_lines(trace.approvals))
+    lines.extend(feedback_line(rated) for rated in trace.feedback)
     lines.extend(task_line(task) for task in trace.tasks)
     for memory in trace.memory:
         lines.append(
@@ -116,6 +117,12 @@ def approval_lines(approvals: list[dict[str, Any]]) -> list[str]:
             who = named(click["user"], names)
             lines.append(f"    click by {who}: {click['action']} → {click['outcome']}")
     return lines
+
+
+def feedback_line(rated: dict[str, Any]) -> str:
+    """One person's 👍 / 👎 on the answer (their latest press), with their reason."""
+    reason = f": {rated['reason']}" if rated.get("reason") else ""
+    return f"  feedback {rated['sign']} {rated['rating']} by {rated['by']} at {rated['at']}{reason}"
 
 
 def receipt_line(receipt: dict[str, Any], every_channel: bool = True) -> str:

@@ -92,7 +92,11 @@ def build_cards(
         return None
     assert settings.robot_code and settings.card_template_id  # checked by Settings
     api = CardAPI(
-        broker.transport, settings.robot_code, settings.card_template_id, settings.card_content_key
+        broker.transport,
+        settings.robot_code,
+        settings.card_template_id,
+        settings.card_content_key,
+        feedback=settings.feedback_buttons,
     )
     pacer = CardPacer(
         store,

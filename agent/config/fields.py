@@ -168,6 +168,11 @@ class SettingsFields(BaseModel):
     # DingTalk renders a card block of more than about 3,000 Chinese characters blank while
     # its API answers success: a longer answer goes on as the next card (``<key>#2``, …).
     card_block_chars: int = Field(default=2500, ge=100, le=3000)
+    # An answer's card carries 👍 / 👎 buttons (the card variable ``feedback`` = "on"; the
+    # template's buttons have action ids feedback_up / feedback_down): each press is kept
+    # with the run it rates (agent/acts/feedback.py). Text and markdown replies carry no
+    # buttons, so they get no feedback.
+    feedback_buttons: bool = True
 
     # Proactive work (agent/proactive/heartbeat.py): every beat looks for due follow-ups, reminders
     # and expiries. Off unless ``heartbeat_interval_s`` is set; reminders need it.

@@ -125,6 +125,7 @@ class StoreCollector(Collector):
         decided = store.decision_counts()
         receipted = store.receipt_counts()
         oldest = store.work.oldest_unfinished_received_at()
+        ratings = store.feedback.counts()  # one per person and answer
         gauge = GaugeMetricFamily
         frames = self._family(
             families, gauge, "dta_frames", "Frames held in the store, by outcome", ["kind"]
@@ -151,6 +152,11 @@ class StoreCollector(Collector):
         for kind, status, reason, n in receipted:
             receipts.add_metric([robot, kind or "", status, reason or ""], n)
         self._model_families(families, robot, store)
+        rated = self._family(
+            families, gauge, "dta_feedback", "Answers' 👍 / 👎 held in the store", ["rating"]
+        )
+        for rating, n in ratings:
+            rated.add_metric([robot, rating], n)
         # The store is the queue: how long its oldest acked, unanswered event has waited.
         # Growing while the process is up means work is stuck; 0 means nothing waits.
         waiting = self._family(

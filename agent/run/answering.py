@@ -156,6 +156,11 @@ class Answering:
                 reply = _degraded(fallen, self.fallback.name, "model_unavailable", failure)
         if isinstance(reply, ProviderReply):
             self._meter(run, event, reply.usage, reply.evidence.get("degraded"))
+            if invocation.knowledge and invocation.knowledge.items:
+                # what the answer was given to answer from, kept with its run for review
+                # (dta feedback export)
+                refs = [item.ref for item in invocation.knowledge.items]
+                reply.evidence = {**reply.evidence, "sources": refs}
         else:
             self._meter(run, event, {}, None)
         return invocation, reply

@@ -10,7 +10,9 @@ fails it). Each entry checks the card's record on the fake platform:
   produced mid-stream must never reach the platform, not even for one frame);
 - ``finalized`` — not spinning any more (a final frame, or a finished or failed state);
   ``finished`` — its flow state is "finished";
-- ``min_frames`` / ``max_frames`` — bounds on the frames it took.
+- ``min_frames`` / ``max_frames`` — bounds on the frames it took;
+- ``data`` — card variables as last set (subset match: ``{"feedback": "on"}``);
+  ``private`` — per staff id, what a click's answer showed that person alone (subset).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class CardExpect(BaseModel):
     max_frames: int | None = Field(default=None, ge=0)
     # the fake marks a card that ever showed a block over what DingTalk renders as blank
     blank: bool | None = None
+    # dta extension: card variables as last set (subset), and what a click's answer showed
+    # one person only (staff id -> variables, subset)
+    data: dict[str, str] | None = None
+    private: dict[str, dict[str, str]] | None = None
 
     @model_validator(mode="after")
     def _checks_something(self) -> CardExpect:
@@ -90,4 +96,11 @@ def _card_problems(
         problems.append((f"{where}.max_frames", want.max_frames, len(frames)))
     if want.blank is not None and bool(card.get("blank")) != want.blank:
         problems.append((f"{where}.blank", want.blank, bool(card.get("blank"))))
+    held: dict[str, Any] = card.get("data") or {}
+    if want.data is not None and any(held.get(k) != v for k, v in want.data.items()):
+        problems.append((f"{where}.data", want.data, held))
+    for user, view in (want.private or {}).items():
+        seen = (card.get("private") or {}).get(user) or {}
+        if any(seen.get(k) != v for k, v in view.items()):
+            problems.append((f"{where}.private.{user}", view, seen))
     return problems

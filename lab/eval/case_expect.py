@@ -27,6 +27,7 @@ from agent.contracts import (
 )
 from lab.eval.card_cases import CardExpect
 from lab.eval.case_base import CaseModel, Fragment
+from lab.eval.feedback_cases import FeedbackExpect
 from lab.fake.platform import Channel as PlatformChannel
 
 
@@ -305,6 +306,9 @@ class Expect(CaseModel):
     # dta extension (docs/lab.md): the ask-user forms, in creation order
     forms: list[FormExpect] | None = None
     forms_count: int | None = Field(default=None, ge=0)
+    # dta extension: 👍 / 👎 on answers, one per person and answer (lab/eval/feedback_cases.py)
+    feedback: list[FeedbackExpect] | None = None
+    feedback_count: int | None = Field(default=None, ge=0)
 
     @field_validator("decisions", "processed")
     @classmethod

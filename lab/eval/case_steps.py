@@ -108,8 +108,11 @@ class ClickSpec(CaseModel):
     reason: str | None = None
     after_frames: int | None = Field(default=None, ge=1)
     # "stop" on the answer's N-th card (1: the first), pressed once a later card of it holds
-    # ``after_frames`` frames; unset: the card being streamed
+    # ``after_frames`` frames; unset: the card being streamed ("up" / "down": its last)
     card: int | None = Field(default=None, ge=1)
+    # dta extension: the callback's frame id; a later click with the same one is DingTalk
+    # delivering that callback again (it got no ack in time), not a new press
+    frame_id: str | None = Field(default=None, min_length=1)
 
 
 class Step(CaseModel):

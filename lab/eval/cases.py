@@ -194,6 +194,7 @@ class Case(CaseModel):
     id: str = Field(min_length=1)
     category: Category
     title: str
+    description: str = ""  # dta extension: why the case exists (dta feedback case fills it)
     tags: list[str] = Field(default_factory=list)
     config: dict[str, Any] = Field(default_factory=dict)
     fixtures: Fixtures = Field(default_factory=Fixtures)

@@ -15,7 +15,8 @@ from agent.contracts import Channel, Receipt, ReceiptStatus
 from lab.eval.align import as_text, message_findings
 from lab.eval.card_cases import card_findings
 from lab.eval.cases import Expect, MessageExpect
-from lab.eval.stores import Records
+from lab.eval.feedback_cases import feedback_findings, held_feedback
+from lab.eval.stores import Records, RobotStores
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,10 @@ def judge(
     problems.extend(approval_findings(expect, store))
     problems.extend(job_findings(expect, store))
     problems.extend(form_findings(expect, store))
+    if expect.feedback is not None or expect.feedback_count is not None:
+        held = held_feedback(store.stores if isinstance(store, RobotStores) else [store])
+        found = feedback_findings(expect.feedback, expect.feedback_count, held)
+        problems.extend(Check(*finding) for finding in found)
     problems.extend(reaction_findings(expect, reactions or []))
 
     if expect.platform is not None and expect.platform.calls is not None:

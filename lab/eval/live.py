@@ -30,7 +30,13 @@ from agent.runtime import Runtime
 from lab.eval.case_settings import case_provider, lab_settings
 from lab.eval.cases import Case, RestartSpec, SendSpec, Step, directory
 from lab.eval.judge import Check
-from lab.eval.play import CaseResult, play_case, reply_card_once_streaming
+from lab.eval.play import (
+    FEEDBACK_CHOICES,
+    CaseResult,
+    answer_card,
+    play_case,
+    reply_card_once_streaming,
+)
 from lab.eval.stores import Records, RobotStores
 from lab.fake import FakeDingTalk
 from lab.fake.files import parse_files
@@ -52,6 +58,8 @@ def live_skip_reason(case: Case) -> str | None:
         return "crash restarts (a crash point armed) need the in-process harness"
     if "wait" in kinds:
         return "waits on the virtual clock"
+    if any(step.click is not None and step.click.frame_id for step in case.steps):
+        return "a click delivered again under its frame id is played in-process"
     if "operator" in kinds:
         return "operator sends (dta send) do not come over the stream"
     if any(config.get("heartbeat_interval_s") is not None for config in case.configs()):
@@ -199,8 +207,13 @@ class LiveCaseRun:
             self.fake.arm_fault(step.fault)
         if step.click is not None:
             click = step.click
+            track = None
+            if click.choice in FEEDBACK_CHOICES:  # an answer card carries no msg_id variable
+                robot = (self.fake.inbound.get(click.msg) or {}).get("robotCode")
+                runtime = self.runtimes.get(str(robot), next(iter(self.runtimes.values())))
+                track = answer_card(runtime.store, click.msg, click.card)
             self.fake.click(
-                click.msg, click.by, click.choice, values=click.values, reason=click.reason
+                click.msg, click.by, click.choice, track, values=click.values, reason=click.reason
             )
             return 1
         return 0

@@ -127,3 +127,15 @@ async def reply_card_once_streaming(
         await asyncio.sleep(0.01)
     which = "no reply card" if card is None else f"no card after card {card}"
     raise ValueError(f"click: {which} of {msg!r} reached {frames} frames")
+
+
+FEEDBACK_CHOICES = ("up", "down")
+
+
+def answer_card(store: Any, msg: str, card: int | None = None) -> str:
+    """The outTrackId of the answer card the run of ``msg`` sent (its ``card``-th when an
+    answer took several; its last by default): where its feedback buttons are."""
+    tracks = [stored.out_track_id for stored in store.cards.all() if stored.event_id == msg]
+    if not tracks or (card is not None and card > len(tracks)):
+        raise ValueError(f"click: no answer card of {msg!r} to rate")
+    return tracks[-1 if card is None else card - 1]

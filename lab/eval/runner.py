@@ -26,7 +26,13 @@ from agent.runtime import Runtime
 from lab.eval.case_settings import case_provider, lab_settings
 from lab.eval.cases import Case, ClickSpec, OperatorSpec, RestartSpec, Step, directory
 from lab.eval.judge import Check
-from lab.eval.play import CaseResult, play_case, reply_card_once_streaming
+from lab.eval.play import (
+    FEEDBACK_CHOICES,
+    CaseResult,
+    answer_card,
+    play_case,
+    reply_card_once_streaming,
+)
 from lab.eval.stores import Records, RobotStores
 from lab.fake import FakeDingTalk, build_callback, callback_frame
 from lab.fake.callbacks import CARD_CALLBACK_TOPIC
@@ -249,12 +255,14 @@ class CaseRun:
         else:
             await self._drain()  # the card exists once the run that sends it has worked
             runtime, track = self._sender_of(click.msg), None
+            if click.choice in FEEDBACK_CHOICES:  # an answer card carries no msg_id variable
+                track = answer_card(runtime.store, click.msg, click.card)
         data, card = self.fake.click_data(
-            click.msg, click.by, click.choice, track, values=click.values, reason=click.reason
+            click.msg, click.by, click.choice, track, click.values, click.reason
         )
-        frame = callback_frame(
-            data, self._frame_id(), now=self.clock.now(), topic=CARD_CALLBACK_TOPIC
-        )
+        # the same ``frame_id`` again: DingTalk redelivering a callback it got no ack for
+        frame_id = click.frame_id or self._frame_id()
+        frame = callback_frame(data, frame_id, now=self.clock.now(), topic=CARD_CALLBACK_TOPIC)
         result = runtime.ingest(frame, self.clock.now())
         self.fake.show_click_answer(card, click.by, result.response)
 

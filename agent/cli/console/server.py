@@ -31,6 +31,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from agent.cli.console.feedback_view import feedback_page
 from agent.cli.console.job_views import jobs_list
 from agent.cli.console.views import Selection, approvals_list, badge, memory_queue, overview
 from agent.cli.trace import trace_message
@@ -147,6 +148,10 @@ async def jobs_page(request: web.Request) -> web.Response:
     zone = request.app[SETTINGS].timezone
     data = await _read(request, lambda store: jobs_list(store, zone))
     return _page(request, "console_jobs.html.j2", **data)
+async def feedback_view(request: web.Request) -> web.Response:
+    zone = request.app[SETTINGS].timezone
+    data = await _read(request, lambda store: feedback_page(store, zone))
+    return _page(request, "console_feedback.html.j2", **data)
 
 
 async def memory_page(request: web.Request) -> web.Response:
@@ -199,6 +204,7 @@ def build_app(open_store: Callable[[], Store], settings: Settings, token: str) -
             web.get("/memory", memory_page),
             web.get("/approvals", approvals_page),
             web.get("/jobs", jobs_page),
+            web.get("/feedback", feedback_view),
             web.post("/memory/{id}", review),
         ]
     )
