@@ -13,6 +13,8 @@
     dta skills list | probe
     dta store stats | prune --keep-days N [--vacuum]
     dta memory list | approve ID --revision N | reject ID --revision N | publish ID --to FILE
+    dta approvals list [--status S] | show ID
+    dta jobs list [--all] | show ID | cancel ID | resume ID
     dta feedback export [--since 7d] [--out FILE] | case MSG [--out FILE]
     dta lab eval | replay | security | reliability NAME | bench
 
@@ -46,6 +48,7 @@ from importlib import metadata
 from pathlib import Path
 
 from agent.cli.dev_options import add_message_options
+from agent.cli.standing_parsers import standing_parsers
 
 EXIT_CODES = """exit status: 0 done, 1 a check failed or nothing was found, 2 usage or
 configuration error (or a start refused), 3 the store was lost while running (run only),
@@ -268,40 +271,11 @@ def _store_parsers(commands: argparse._SubParsersAction) -> None:
     shown = _add(apv, "show", "one approval: its snapshot, clicks and receipts", json_output=True)
     shown.add_argument("approval_id")
     _store_options(shown)
-    _jobs_parser(commands)
     pub = _add(mem, "publish", "append an approved candidate to Markdown (dry run first)")
     pub.add_argument("candidate_id")
     pub.add_argument("--to", type=Path, required=True, help="the Markdown file")
     pub.add_argument("--expect-hash", help="the file's hash from the dry run")
     _store_options(pub)
-
-
-def _jobs_parser(commands: argparse._SubParsersAction) -> None:
-    jobs = _add(commands, "jobs", "recurring jobs, their slots and receipts")
-    sub = jobs.add_subparsers(dest="jobs_command", required=True, metavar="list|show|cancel|resume")
-    listed = _add(sub, "list", "jobs, oldest first", json_output=True)
-    listed.add_argument("--all", action="store_true", help="cancelled ones too")
-    _store_options(listed)
-    for verb, what in (
-        ("show", "one job and its latest slots"),
-        ("cancel", "cancel a job"),
-        ("resume", "make a paused job active again, from its next slot"),
-    ):
-        one = _add(sub, verb, what, json_output=verb == "show")
-        one.add_argument("job_id")
-        _store_options(one)
-def _feedback_parsers(commands: argparse._SubParsersAction) -> None:
-    """Answers' 👍 / 👎: for review, and a 👎 as a lab case draft."""
-    feedback = _add(commands, "feedback", "answers' 👍 / 👎: export for review, draft a case")
-    fb = feedback.add_subparsers(dest="feedback_command", required=True, metavar="export|case")
-    export = _add(fb, "export", "ratings as JSON lines with question, sources and answer")
-    export.add_argument("--since", help="15m, 2h, 3d (ago), 2026-01-31, or epoch seconds")
-    export.add_argument("--out", type=Path, help="write here (default: standard output)")
-    _store_options(export)
-    case = _add(fb, "case", "a lab case draft (dta.lab.case/1) from a 👎 on an answer")
-    case.add_argument("msg", metavar="MSG", help="the rated message's msgId, or its run id")
-    case.add_argument("--out", type=Path, help="write here (default: standard output)")
-    _store_options(case)
 
 
 def _lab_parsers(commands: argparse._SubParsersAction) -> None:
@@ -377,7 +351,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _operator_parsers(commands)
     _dev_parsers(commands)
-    _feedback_parsers(commands)
+    standing_parsers(commands, _add, _store_options)
     _lab_parsers(commands)
     return top
 

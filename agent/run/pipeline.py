@@ -51,7 +51,7 @@ from agent.run.ways import ActAs
 from gates.response import ResponseGate
 from skills.language import is_english
 from skills.loader import allowed_tools
-from skills.providers.base import ProviderFailed
+from skills.providers.base import ProviderFailed, ProviderReply
 from storage import Lease, LeaseLost, Store
 from storage.patience import is_transient
 
@@ -227,14 +227,7 @@ class Pipeline:
         own = await self._own_or_form_reply(event, run)
         if own is not None:
             return own
-        # (a look at the burst's media only when a waiting task needs it)
-        brings = partial(supplies, event, self.invocations)
-        # a job's slot, answered like its owner's question, is no word of the person's: it
-        # neither resumes nor stops their task (a form's submit does resume its own)
-        if event.scheduled is not None and event.scheduled.kind == "job":
-            start = TaskStart()
-        else:
-            start = self.tasks.begin(run, event.text, supplies=self._answers_form(event) or brings)
+        start = self._task_start(event, run)
         if start.stop:
             ended = f"task {start.cancelled.task_id}" if start.cancelled else "nothing running"
             return self.endings.end_silent(run, SilentReason.TASK_CANCELLED, f"stop: {ended}")
@@ -248,14 +241,7 @@ class Pipeline:
         )
         if isinstance(reply, ProviderFailed):
             return await self.endings.fail_honestly(run, reply, outcome)
-        run = run.model_copy(
-            update={
-                "usage": reply.usage,
-                "evidence": reply.evidence,
-                "answered_by": reply.evidence.get("answered_by"),
-                "degraded": reply.evidence.get("degraded"),
-            }
-        )
+        run = _answered(run, reply)
         if not reply.requests and outcome.terminal is None:
             if outcome.acked:
                 empty = ProviderFailed("no_answer", "nothing after the ack")
@@ -297,6 +283,16 @@ class Pipeline:
             return own
         problem = self.forms.take(event)
         return None if problem is None else await self.hands.say(run, problem)
+
+    def _task_start(self, event: Event, run: Run) -> TaskStart:
+        """Where the run stands with the thread's task: resumed, stopped or none."""
+        # a job's slot, answered like its owner's question, is no word of the person's: it
+        # neither resumes nor stops their task (a form's submit does resume its own)
+        if event.scheduled is not None and event.scheduled.kind == "job":
+            return TaskStart()
+        # (a look at the burst's media only when a waiting task needs it)
+        brings = partial(supplies, event, self.invocations)
+        return self.tasks.begin(run, event.text, supplies=self._answers_form(event) or brings)
 
     def _answers_form(self, event: Event) -> bool:
         """The event carries a form's answer (its card's submit, or the asker's numbered
@@ -363,6 +359,18 @@ class Pipeline:
             created_at=now,
             updated_at=now,
         )
+
+
+def _answered(run: Run, reply: ProviderReply) -> Run:
+    """The run with what the provider's reply says of itself: tokens, evidence, who answered."""
+    return run.model_copy(
+        update={
+            "usage": reply.usage,
+            "evidence": reply.evidence,
+            "answered_by": reply.evidence.get("answered_by"),
+            "degraded": reply.evidence.get("degraded"),
+        }
+    )
 
 
 def _answer_way(task_work: bool, by_host: bool = False) -> ActAs:
