@@ -3,9 +3,9 @@
 One ``Store`` owns one connection of its backend (storage/backends/: SQLite by default,
 PostgreSQL for replicas); a thread that needs the store opens its own ``Store`` on the same
 target. Its records come in families, each an attribute over that one connection (events,
-work, actions, pieces, cards, approvals, forms, context, schedule, jobs, usage, feedback,
-inspect). Every method that changes more than one row does so in a single transaction, so
-a crash leaves either all of it or none of it.
+work, actions, pieces, cards, approvals, forms, context, schedule, jobs, knowledge, usage,
+feedback, inspect). Every method that changes more than one row does so in a single
+transaction, so a crash leaves either all of it or none of it.
 
     store = Store("./.dta/dta.db")
     inserted = store.events.add_event(event, raw_frame)
@@ -30,6 +30,7 @@ from storage.forms import FormRecords
 from storage.inspect import InspectRecords
 from storage.integrity import FileIdentity, StoreHealth
 from storage.jobs import JobRecords
+from storage.knowledge import KnowledgeRecords
 from storage.pieces import PieceRecords
 from storage.schedule import ScheduleRecords
 from storage.usage import ModelUsage, TokensSpent, UsageRecords
@@ -76,6 +77,7 @@ class Store(Closing):
         self.context = ContextRecords(self.db)
         self.schedule = ScheduleRecords(self.db)
         self.jobs = JobRecords(self.db)
+        self.knowledge = KnowledgeRecords(self.db)  # snapshots from DingTalk
         self.usage = UsageRecords(self.db)
         self.feedback = FeedbackRecords(self.db)  # 👍 / 👎 on answers
         self.inspect = InspectRecords(self.db)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from agent.config.parts import JobEntry, McpServer, ModelPrice
+from agent.config.parts import JobEntry, KnowledgeSource, McpServer, ModelPrice
 from agent.contracts import AgentDefinition
 from agent.contracts.filetypes import MAX_UPLOAD_BYTES
 
@@ -193,6 +193,15 @@ class SettingsFields(BaseModel):
     # (once: only the latest missed slot; older ones are skipped with a reason).
     jobs: list[JobEntry] = Field(default_factory=list)
     job_catch_up_s: float = Field(default=3600, ge=0)
+
+    # Knowledge that lives in DingTalk (agent/knowledge/): docs, knowledge bases and AI
+    # tables, snapshotted every ``knowledge_sync_s`` (with jitter) by ``knowledge_reader``
+    # (a unionId; a source may name its own), served beside ``knowledge_dir``; an asker's
+    # right to read a doc is asked of DingTalk and kept ``knowledge_permission_ttl_s``.
+    knowledge_sources: list[KnowledgeSource] = Field(default_factory=list)
+    knowledge_reader: str | None = None
+    knowledge_sync_s: float = Field(default=3600, ge=60)
+    knowledge_permission_ttl_s: float = Field(default=300, ge=0)
 
     # read OpenAPI sends back from DingTalk: receipts say "verified", not just "accepted"
     verify_by_readback: bool = False

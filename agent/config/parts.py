@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent.contracts.jobs import schedule_error
@@ -82,3 +84,46 @@ class JobEntry(BaseModel):
         if error is not None:
             raise ValueError(f"schedule {self.schedule!r}: {error}")
         return self
+
+
+class KnowledgeSource(BaseModel):
+    """A knowledge source in DingTalk (``[[knowledge_sources]]``): exactly one of ``doc`` (one
+    doc's node id), ``wiki`` (a knowledge base: its workspace id, every doc and AI table in
+    it) or ``table`` (an AI table's base id; ``fields`` the columns that make a record's text,
+    all of them when empty). ``reader``: the unionId whose rights the snapshots are taken
+    with. ``scope``: where its sections may be served — ``"dm"``, ``"groups"`` or a list of
+    group ``cid``s; unset: DMs only. In a DM each section also needs the asker's own right to
+    read its doc; in a group, the source must name the group (or ``"groups"``: the operator
+    marks it fit for every group, as shared with them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc: str | None = Field(default=None, min_length=1)
+    wiki: str | None = Field(default=None, min_length=1)
+    table: str | None = Field(default=None, min_length=1)
+    fields: list[str] = Field(default_factory=list)
+    reader: str | None = Field(default=None, min_length=1)
+    scope: Literal["dm", "groups"] | list[str] | None = None
+    name: str | None = Field(default=None, max_length=64)  # how status and the console call it
+
+    @model_validator(mode="after")
+    def _one_target(self) -> KnowledgeSource:
+        given = [k for k in ("doc", "wiki", "table") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a knowledge source names exactly one of doc, wiki, table")
+        if self.fields and self.table is None:
+            raise ValueError("fields are a table's")
+        return self
+
+    @property
+    def kind(self) -> Literal["doc", "wiki", "table"]:
+        return "doc" if self.doc else "wiki" if self.wiki else "table"
+
+    @property
+    def target(self) -> str:
+        return str(self.doc or self.wiki or self.table)
+
+    @property
+    def key(self) -> str:
+        """The source's identity in the store: its kind and target."""
+        return f"{self.kind}:{self.target}"

@@ -132,6 +132,23 @@ class Settings(SettingsFields):
         return self
 
     @model_validator(mode="after")
+    def _knowledge_sources_can_be_read(self) -> Settings:
+        keys = [source.key for source in self.knowledge_sources]
+        if len(set(keys)) != len(keys):
+            raise ValueError("knowledge_sources: two entries name the same doc, wiki or table")
+        for i, source in enumerate(self.knowledge_sources):
+            if source.reader is None and self.knowledge_reader is None:
+                raise ValueError(
+                    f"knowledge_sources[{i}]: no reader; set its reader or knowledge_reader"
+                    " (the unionId whose rights the snapshots are taken with)"
+                )
+        if self.knowledge_sources and not (self.client_id and self.client_secret):
+            raise ValueError(
+                "knowledge_sources needs client_id and client_secret: docs are read by the OpenAPI"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _jobs_can_run(self) -> Settings:
         names = [job.name for job in self.jobs]
         if len(set(names)) != len(names):

@@ -118,15 +118,21 @@ class KnowledgeItem(Contract):
     """One section of the knowledge folder, or one published memory, that matches the
     message: what a model answers from and names as its source."""
 
-    ref: str  # "hr/leave.md#病假", or "memory:<candidate_id>"
-    kind: Literal["knowledge", "memory"]
-    file: str | None = None
+    ref: str  # "hr/leave.md#病假", "memory:<candidate_id>", or "dingtalk:<doc id>#<heading>"
+    # "dingtalk": a section of a DingTalk doc or AI table snapshotted into the store
+    kind: Literal["knowledge", "memory", "dingtalk"]
+    file: str | None = None  # the folder's file, or the DingTalk doc's title
     section: str | None = None
     content: str
     sha256: str  # of the whole section, so a quote can be checked against its source
     truncated: bool = False
     original_length: int | None = None
     scope: str | None = None  # a memory's conversation
+    # a DingTalk doc's: which, where it opens, as of when (what an answer cites)
+    doc_id: str | None = None
+    link: str | None = None
+    as_of: str | None = None  # the doc's (or record's) modified time, in the team's zone
+    as_of_epoch: float | None = None
 
 
 class Grounding(Sourced):
@@ -141,6 +147,10 @@ class Grounding(Sourced):
     nothing_found: str | None = None
     # memories withdrawn here (「忘掉…」, a tombstone proposed or published): never served
     withdrawn: list[str] = Field(default_factory=list)
+    # DingTalk docs that matched but the asker may not read (never shown, never quoted):
+    # the answer may say a source exists that they cannot open
+    unreadable: int = 0
+    docs: int = 0  # DingTalk docs and tables searched beside the folder
 
 
 class Repair(Contract):

@@ -17,9 +17,14 @@ nothing, the person's previous turn is searched with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Protocol
+from zoneinfo import ZoneInfo
 
 from agent.contracts import (
+    ConversationType,
     Event,
     Grounding,
     KnowledgeItem,
@@ -58,14 +63,51 @@ def _memory_section(memory: MemoryCandidate) -> Section:
     return replace(section, trail=(), memory_id=memory.candidate_id, scope=memory.scope_id)
 
 
+# May a DingTalk doc's section be served in this event's conversation (the operator's scope)
+Serves = Callable[[Section, Event], bool]
+
+
+class ReadRights(Protocol):
+    """The asker's right to read a DingTalk doc (``agent/knowledge/rights.py``)."""
+
+    async def may_read(self, user_id: str, doc_id: str, modified_at: float | None) -> bool: ...
+
+
+async def readable_only(grounding: Grounding, event: Event, rights: ReadRights) -> Grounding:
+    """The grounding without the DingTalk docs the asker may not read: their sections never
+    reach the model, only their count (the answer may say a source exists they cannot
+    open). In a group every section served was named for it by the operator (``Serves``);
+    the asker's own right is asked in a DM."""
+    docs = {(i.doc_id, i.as_of_epoch) for i in grounding.items if i.kind == "dingtalk"}
+    if not docs or event.conversation.type is ConversationType.GROUP:
+        return grounding
+    denied = {
+        doc_id
+        for doc_id, as_of in docs
+        if doc_id is not None and not await rights.may_read(event.actor.user_id, doc_id, as_of)
+    }
+    if not denied:
+        return grounding
+    kept = [i for i in grounding.items if i.doc_id not in denied]
+    return grounding.model_copy(update={"items": kept, "unreadable": len(denied)})
+
+
 class Grounder:
     def __init__(
-        self, knowledge: KnowledgeBase, store: Store, limits: GroundingLimits, agent_name: str
+        self,
+        knowledge: KnowledgeBase,
+        store: Store,
+        limits: GroundingLimits,
+        agent_name: str,
+        serves: Serves | None = None,
+        timezone: ZoneInfo | None = None,
     ) -> None:
         self.knowledge = knowledge
         self.store = store
         self.limits = limits
         self.agent_name = agent_name
+        self.serves = serves or (lambda section, event: False)
+        self.timezone = timezone or ZoneInfo("Asia/Shanghai")
 
     def ground(self, event: Event, text: str, recent: RecentExchange | None) -> Grounding:
         scope = event.conversation.id
@@ -79,10 +121,16 @@ class Grounder:
             and m.candidate_id not in withdrawn
         ]
         query = clean_text(text, self.agent_name)
-        hits = self._search(query, scope, withdrawn, published)
+
+        def visible(section: Section) -> bool:
+            if section.doc is not None:
+                return self.serves(section, event)
+            return section.visible_in(scope, withdrawn)
+
+        hits = self._search(query, visible, published)
         if not hits and recent is not None and recent.turns:
             query = f"{recent.turns[-1].said} {query}"
-            hits = self._search(query, scope, withdrawn, published)
+            hits = self._search(query, visible, published)
         files = self.knowledge.file_count
         sections = sum(1 for s in self.knowledge.sections if s.own)  # those searched
         grounding = Grounding(
@@ -93,6 +141,7 @@ class Grounder:
             memories=len(published),
             items=[self._item(h) for h in hits],
             withdrawn=sorted(withdrawn),
+            docs=self.knowledge.doc_count,
         )
         if not self.knowledge.configured and not published:
             grounding.missing = "no knowledge folder is configured and nothing is remembered here"
@@ -104,14 +153,10 @@ class Grounder:
         return grounding
 
     def _search(
-        self,
-        query: str,
-        scope: str,
-        withdrawn: frozenset[str],
-        published: list[MemoryCandidate],
+        self, query: str, visible: Callable[[Section], bool], published: list[MemoryCandidate]
     ) -> list[Hit]:
         k = self.limits.items
-        hits = self.knowledge.retrieve(query, k, lambda s: s.visible_in(scope, withdrawn))
+        hits = self.knowledge.retrieve(query, k, visible)
         seen = {h.section.memory_id for h in hits}
         kept = [m for m in published if m.candidate_id not in seen]
         # Kept only in the store: ranked on their own (their scores do not compare with
@@ -124,6 +169,8 @@ class Grounder:
         limit = self.limits.item_chars
         content = section.own
         cut = len(content) > limit
+        if section.doc is not None:
+            return self._doc_item(section, content, cut, limit)
         if section.memory_id is not None:
             ref, kind, file = f"memory:{section.memory_id}", "memory", None
             if not section.source.startswith("memory:"):
@@ -141,4 +188,26 @@ class Grounder:
             truncated=cut,
             original_length=len(content) if cut else None,
             scope=section.scope,
+        )
+
+    def _doc_item(self, section: Section, content: str, cut: bool, limit: int) -> KnowledgeItem:
+        """A DingTalk doc's (or AI table's) section: cited by its title, link and as-of."""
+        doc = section.doc
+        assert doc is not None
+        as_of = None
+        if doc.as_of is not None:
+            as_of = datetime.fromtimestamp(doc.as_of, self.timezone).strftime("%Y-%m-%d %H:%M")
+        return KnowledgeItem(
+            ref=f"dingtalk:{doc.doc_id}#{section.heading}",
+            kind="dingtalk",
+            file=doc.title,
+            section=section.heading if section.heading != doc.title else None,
+            content=content[:limit] if cut else content,
+            sha256=sha256_text(content)[:16],
+            truncated=cut,
+            original_length=len(content) if cut else None,
+            doc_id=doc.doc_id,
+            link=doc.link,
+            as_of=as_of,
+            as_of_epoch=doc.as_of,
         )

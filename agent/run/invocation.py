@@ -49,7 +49,7 @@ from agent.contracts import (
 from agent.dingtalk.readers import quoted_text
 from agent.dingtalk.transport import DingTalkTransport
 from agent.run.forgetting import after_last_forget
-from agent.run.grounding import Grounder
+from agent.run.grounding import Grounder, ReadRights, readable_only
 from agent.run.identities import IdentityDirectory
 from agent.run.media import MediaFetcher
 from gates.action_case import words_of
@@ -145,8 +145,10 @@ class InvocationBuilder:
         media: MediaFetcher | None = None,
         identities: IdentityDirectory | None = None,
         grounder: Grounder | None = None,
+        rights: ReadRights | None = None,
     ) -> None:
         self.store = store
+        self.rights = rights  # who may read a DingTalk doc (None: no DingTalk knowledge)
         self.clock = clock
         self.transport = transport
         self.limits = limits
@@ -173,6 +175,8 @@ class InvocationBuilder:
             quote.media = [m.media_id for m in media if m.part_of == "quote"]
         recent = self.recent(event)
         knowledge = self.grounder.ground(event, text, recent) if self.grounder else None
+        if knowledge is not None and self.rights is not None:
+            knowledge = await readable_only(knowledge, event, self.rights)
         return EnrichedInvocation(
             run_id=run.run_id,
             event=event,

@@ -35,9 +35,10 @@ from skills.language import clean_text, is_english
 from skills.loader import Skill, allowed_actions
 from skills.providers import arithmetic, followup, reminders
 from skills.providers.base import ProviderReply, ask, reply, silence
+from skills.retrieval.doc_items import cited, doc_sections
 from skills.retrieval.folder import KnowledgeBase, excerpt
 from skills.retrieval.sections import Section
-from skills.retrieval.strict import Match
+from skills.retrieval.strict import Match, best_match
 
 
 def _compile(*patterns: str) -> re.Pattern[str]:
@@ -187,7 +188,9 @@ class RulesProvider:
                 return about
             # A question with a screenshot: answer the question; the picture is mentioned
             # only where it matters (when the words alone found no answer).
-            answer = self._answer(text, english, redirect_kind(text), visible_to(invocation))
+            answer = self._answer(
+                text, english, redirect_kind(text), visible_to(invocation), invocation
+            )
             if answer["text"] == self._dont_know(english):
                 answer["text"] += "\n" + media.picture_note(invocation, english)
             return answer
@@ -209,7 +212,7 @@ class RulesProvider:
             reminder = reminders.reminder_reply(text, sent_at, self.timezone, english)
             if reminder is not None:
                 return reminder
-        answer = self._answer(text, english, kind, visible_to(invocation))
+        answer = self._answer(text, english, kind, visible_to(invocation), invocation)
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]
         return answer
@@ -239,6 +242,7 @@ class RulesProvider:
         english: bool,
         kind: str | None,
         visible: Callable[[Section], bool] | None = None,
+        invocation: EnrichedInvocation | None = None,
     ) -> dict[str, Any]:
         if kind == "impersonate":
             return reply(_IMPERSONATE_EN if english else _IMPERSONATE_ZH)
@@ -251,8 +255,13 @@ class RulesProvider:
             return reply(self._introduction(english))
         # without a conversation to scope it to, no published memory is served at all
         match = self.knowledge.search(cleaned, visible or (lambda s: s.memory_id is None))
+        if match is None and invocation is not None:  # the DingTalk docs the asker may read
+            match = best_match(cleaned, doc_sections(invocation))
         if match is not None:
-            return reply(_from_knowledge(match, english))
+            return reply(_from_knowledge(match, english, self.timezone))
+        unreadable = invocation.knowledge.unreadable if invocation and invocation.knowledge else 0
+        if unreadable:
+            return reply(_UNREADABLE_EN if english else _UNREADABLE_ZH)
         return reply(self._dont_know(english))
 
     def _introduction(self, english: bool) -> str:
@@ -292,6 +301,17 @@ class RulesProvider:
         )
 
 
+# A DingTalk doc matched, but the asker may not open it: said, never quoted.
+_UNREADABLE_ZH = (
+    "有一份相关的钉钉文档，但你没有查看它的权限，所以我不能引用里面的内容。"
+    "可以请文档的负责人给你开通权限，或者问问负责这方面的同事。"
+)
+_UNREADABLE_EN = (
+    "There is a DingTalk doc on this, but you don't have access to it, so I can't quote it. "
+    "Ask its owner for access, or a colleague who handles this."
+)
+
+
 def visible_to(invocation: EnrichedInvocation) -> Callable[[Section], bool]:
     """Which sections this run may be given: published memory only in its own
     conversation, and none that someone asked to forget."""
@@ -301,9 +321,14 @@ def visible_to(invocation: EnrichedInvocation) -> Callable[[Section], bool]:
     return lambda section: section.visible_in(scope, withdrawn)
 
 
-def _from_knowledge(match: Match, english: bool) -> str:
+def _from_knowledge(match: Match, english: bool, tz: ZoneInfo) -> str:
     section = match.section
     content = excerpt(section.content)
+    if section.doc is not None:
+        where, link = cited(section, tz, english)
+        if english:
+            return f"From {where}:\n{content}{link}"
+        return f"根据{where}：\n{content}{link}"
     if english:
         where = f'"{section.source}"'
         if section.level:

@@ -7,7 +7,7 @@ restart — and the BM25 index is rebuilt from the new sections on the next retr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from skills.retrieval.bm25 import Bm25Index, Hit
@@ -29,8 +29,17 @@ def excerpt(content: str, limit: int = MAX_CONTENT_CHARS) -> str:
 class KnowledgeBase:
     """The Markdown files under one folder (recursively), parsed once and cached."""
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(
+        self,
+        root: Path | None,
+        extra: Callable[[], tuple[Hashable, list[Section]]] | None = None,
+    ) -> None:
         self.root = root
+        # Sections kept elsewhere (DingTalk docs snapshotted into the store), with a
+        # signature that moves when they change: indexed beside the folder's.
+        self.extra = extra
+        self._extra_signature: Hashable = None
+        self._extra: list[Section] = []
         self._signature: tuple[tuple[str, int, int], ...] | None = None
         self._sections: list[Section] = []
         self._index: Bm25Index | None = None
@@ -38,7 +47,13 @@ class KnowledgeBase:
 
     @property
     def configured(self) -> bool:
-        return self.root is not None
+        return self.root is not None or self.extra is not None
+
+    @property
+    def doc_count(self) -> int:
+        """The DingTalk docs and tables among the sections (snapshots)."""
+        self.refresh()
+        return len({(s.doc.source, s.doc.doc_id) for s in self._extra if s.doc is not None})
 
     def _files(self) -> list[Path]:
         root = self.root
@@ -51,7 +66,16 @@ class KnowledgeBase:
         )
 
     def refresh(self) -> None:
-        """Re-parse only if the set of files or any mtime/size changed since last time."""
+        """Re-parse only if the set of files or any mtime/size changed since last time (and
+        take the snapshots again only when their signature moved)."""
+        if self.extra is not None:
+            signature, extra = self.extra()
+            if signature != self._extra_signature:
+                self._extra_signature, self._extra = signature, extra
+                self._index = None
+        self._refresh_folder()
+
+    def _refresh_folder(self) -> None:
         stats: list[tuple[Path, int, int]] = []
         for path in self._files():
             try:
@@ -83,14 +107,15 @@ class KnowledgeBase:
     @property
     def sections(self) -> list[Section]:
         self.refresh()
-        return list(self._sections)
+        return [*self._sections, *self._extra]
 
     def search(
         self, question: str, visible: Callable[[Section], bool] | None = None
     ) -> Match | None:
         """The rules provider's one best section (its stricter cut-offs), among the visible."""
         self.refresh()
-        sections = self._sections if visible is None else filter(visible, self._sections)
+        every = [*self._sections, *self._extra]
+        sections = every if visible is None else filter(visible, every)
         return best_match(question, sections)
 
     def retrieve(
@@ -99,5 +124,5 @@ class KnowledgeBase:
         """Up to ``k`` matching sections for a model's grounding (BM25 over bigrams)."""
         self.refresh()
         if self._index is None:
-            self._index = Bm25Index(self._sections)
+            self._index = Bm25Index([*self._sections, *self._extra])
         return self._index.search(question, k, visible)

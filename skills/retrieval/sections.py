@@ -22,6 +22,19 @@ _FOOTNOTE_SCOPE = re.compile(r"· scope (\S+) ·")
 
 
 @dataclass(frozen=True)
+class DocOrigin:
+    """Where a section snapshotted from DingTalk comes from (``agent/knowledge/``): its source,
+    doc, title and link, as of when, and where the operator lets it be served."""
+
+    source: str  # the knowledge source's key ("wiki:<workspace>", "doc:<id>", "table:<base>")
+    doc_id: str
+    title: str
+    link: str | None
+    as_of: float | None
+    kind: str = "doc"  # doc | table
+
+
+@dataclass(frozen=True)
 class Section:
     """A heading and the text under it, up to the next heading of the same or higher level."""
 
@@ -41,6 +54,7 @@ class Section:
     # through the subsections): what a ranked search indexes, so a parent never repeats
     # its children
     own: str = ""
+    doc: DocOrigin | None = None  # a DingTalk doc's or AI table's (None: the folder's)
 
     def visible_in(self, scope: str, withdrawn: frozenset[str] = frozenset()) -> bool:
         """May a run in conversation ``scope`` be given this section?"""

@@ -3,7 +3,8 @@
 
 - ``pipeline``: 1-7, the pipeline's records, the store as its queue, cards, proactive tasks;
 - ``acts``: 8-15, budgets by time, model usage, approvals and read-backs, an answer's pieces;
-- ``standing``: 16-18, recurring jobs, feedback on answers, ask-user forms.
+- ``standing``: 16-19, recurring jobs, feedback on answers, ask-user forms, knowledge
+  snapshots from DingTalk.
 
 Never edit a released migration: append a new one to the last era's list (``standing.STANDING``), or
 start a new era module and add it at the end here. ``storage/schema.py`` renders them.

@@ -1,5 +1,5 @@
-"""Migrations 16-18: standing work — recurring jobs and their runs, answers' feedback, and
-ask-user forms waiting for their asker.
+"""Migrations 16-19: standing work — recurring jobs and their runs, answers' feedback,
+ask-user forms waiting for their asker — and knowledge snapshotted from DingTalk.
 
 Released once landed: never edit one then; a new migration is appended to this list.
 """
@@ -97,6 +97,54 @@ STANDING: list[Migration] = [
         CREATE INDEX forms_thread ON forms (thread_key, status);
         CREATE INDEX forms_due ON forms (status, expires_at);
         CREATE INDEX forms_answer ON forms (answer_event_id);
+        """,
+    ),
+    Migration(
+        # Knowledge that lives in DingTalk, snapshotted with provenance: each doc (or AI
+        # table) of a source with its title, link, modified time and content hash; its
+        # sections in order (a table's records are its sections); each source's last good
+        # sync and its problem; and an asker's right to read a doc, as DingTalk said it at a
+        # modified time (kept a short while: the permission probe's cache).
+        "19: knowledge snapshots from DingTalk, and who may read them",
+        """
+        CREATE TABLE knowledge_docs (
+            source TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            title TEXT NOT NULL,
+            url TEXT,
+            modified_at {real},
+            content_hash TEXT NOT NULL,
+            fetched_at {real} NOT NULL,
+            changed_at {real} NOT NULL,
+            status TEXT NOT NULL,
+            reason TEXT,
+            PRIMARY KEY (source, doc_id)
+        );
+        CREATE TABLE knowledge_sections (
+            source TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            position {integer} NOT NULL,
+            path TEXT NOT NULL,
+            text TEXT NOT NULL,
+            modified_at {real},
+            PRIMARY KEY (source, doc_id, position)
+        );
+        CREATE TABLE knowledge_sources (
+            source TEXT PRIMARY KEY,
+            last_ok_at {real},
+            last_attempt_at {real} NOT NULL,
+            problem TEXT,
+            docs {integer} NOT NULL DEFAULT 0
+        );
+        CREATE TABLE knowledge_reads (
+            union_id TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            modified_at {real},
+            allowed {integer} NOT NULL,
+            checked_at {real} NOT NULL,
+            PRIMARY KEY (union_id, doc_id)
+        );
         """,
     ),
 ]
