@@ -39,6 +39,7 @@ from agent.contracts import Event
 from agent.crashpoints import CrashPoints
 from agent.dingtalk.ingest import FrameKind, Ingestor, IngestResult
 from agent.dingtalk.transport import DingTalkTransport
+from agent.knowledge.sync import sync_forever
 from agent.run.dispatcher import Dispatcher
 from agent.run.retries import RETRY_BASE_S, RETRY_MAX_S, RetryQueue
 from agent.run.thread_claims import ThreadClaims
@@ -99,6 +100,7 @@ class Runtime:
         # Acts and approvals (agent/acts/): None unless a write tool is enabled.
         self.acts = parts.acts
         self.mcp = parts.mcp  # MCP servers as tool sources, connected at start
+        self.knowledge = parts.knowledge  # DingTalk docs as sources, synced on a schedule
         # card clicks (approvals, forms, a streaming card's stop); forms waiting for askers
         self.clicks, self.forms = parts.clicks, parts.forms
         self.ingestor = Ingestor(
@@ -128,6 +130,7 @@ class Runtime:
         self._renewed_at = float("-inf")
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._sync_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Runtime:
         await self.start()
@@ -177,7 +180,13 @@ class Runtime:
                 },
             )
         if recovery_loop:
-            self._loop_task = asyncio.get_running_loop().create_task(self._recover_forever())
+            loop = asyncio.get_running_loop()
+            self._loop_task = loop.create_task(self._recover_forever())
+            if self.knowledge is not None:
+                every = self.settings.knowledge_sync_s
+                self._sync_task = loop.create_task(
+                    sync_forever(self.knowledge.sync, self.clock, every)
+                )
         return resumed
 
     def ingest(self, raw: str | bytes, received_at: float | None = None) -> IngestResult:
@@ -366,6 +375,8 @@ class Runtime:
         await self.drain()
 
     async def aclose(self) -> None:
+        if self._sync_task is not None:
+            self._sync_task.cancel()
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -49,6 +49,8 @@ ROWS = (
     # the tools read the acts' outcome vocabulary (pure: contracts and gates)
     Row("builtin_tools", ("agent/tools/builtin.py",), (*RUNTIME_BELOW, "tools", "dingtalk")),
     Row("tools", ("agent/tools/",), (*RUNTIME_BELOW, "builtin_tools", "dingtalk", "told")),
+    # DingTalk docs as knowledge: synced through the wire, served by the run's grounding
+    Row("knowledge", ("agent/knowledge/",), (*RUNTIME_BELOW, "dingtalk")),
     Row("run", ("agent/run/",), (*RUNTIME_BELOW, "dingtalk", "tools", "builtin_tools")),
     Row("cards", ("agent/cards/",), (*RUNTIME_BELOW, "dingtalk", "tools", "builtin_tools", "run")),
     Row("told", ("agent/acts/told.py",), ("contracts", "gates")),

@@ -30,6 +30,7 @@ from agent.components.acts import (
     build_mcp,
     tool_box,
 )
+from agent.components.knowledge import KnowledgeParts, build_knowledge
 from agent.components.own_events import build_jobs, build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
@@ -162,13 +163,16 @@ class PipelineParts:
     clicks: ClickDesk | None = None  # card clicks: approvals, a streaming card's stop
     mcp: McpSources | None = None  # MCP servers as tool sources (started with the runtime)
     forms: FormParts | None = None  # ask-user forms: their desk, and cards with a template
+    knowledge: KnowledgeParts | None = None  # DingTalk docs as sources (knowledge_sources)
 
 
 def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipeline:
     """One event's way from the gate to its receipts, with its invocation builder (the
     directory and media behind it), its task keeper and every limit from ``settings``."""
     store, clock, transport = parts.store, parts.clock, parts.transport
-    knowledge = KnowledgeBase(settings.knowledge_dir)  # the grounding's, and forgetting's
+    docs = parts.knowledge  # DingTalk docs beside the folder (None: none configured)
+    # the grounding's, and forgetting's: the folder, and the DingTalk snapshots
+    knowledge = KnowledgeBase(settings.knowledge_dir, docs.snapshots if docs else None)
     invocations = InvocationBuilder(
         store,
         clock,
@@ -181,7 +185,10 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
             store,
             GroundingLimits(settings.knowledge_items, settings.knowledge_item_chars),
             settings.agent.name,
+            docs.serves if docs else None,
+            docs.timezone if docs else None,
         ),
+        docs.rights if docs else None,
     )
     reactions = build_reactions(settings, parts)
     acting = build_acting(settings, parts, reactions)
@@ -330,6 +337,7 @@ def build_parts(
         clicks=build_clicks(settings, store, acts, forms),
         mcp=mcp,
         forms=forms,
+        knowledge=build_knowledge(settings, store, clock, transport),
     )
 
 

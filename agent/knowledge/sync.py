@@ -19,6 +19,7 @@ its provenance:
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -182,3 +183,15 @@ def _value(value: Any) -> str:
     if isinstance(value, list):
         return "、".join(_value(v) for v in value)
     return "" if value is None else str(value)
+
+
+async def sync_forever(sync: KnowledgeSync, clock: Clock, every_s: float) -> None:
+    """The daemon's schedule: a sync at start, then every ``every_s`` with up to a tenth of
+    it as jitter (replicas and restarts do not all ask DingTalk at the same second). A sync
+    that fails is logged and met again at the next one; the last good snapshots stay."""
+    while True:
+        try:
+            await sync.sync()
+        except Exception:
+            log.exception("knowledge sync failed")
+        await clock.sleep(every_s + random.uniform(0, every_s / 10))

@@ -66,6 +66,7 @@ class CaseRun:
         self.overrides: dict[str, Any] = {}
         self.pending: dict[str, Any] = {}
         self.next_beat: float | None = None  # when the heartbeat is on: the next beat's time
+        self.next_sync: float | None = None  # with DingTalk knowledge: the next sync's time
 
     @property
     def runtime(self) -> Runtime:
@@ -115,6 +116,8 @@ class CaseRun:
                     self.next_beat = runtime.heartbeat.next_beat(self.clock.now())
             self.runtimes[str(robot.robot_code)] = runtime
             await runtime.start()
+        if any(r.knowledge is not None for r in self.runtimes.values()):
+            await self._sync_knowledge()  # the daemon syncs at start
 
     async def _close(self) -> None:
         runtimes, self.runtimes = list(self.runtimes.values()), {}
@@ -169,9 +172,13 @@ class CaseRun:
             self.unacked.sort(key=lambda item: item[0])
             frame_due = self.unacked[0][0] if self.unacked else float("inf")
             beat_due = self.next_beat if self.next_beat is not None else float("inf")
-            if min(frame_due, beat_due) > moment:
+            sync_due = self.next_sync if self.next_sync is not None else float("inf")
+            if min(frame_due, beat_due, sync_due) > moment:
                 break
-            if beat_due <= frame_due:
+            if sync_due <= min(frame_due, beat_due):
+                self.clock.advance_to(sync_due)
+                await self._sync_knowledge()
+            elif beat_due <= frame_due:
                 self.clock.advance_to(beat_due)
                 await self._beat()
             else:
@@ -180,6 +187,16 @@ class CaseRun:
                 await self._deliver(callback_frame(data, self._frame_id(), now=due), data)
             await self._drain()
         self.clock.advance_to(moment)
+
+    async def _sync_knowledge(self) -> None:
+        """Every robot's DingTalk knowledge synced at the virtual now (as the daemon's
+        schedule would), then the next sync is due ``knowledge_sync_s`` later."""
+        syncing = [r for r in self.runtimes.values() if r.knowledge is not None]
+        for runtime in syncing:
+            assert runtime.knowledge is not None
+            await runtime.knowledge.sync.sync()
+        every = syncing[0].settings.knowledge_sync_s if syncing else None
+        self.next_sync = self.clock.now() + every if every else None
 
     async def _beat(self) -> None:
         """One beat at the virtual now on every robot with a heartbeat, then the next one is
