@@ -317,6 +317,8 @@ def jobs(args: argparse.Namespace) -> int:
                 return 0 if job else 1
             return shown.show_job(st, args.job_id, sys.stdout, zone)
         return shown.change_job(st, args.job_id, command, time.time(), zone, sys.stdout)
+
+
 def feedback(args: argparse.Namespace) -> int:
     from agent.cli import feedback as rated
     from agent.cli.trace_text import parse_when

@@ -32,6 +32,8 @@ def _jobs(commands: argparse._SubParsersAction, add: Add, store_options: Options
         one = add(sub, verb, what, json_output=verb == "show")
         one.add_argument("job_id")
         store_options(one)
+
+
 def _feedback(commands: argparse._SubParsersAction, add: Add, store_options: Options) -> None:
     """Answers' 👍 / 👎: for review, and a 👎 as a lab case draft."""
     feedback = add(commands, "feedback", "answers' 👍 / 👎: export for review, draft a case")

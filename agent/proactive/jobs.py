@@ -154,7 +154,7 @@ class JobWork:
             return (
                 f"OK, scheduled {when}: {job.instruction}. Next three runs: "
                 f"{'; '.join(upcoming)}. I stay quiet when nothing is new; "
-                "say \"cancel my jobs\" to stop it."
+                'say "cancel my jobs" to stop it.'
             )
         return (
             f"好的，已设定定时任务：{when} {job.instruction}。接下来三次：{'、'.join(upcoming)}。"

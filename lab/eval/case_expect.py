@@ -108,6 +108,10 @@ class CallsExpect(_Check):
     calendar: int | None = Field(default=None, ge=0)
     readback: int | None = Field(default=None, ge=0)
     recall: int | None = Field(default=None, ge=0)
+    # DingTalk knowledge: blocks and record reads, permission probes, listings
+    doc_read: int | None = Field(default=None, ge=0)
+    permission: int | None = Field(default=None, ge=0)
+    doc_list: int | None = Field(default=None, ge=0)
 
 
 class TodoExpect(_Check):

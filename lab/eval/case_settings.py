@@ -15,6 +15,7 @@ from agent.config import Settings
 from agent.config.robots import robot_code_of
 from lab.eval.cases import Case
 from lab.fake import FakeDingTalk
+from lab.fake.docs_state import LAB_KNOWLEDGE_READER
 from lab.models.scripted import ScriptedProvider
 from skills.providers.base import Provider
 
@@ -113,6 +114,17 @@ def with_robot_apps(config: dict[str, Any], fake: FakeDingTalk) -> dict[str, Any
     if first is not None:
         fake.use_robot(first)  # a step that names no robot goes to the first (send.robot)
     return {**config, "robots": tables}
+
+
+def with_knowledge_reader(config: dict[str, Any], key: str) -> dict[str, Any]:
+    """The case's config with the lab's knowledge reader under ``key`` (the settings field
+    that names whose unionId knowledge is synced as), as the lab supplies credentials: only
+    when the case reads knowledge (``knowledge_sources``) and names no reader of its own.
+    The fake lets ``LAB_KNOWLEDGE_READER`` read every doc and table (lab/fake/docs_state.py).
+    """
+    if not config.get("knowledge_sources") or key in config:
+        return config
+    return {**config, key: LAB_KNOWLEDGE_READER}
 
 
 def case_provider(case: Case, settings: Settings) -> Provider | None:

@@ -92,7 +92,26 @@ class OperatorSpec(CaseModel):
         return self
 
 
-STEP_KINDS = ("send", "frame", "redeliver", "fault", "restart", "wait", "operator", "click")
+STEP_KINDS = (
+    "send",
+    "frame",
+    "redeliver",
+    "fault",
+    "restart",
+    "wait",
+    "operator",
+    "click",
+    "edit_doc",
+    "delete_doc",
+)
+
+
+class EditDocSpec(CaseModel):
+    """``{"edit_doc": {"id", "text"}}``: a person rewrites a doc of ``fixtures.docs`` (its
+    text replaced, modified at the step's time)."""
+
+    id: str = Field(min_length=1)
+    text: str
 
 
 class ClickSpec(CaseModel):
@@ -125,6 +144,9 @@ class Step(CaseModel):
     wait: float | None = Field(default=None, ge=0)
     operator: OperatorSpec | None = None
     click: ClickSpec | None = None
+    edit_doc: EditDocSpec | None = None
+    # dta extension: a doc or table of the fixtures is deleted (withdrawn) at this step
+    delete_doc: str | None = Field(default=None, min_length=1)
 
     @field_validator("restart", mode="before")
     @classmethod

@@ -48,6 +48,7 @@ from lab.eval.case_steps import (
     SendSpec,
     Step,
 )
+from lab.eval.knowledge_cases import DocFixture, TableFixture, knowledge_problem
 from lab.fake import parse_fault_spec
 from lab.fake.files import parse_files
 from lab.fake.workspace_state import UNION_PREFIX
@@ -161,6 +162,13 @@ class Fixtures(CaseModel):
     files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # to-dos the fake workspace holds at the start (executors are staff ids)
     todos: list[TodoFixture] = Field(default_factory=list)
+    # DingTalk docs and AI tables the fake serves (lab/eval/knowledge_cases.py), and who is
+    # in which group for a doc's ``cid`` readers (besides those who write in it)
+    docs: list[DocFixture] = Field(default_factory=list)
+    tables: list[TableFixture] = Field(default_factory=list)
+    group_members: dict[str, list[Annotated[str, Field(min_length=1)]]] = Field(
+        default_factory=dict
+    )
 
     @field_validator("todos")
     @classmethod
@@ -261,6 +269,9 @@ def load_case(path: Path) -> Case:
         parse_files(case.fixtures.files)
     except ValueError as exc:
         raise CaseError(f"{path}: field 'fixtures.files': {exc}") from None
+    problem = knowledge_problem(case, 0.0)
+    if problem is not None:
+        raise CaseError(f"{path}: {problem}")
     for index, step in enumerate(case.steps):
         if step.fault is not None:
             try:

@@ -37,8 +37,7 @@ def held_feedback(stores: list[Any]) -> list[dict[str, Any]]:
     rated = [r for store in stores for r in store.feedback.since()]
     rated.sort(key=lambda r: (r.at, r.event_id, r.user_id))
     return [
-        {"msg": r.event_id, "by": r.user_id, "rating": r.rating, "reason": r.reason}
-        for r in rated
+        {"msg": r.event_id, "by": r.user_id, "rating": r.rating, "reason": r.reason} for r in rated
     ]
 
 

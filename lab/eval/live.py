@@ -30,6 +30,7 @@ from agent.runtime import Runtime
 from lab.eval.case_settings import case_provider, lab_settings
 from lab.eval.cases import Case, RestartSpec, SendSpec, Step, directory
 from lab.eval.judge import Check
+from lab.eval.knowledge_cases import seed_knowledge
 from lab.eval.play import (
     FEEDBACK_CHOICES,
     CaseResult,
@@ -88,6 +89,7 @@ class LiveCaseRun:
         )
         self.fake.files.update(parse_files(case.fixtures.files))
         self.fake.seed_todos([todo.seed() for todo in case.fixtures.todos])
+        seed_knowledge(self.fake, case)
         self.settings: Settings | None = None
         # each robot's runtime and connector (one of each without config.robots)
         self.runtimes: dict[str, Runtime] = {}
@@ -205,6 +207,11 @@ class LiveCaseRun:
             return 1
         if step.fault is not None:
             self.fake.arm_fault(step.fault)
+        if step.edit_doc is not None:
+            knowledge = self.fake.workspace.knowledge
+            knowledge.edit(step.edit_doc.id, step.edit_doc.text, self.fake.clock.now())
+        if step.delete_doc is not None:
+            self.fake.workspace.knowledge.delete(step.delete_doc)
         if step.click is not None:
             click = step.click
             track = None

@@ -26,6 +26,7 @@ from agent.runtime import Runtime
 from lab.eval.case_settings import case_provider, lab_settings
 from lab.eval.cases import Case, ClickSpec, OperatorSpec, RestartSpec, Step, directory
 from lab.eval.judge import Check
+from lab.eval.knowledge_cases import seed_knowledge
 from lab.eval.play import (
     FEEDBACK_CHOICES,
     CaseResult,
@@ -52,6 +53,7 @@ class CaseRun:
         )
         self.fake.files.update(parse_files(case.fixtures.files))
         self.fake.seed_todos([todo.seed() for todo in case.fixtures.todos])
+        seed_knowledge(self.fake, case)
         # One process, as kill -9 would see it: a crash point armed for the next delivery
         # takes down every robot's runtime, and all of them start again.
         self.crash = CrashPoints()
@@ -246,6 +248,13 @@ class CaseRun:
         elif kind == "click":
             assert step.click is not None
             await self._click(step.click)
+        elif kind == "edit_doc":
+            assert step.edit_doc is not None
+            self.fake.workspace.knowledge.edit(
+                step.edit_doc.id, step.edit_doc.text, self.clock.now()
+            )
+        elif kind == "delete_doc":
+            self.fake.workspace.knowledge.delete(step.delete_doc or "")
 
     async def _operator(self, spec: OperatorSpec) -> None:
         """``dta send`` on the robot the step names (the first by default)."""

@@ -26,6 +26,9 @@ CALL_KINDS = (
     "calendar",
     "readback",
     "recall",
+    "doc_read",
+    "permission",
+    "doc_list",
 )
 
 # Path prefixes (most specific first) and the kind of call they are.
@@ -45,6 +48,11 @@ _KINDS: tuple[tuple[str, str], ...] = (
     ("/v1.0/card/", "card"),
     ("/v1.0/robot/emotion/", "reaction"),  # put and recall alike
     ("/media/upload", "media_upload"),
+    # DingTalk knowledge (lab/fake/docs.py): a doc's content or a table's records, the
+    # permission probe, and the listings (knowledge base, nodes, a table's sheets)
+    ("/v1.0/doc/suites/documents/", "doc_read"),
+    ("/v1.0/doc/workspaces/docs/infos/query", "permission"),
+    ("/v2.0/wiki/", "doc_list"),
 )
 # Not platform traffic: the gateway's handshake and socket, and the lab's own controls.
 _NOT_COUNTED = ("/v1.0/gateway/connections/open", "/connect", "/_lab/")
@@ -53,6 +61,8 @@ _NOT_COUNTED = ("/v1.0/gateway/connections/open", "/connect", "/_lab/")
 def call_kind(path: str) -> str | None:
     """The kind of a request by its path; None for one outside every kind (it still counts
     in ``total``, like the file bytes behind a download URL)."""
+    if path.startswith("/v1.0/notable/"):  # an AI table: its records are its content
+        return "doc_read" if path.endswith("/records/list") else "doc_list"
     for prefix, kind in _KINDS:
         if path.startswith(prefix):
             return kind

@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from lab.fake.docs_faults import DocsFault, parse_docs_fault
+
 FaultTarget = Literal[
     "webhook",
     "openapi",
@@ -163,6 +165,7 @@ class ParsedFaults:
     # now on (the send answers 200 with a processQueryKey and lists them; they get nothing)
     flow_controlled: list[str] | None = None
     invalid_users: list[str] | None = None
+    docs: DocsFault | None = None  # the doc, wiki and AI-table reads (lab.fake.docs_faults)
 
 
 def _bool(target: str, key: str, value: Any) -> bool:
@@ -354,9 +357,11 @@ def parse_fault_spec(spec: Any) -> ParsedFaults:
             _parse_stream(inner, parsed)
         elif target == "recipients":
             _parse_recipients(inner, parsed)
+        elif target == "docs":
+            parsed.docs = parse_docs_fault(inner)
         elif target in _FAULT_KEYS:
             _parse_target(target, inner, parsed)
         else:
-            known = ", ".join([*_FAULT_KEYS, "stream", "recipients", "disconnect"])
+            known = ", ".join([*_FAULT_KEYS, "stream", "recipients", "docs", "disconnect"])
             raise ValueError(f"unknown fault {target!r} (known: {known})")
     return parsed

@@ -27,6 +27,7 @@ from lab.fake.callbacks import (
 )
 from lab.fake.cards import card_routes, shown_text
 from lab.fake.control import LabControl
+from lab.fake.docs import docs_routes
 from lab.fake.downloads import download_routes
 from lab.fake.faults import Fault, ParsedFaults
 from lab.fake.http import serve
@@ -118,6 +119,7 @@ class FakeDingTalk(PlatformState):
             *media_routes(),
             *workspace_routes(),
             *calendar_routes(),
+            *docs_routes(),
         ]
         self._server, self._base_url = await serve(
             self, host, port, routes, on_shutdown=self.stream.close
@@ -159,6 +161,8 @@ class FakeDingTalk(PlatformState):
         app = self.app_for_robot(robot)
         if app is None:
             raise ValueError(f"no robot {robot!r} on this platform")
+        if parsed.docs is not None:
+            self.workspace.knowledge.arm(parsed.docs)
         self.stream.apply_faults(
             drop=parsed.drop,
             zombie=parsed.zombie,

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lab.fake.docs_state import Knowledge
+
 # A unionId the directory does not give is derived from the staff id, stably, so a case
 # need not invent one per person (../shared/lab-cases.md, fixtures.users).
 UNION_PREFIX = "union-"
@@ -193,6 +195,7 @@ class Workspace:
     todos: list[FakeTodo] = field(default_factory=list)
     events: list[FakeEvent] = field(default_factory=list)
     late: list[LateWrite] = field(default_factory=list)  # applied_late writes not yet due
+    knowledge: Knowledge = field(default_factory=Knowledge)  # docs, wiki, AI tables
     clock: Callable[[], float] | None = None  # the platform's clock, once a write waits
     # list page tokens: token -> (the query it continues, the offset it starts at)
     pages: dict[str, tuple[tuple[Any, ...], int]] = field(default_factory=dict)

@@ -148,6 +148,8 @@ async def jobs_page(request: web.Request) -> web.Response:
     zone = request.app[SETTINGS].timezone
     data = await _read(request, lambda store: jobs_list(store, zone))
     return _page(request, "console_jobs.html.j2", **data)
+
+
 async def feedback_view(request: web.Request) -> web.Response:
     zone = request.app[SETTINGS].timezone
     data = await _read(request, lambda store: feedback_page(store, zone))
