@@ -150,6 +150,7 @@ class Grounding(Sourced):
     # DingTalk docs that matched but the asker may not read (never shown, never quoted):
     # the answer may say a source exists that they cannot open
     unreadable: int = 0
+    unchecked: int = 0  # docs withheld because DingTalk could not be asked just now
     docs: int = 0  # DingTalk docs and tables searched beside the folder
 
 

@@ -70,7 +70,9 @@ Serves = Callable[[Section, Event], bool]
 class ReadRights(Protocol):
     """The asker's right to read a DingTalk doc (``agent/knowledge/rights.py``)."""
 
-    async def may_read(self, user_id: str, doc_id: str, modified_at: float | None) -> bool: ...
+    async def may_read(
+        self, user_id: str, doc_id: str, modified_at: float | None
+    ) -> bool | None: ...
 
 
 async def readable_only(grounding: Grounding, event: Event, rights: ReadRights) -> Grounding:
@@ -81,15 +83,18 @@ async def readable_only(grounding: Grounding, event: Event, rights: ReadRights) 
     docs = {(i.doc_id, i.as_of_epoch) for i in grounding.items if i.kind == "dingtalk"}
     if not docs or event.conversation.type is ConversationType.GROUP:
         return grounding
-    denied = {
-        doc_id
+    answers = {
+        doc_id: await rights.may_read(event.actor.user_id, doc_id, as_of)
         for doc_id, as_of in docs
-        if doc_id is not None and not await rights.may_read(event.actor.user_id, doc_id, as_of)
+        if doc_id is not None
     }
-    if not denied:
+    denied = {doc for doc, allowed in answers.items() if allowed is False}
+    unchecked = {doc for doc, allowed in answers.items() if allowed is None}
+    if not denied and not unchecked:
         return grounding
-    kept = [i for i in grounding.items if i.doc_id not in denied]
-    return grounding.model_copy(update={"items": kept, "unreadable": len(denied)})
+    kept = [i for i in grounding.items if i.doc_id not in denied | unchecked]
+    update = {"items": kept, "unreadable": len(denied), "unchecked": len(unchecked)}
+    return grounding.model_copy(update=update)
 
 
 class Grounder:

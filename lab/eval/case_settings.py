@@ -93,6 +93,7 @@ def lab_settings(
     if config.get("client_id", "") is None or config.get("client_secret", "") is None:
         # no OpenAPI, no form card (the settings refuse one): a form is asked in words
         config.setdefault("form_card_template_id", None)
+    config = with_knowledge_reader(config, "knowledge_reader")
     return base.with_overrides(with_robot_apps(config, fake))
 
 

@@ -50,6 +50,7 @@ from lab.eval.case_steps import (
 )
 from lab.eval.knowledge_cases import DocFixture, TableFixture, knowledge_problem
 from lab.fake import parse_fault_spec
+from lab.fake.docs_state import LAB_KNOWLEDGE_READER
 from lab.fake.files import parse_files
 from lab.fake.workspace_state import UNION_PREFIX
 from lab.models.fake_model import FakeModel
@@ -241,12 +242,14 @@ def load_case(path: Path) -> Case:
         case = Case.model_validate(document)
     except ValidationError as exc:
         raise CaseError(f"{path}: {_problem(exc)}") from None
-    # the lab supplies the model endpoint and the app; the case supplies everything else
+    # the lab supplies the model endpoint, the app and the knowledge reader; the case
+    # supplies everything else
     lab = Settings(
         openai_base_url="http://127.0.0.1/v1",
         openai_model="lab",
         client_id="lab",
         client_secret="lab",
+        knowledge_reader=LAB_KNOWLEDGE_READER,
     )
     try:
         lab.with_overrides(case.config)

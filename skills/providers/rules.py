@@ -259,9 +259,11 @@ class RulesProvider:
             match = best_match(cleaned, doc_sections(invocation))
         if match is not None:
             return reply(_from_knowledge(match, english, self.timezone))
-        unreadable = invocation.knowledge.unreadable if invocation and invocation.knowledge else 0
-        if unreadable:
+        grounding = invocation.knowledge if invocation is not None else None
+        if grounding is not None and grounding.unreadable:
             return reply(_UNREADABLE_EN if english else _UNREADABLE_ZH)
+        if grounding is not None and grounding.unchecked:
+            return reply(_UNCHECKED_EN if english else _UNCHECKED_ZH)
         return reply(self._dont_know(english))
 
     def _introduction(self, english: bool) -> str:
@@ -312,6 +314,16 @@ _UNREADABLE_EN = (
 )
 
 
+# ... or its right could not be checked just now: not shown on a guess, not called a "no"
+_UNCHECKED_ZH = (
+    "有一份相关的钉钉文档，但我现在没法向钉钉确认你能否查看它，所以先不引用。请稍后再问一次。"
+)
+_UNCHECKED_EN = (
+    "There is a DingTalk doc on this, but I can't confirm with DingTalk right now that you may "
+    "open it, so I won't quote it yet. Please ask again in a moment."
+)
+
+
 def visible_to(invocation: EnrichedInvocation) -> Callable[[Section], bool]:
     """Which sections this run may be given: published memory only in its own
     conversation, and none that someone asked to forget."""
@@ -326,8 +338,11 @@ def _from_knowledge(match: Match, english: bool, tz: ZoneInfo) -> str:
     content = excerpt(section.content)
     if section.doc is not None:
         where, link = cited(section, tz, english)
+        own = section.heading if section.heading != section.doc.title else None
         if english:
+            where += f', section "{own}"' if own else ""
             return f"From {where}:\n{content}{link}"
+        where += f"“{own}”一节" if own else ""
         return f"根据{where}：\n{content}{link}"
     if english:
         where = f'"{section.source}"'
