@@ -61,6 +61,8 @@ FULL = [
     ["jobs", "show", "job_x"],
     ["jobs", "cancel", "job_x"],
     ["jobs", "resume", "job_x"],
+    ["knowledge", "sync"],
+    ["knowledge", "status"],
     ["feedback", "export", "--since", "7d"],
     ["feedback", "case", "m1"],
     ["lab", "eval", "cases"],

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from agent.cli.command_io import (
     store_path,
 )
 from agent.cli.lab_commands import dev, lab
+from agent.cli.standing_commands import feedback, jobs, knowledge
 from agent.config import ConfigError, load_settings
 from storage.integrity import StoreError
 
@@ -44,6 +43,7 @@ JSON_COMMANDS = frozenset(
         "approvals show",
         "jobs list",
         "jobs show",
+        "knowledge sync",
         "dev say",
         "lab eval",
         "lab security",
@@ -61,6 +61,7 @@ def _name(args: argparse.Namespace) -> str:
         "memory": getattr(args, "memory_command", None),
         "approvals": getattr(args, "approvals_command", None),
         "jobs": getattr(args, "jobs_command", None),
+        "knowledge": getattr(args, "knowledge_command", None),
         "feedback": getattr(args, "feedback_command", None),
         "lab": getattr(args, "lab_command", None),
     }.get(args.command)
@@ -293,60 +294,6 @@ def approvals(args: argparse.Namespace) -> int:
         return shown.show_approval(st, args.approval_id, sys.stdout, settings.timezone)
 
 
-def jobs(args: argparse.Namespace) -> int:
-    import time
-
-    from agent.cli import jobs as shown
-
-    opened = open_store(args, must_exist=False)
-    if isinstance(opened, int):
-        return opened
-    settings, st = opened
-    with st:
-        command, zone = args.jobs_command, settings.timezone
-        if command == "list":
-            if args.json:
-                emit([j.model_dump(mode="json") for j in st.jobs.all(include_cancelled=args.all)])
-                return 0
-            return shown.list_jobs(st, args.all, sys.stdout, zone)
-        if command == "show":
-            if args.json:
-                job = st.jobs.get(args.job_id)
-                slots = [r.model_dump(mode="json") for r in st.jobs.runs(args.job_id)]
-                emit({"job": job.model_dump(mode="json"), "slots": slots} if job else None)
-                return 0 if job else 1
-            return shown.show_job(st, args.job_id, sys.stdout, zone)
-        return shown.change_job(st, args.job_id, command, time.time(), zone, sys.stdout)
-
-
-def feedback(args: argparse.Namespace) -> int:
-    from agent.cli import feedback as rated
-    from agent.cli.trace_text import parse_when
-
-    try:
-        since = parse_when(args.since) if getattr(args, "since", None) else None
-    except ValueError as exc:
-        return fail(str(exc))
-    opened = open_store(args)
-    if isinstance(opened, int):
-        return opened
-    settings, st = opened
-    target = args.out.open("w", encoding="utf-8") if args.out else nullcontext(sys.stdout)
-    with st, target as out:
-        if args.feedback_command == "export":
-            written = rated.export(st, out, since, settings.timezone)
-            if args.out:
-                print(f"{written} rating(s) written to {args.out}")
-            return 0
-        draft = rated.draft_case(st, args.msg, settings.timezone)
-        if isinstance(draft, str):
-            return fail(draft, 1)
-        out.write(json.dumps(draft, ensure_ascii=False, indent=2) + "\n")
-    if args.out:
-        print(f"case draft written to {args.out}: complete its expect (TODO) before use")
-    return 0
-
-
 def _has(record: Any, status: str | None) -> bool:
     return status is None or record.status.value == status
 
@@ -385,6 +332,7 @@ HANDLERS = {
     "memory": memory,
     "approvals": approvals,
     "jobs": jobs,
+    "knowledge": knowledge,
     "feedback": feedback,
     "dev": dev,
     "lab": lab,

@@ -1,5 +1,6 @@
-"""The standing work's commands: ``dta jobs`` (recurring jobs) and ``dta feedback``
-(answers' 👍 / 👎), added to the one grammar of ``agent/cli/main.py`` with its helpers."""
+"""The standing work's commands: ``dta jobs`` (recurring jobs), ``dta feedback`` (answers'
+👍 / 👎) and ``dta knowledge`` (DingTalk docs as sources), added to the one grammar of
+``agent/cli/main.py`` with its helpers."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def standing_parsers(
 ) -> None:
     _jobs(commands, add, store_options)
     _feedback(commands, add, store_options)
+    _knowledge(commands, add, store_options)
 
 
 def _jobs(commands: argparse._SubParsersAction, add: Add, store_options: Options) -> None:
@@ -46,3 +48,12 @@ def _feedback(commands: argparse._SubParsersAction, add: Add, store_options: Opt
     case.add_argument("msg", metavar="MSG", help="the rated message's msgId, or its run id")
     case.add_argument("--out", type=Path, help="write here (default: standard output)")
     store_options(case)
+
+
+def _knowledge(commands: argparse._SubParsersAction, add: Add, store_options: Options) -> None:
+    knowledge = add(commands, "knowledge", "DingTalk docs as knowledge: sync, status")
+    sub = knowledge.add_subparsers(dest="knowledge_command", required=True, metavar="sync|status")
+    synced = add(sub, "sync", "read every knowledge source now into the store", json_output=True)
+    synced.add_argument("--robot", metavar="CODE", help="which robot's sources")
+    shown = add(sub, "status", "each source: last good sync, problem, docs and as-of times")
+    store_options(shown)
