@@ -6,9 +6,10 @@ what the real ``dingtalk-stream`` client connects to, and ``inject`` pushes a ch
 callback down it. ``build_callback`` and ``callback_frame`` make the callbacks by hand.
 ``async with FakeDingTalk(clock) as fake:`` serves it for the block.
 
-Imports run one way, bottom to top: ``faults``, ``files``, ``ledger`` and ``workspace_state``
-(pure data), ``state`` (the platform's memory and rules), then ``http``, ``downloads`` (the
-message-file download), ``workspace`` and ``calendar`` (directory search, to-do, calendar),
+Imports run one way, bottom to top: ``docs_faults``, ``faults``, ``files``, ``ledger``,
+``docs_state`` and ``workspace_state`` (pure data), ``state`` (the platform's memory and
+rules), then ``http``, ``downloads`` (the message-file download), ``workspace``,
+``calendar`` and ``docs`` (directory search, to-do, calendar; docs, wiki, AI tables),
 ``stream``, ``callbacks`` and ``control`` (each knows only the state and the HTTP helpers),
 and ``platform`` (``FakeDingTalk``, which puts them together).
 """

@@ -3,8 +3,9 @@
 A case file arms faults with a small JSON language (``{"webhook": {"status": 500}}``,
 ``{"openapi": {"status": 403, "qps_limit": true}}``, ``{"stream": {"zombie": true}}``); it
 is parsed here, whole, before anything is armed, so a typo is named instead of silently
-testing nothing. This module is pure data and imports nothing from the fake, so every other
-part of it (the platform's rules, its HTTP face, the ``/_lab`` routes) can depend on it.
+testing nothing. This module is pure data and imports nothing from the fake but the pure
+``docs_faults`` (the ``docs`` target), so every other part of it (the platform's rules, its
+HTTP face, the ``/_lab`` routes) can depend on it.
 
 The workspace (to-do, calendar; ``lab.fake.workspace``) can also be made as unhelpful as the
 real platform may be, where DingTalk's behaviour is undocumented:
