@@ -1,199 +1,195 @@
-"""Knowledge search: sections, best match, threshold, caching and source quoting."""
+"""DingTalk knowledge: snapshots kept with provenance (changed, unchanged, withdrawn, a
+source that fails keeps its last good snapshot), the store family on both engines, an
+asker's read right asked once and kept while the doc stands still, and where a source may
+be served."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
-from agent.contracts import ActionRequest, AgentDefinition
-from skills.providers.rules import RulesProvider
-from skills.retrieval import folder as knowledge
-from skills.retrieval.folder import KnowledgeBase
-from skills.retrieval.sections import parse_sections
-from skills.retrieval.strict import best_match
-from skills.retrieval.terms import terms
+from agent.clock import VirtualClock
+from agent.config.parts import KnowledgeSource
+from agent.contracts import Actor, Conversation, ConversationType, Event, Robot
+from agent.dingtalk.knowledge_api import (
+    DocBlock,
+    DocNode,
+    KnowledgeError,
+    TableRecord,
+    blocks_to_sections,
+)
+from agent.knowledge.rights import ReadRights
+from agent.knowledge.sections import as_section, fits, snapshot_sections
+from agent.knowledge.sync import KnowledgeSync
 
-FAQ = """\
-# 常见问题
-
-团队内部常见问题汇总，有问题先查这里。
-
-## 报销流程
-
-1. 在钉钉审批里提交"费用报销"单。
-2. 附上发票照片，发票抬头写公司全称。
-3. 直属主管审批后，财务每周三统一打款。
-
-## Wi-Fi 密码
-
-访客网络是 Guest-5G，密码贴在前台。
-
-## VPN setup
-
-Install the VPN client from the IT portal and sign in with your work account.
-"""
-
-LEAVE = """\
-# 请假制度
-
-## 年假
-
-员工入职满一年后每年有 5 天年假，最多可以结转到次年 3 月底。
-
-## 病假
-
-病假需要提供医院证明，每年带薪病假 10 天。
-
-```text
-# 这一行在代码块里，不是标题
-```
-"""
+T0 = 1_767_225_600.0
 
 
-@pytest.fixture
-def kb_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "kb"
-    (root / "hr").mkdir(parents=True)
-    (root / "faq.md").write_text(FAQ, encoding="utf-8")
-    (root / "hr" / "leave.md").write_text(LEAVE, encoding="utf-8")
-    (root / "notes.txt").write_text("报销流程以这里为准", encoding="utf-8")  # not Markdown
-    (root / ".drafts").mkdir()
-    (root / ".drafts" / "wip.md").write_text("# 报销流程\n草稿", encoding="utf-8")
-    return root
+def _node(node_id: str, name: str, modified: float, kind: str = "doc") -> DocNode:
+    return DocNode(
+        node_id=node_id, name=name, kind=kind, url=f"https://alidocs.example/{node_id}",
+        modified_at=modified, workspace_id="ws", parent_id=None, has_children=False,
+    )  # fmt: skip
 
 
-def test_sections_follow_heading_levels() -> None:
-    sections = parse_sections("faq.md", FAQ)
-    assert [(s.heading, s.level) for s in sections] == [
-        ("常见问题", 1),
-        ("报销流程", 2),
-        ("Wi-Fi 密码", 2),
-        ("VPN setup", 2),
-    ]
-    top, reimburse = sections[0], sections[1]
-    assert "## 报销流程" in top.content and "Guest-5G" in top.content  # includes children
-    assert reimburse.content.startswith("1. 在钉钉审批")
-    assert "Guest-5G" not in reimburse.content  # stops at the next same-level heading
+@dataclass
+class Wire:
+    """A knowledge base as the sync sees it; ``fail`` raises on the next listing."""
+
+    nodes: dict[str, DocNode] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    fail: str | None = None
+    reads: int = 0
+
+    async def workspace_nodes(self, workspace_id: str, operator: str) -> list[DocNode]:
+        if self.fail:
+            raise KnowledgeError(self.fail, "no")  # type: ignore[arg-type]
+        return list(self.nodes.values())
+
+    async def node(self, node_id: str, operator: str) -> DocNode:
+        if node_id not in self.nodes:
+            raise KnowledgeError("not_found", node_id)
+        return self.nodes[node_id]
+
+    async def blocks(self, doc_id: str, operator: str) -> list[DocBlock]:
+        self.reads += 1
+        heading, text = self.texts[doc_id].split("|")
+        return [DocBlock("heading", heading, 1), DocBlock("paragraph", text)]
+
+    async def table_sheets(self, base_id: str, operator: str) -> list[tuple[str, str]]:
+        return [("s1", "台账")]
+
+    async def table_records(self, base_id: str, sheet: str, operator: str) -> list[TableRecord]:
+        return [TableRecord("r1", {"设备": "投影仪", "位置": "三楼", "价格": "5200"}, T0)]
 
 
-def test_headings_in_code_fences_and_preamble() -> None:
-    sections = parse_sections("hr/leave.md", LEAVE)
-    assert [s.heading for s in sections] == ["请假制度", "年假", "病假"]
-    assert "不是标题" in sections[-1].content
-    plain = parse_sections("plain.md", "没有标题的笔记：打印机在三楼。")
-    assert [(s.heading, s.level) for s in plain] == [("plain", 0)]
+def _sync(store: Any, wire: Wire, clock: VirtualClock, **source: Any) -> KnowledgeSync:
+    return KnowledgeSync(
+        store=store, clock=clock, client=wire, sources=[KnowledgeSource(**source)],
+        reader="union-reader", to_sections=blocks_to_sections,
+    )  # fmt: skip
 
 
-def test_terms_drop_stopwords_and_punctuation() -> None:
-    found = terms("请问，报销流程是什么？")
-    assert {"报销", "销流", "流程"} <= set(found)
-    assert not {"请问", "什么", "是", "？", "，"} & set(found)
-    assert {"vpn", "client"} <= set(terms("How do I get the VPN clients?"))
+async def test_a_doc_is_read_again_only_when_it_moved_and_withdrawn_when_gone(store) -> None:
+    clock = VirtualClock(T0)
+    wire = Wire({"d1": _node("d1", "差旅制度", T0)}, {"d1": "住宿标准|每晚 600 元"})
+    sync = _sync(store, wire, clock, wiki="ws")
+    [state] = await sync.sync()
+    assert (state.docs, state.problem, state.last_ok_at) == (1, None, T0)
+    [(doc, section)] = store.knowledge.sections()
+    assert (doc.title, doc.url, doc.modified_at) == ("差旅制度", "https://alidocs.example/d1", T0)
+    assert section.path[-1] == "住宿标准" and "600" in section.text
+    clock.advance_to(T0 + 600)
+    await sync.sync()
+    assert wire.reads == 1, "unchanged modified time: not read again"
+    wire.nodes["d1"] = _node("d1", "差旅制度", T0 + 500)
+    wire.texts["d1"] = "住宿标准|每晚 650 元"
+    before = store.knowledge.signature()
+    await sync.sync()
+    assert "650" in store.knowledge.sections()[0][1].text and store.knowledge.signature() != before
+    del wire.nodes["d1"]
+    await sync.sync()
+    assert store.knowledge.sections() == []
+    assert store.knowledge.doc("wiki:ws", "d1").reason == "gone from its source"
+
+
+async def test_a_source_that_fails_keeps_its_last_good_snapshot(store) -> None:
+    clock = VirtualClock(T0)
+    wire = Wire({"d1": _node("d1", "差旅制度", T0)}, {"d1": "住宿标准|每晚 600 元"})
+    sync = _sync(store, wire, clock, wiki="ws")
+    await sync.sync()
+    clock.advance_to(T0 + 600)
+    wire.fail = "throttled"
+    [state] = await sync.sync()
+    assert state.problem is not None and "throttled" in state.problem
+    assert state.last_ok_at == T0 and state.docs == 1
+    assert len(store.knowledge.sections()) == 1  # still served
+
+
+async def test_a_single_doc_deleted_is_withdrawn_and_a_table_is_its_records(store) -> None:
+    clock = VirtualClock(T0)
+    wire = Wire({"d1": _node("d1", "公告", T0)}, {"d1": "标题|内容"})
+    sync = _sync(store, wire, clock, doc="d1")
+    await sync.sync()
+    del wire.nodes["d1"]
+    await sync.sync()
+    assert store.knowledge.doc("doc:d1", "d1").reason == "deleted"
+    table = _sync(store, Wire({"b1": _node("b1", "设备台账", T0, "table")}), clock, table="b1",
+                  fields=["设备", "位置"])  # fmt: skip
+    await table.sync()
+    [(doc, record)] = store.knowledge.sections()
+    assert doc.kind == "table" and record.path == ["台账", "投影仪"]
+    assert "三楼" in record.text and "5200" not in record.text  # only the chosen fields
+    section = as_section(doc, record)
+    assert section.doc is not None and section.doc.as_of == T0 and section.heading == "投影仪"
+
+
+async def test_snapshot_sections_are_read_again_only_when_the_signature_moves(store) -> None:
+    clock = VirtualClock(T0)
+    wire = Wire({"d1": _node("d1", "差旅制度", T0)}, {"d1": "住宿标准|每晚 600 元"})
+    await _sync(store, wire, clock, wiki="ws").sync()
+    read = snapshot_sections(store)
+    first, sections = read()
+    assert [s.heading for s in sections] == ["住宿标准"] and sections[0].trail == ("差旅制度",)
+    assert read()[0] == first
+
+
+class Probe:
+    def __init__(self, answers: list[bool | Exception]) -> None:
+        self.answers, self.asked = answers, 0
+
+    async def can_read(self, doc_id: str, operator: str) -> bool:
+        self.asked += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def _union(user_id: str) -> str:
+    return f"union-{user_id}"
+
+
+async def test_a_read_right_is_asked_once_and_kept_while_the_doc_stands_still(store) -> None:
+    clock = VirtualClock(T0)
+    probe = Probe([True, False, KnowledgeError("throttled", "429")])
+    rights = ReadRights(store=store, clock=clock, client=probe, union_id=_union, ttl_s=300)
+    assert await rights.may_read("u1", "d1", T0) is True
+    assert await rights.may_read("u1", "d1", T0) is True and probe.asked == 1  # kept
+    assert await rights.may_read("u1", "d1", T0 + 1) is False  # the doc moved: asked again
+    clock.advance_to(T0 + 301)
+    assert await rights.may_read("u1", "d1", T0 + 1) is None  # could not ask: not a "no"
+
+
+def _event(kind: ConversationType, cid: str = "g1") -> Event:
+    return Event(
+        event_id="m1", conversation=Conversation(id=cid, type=kind), actor=Actor(user_id="u1"),
+        robot=Robot(code="r"), msgtype="text", text="?", created_at=T0, received_at=T0,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("question", "source", "heading"),
-    [
-        ("报销流程是什么？", "faq.md", "报销流程"),
-        ("怎么报销", "faq.md", "报销流程"),
-        ("发票抬头写什么", "faq.md", "报销流程"),
-        ("财务什么时候打款", "faq.md", "报销流程"),
-        ("wifi 密码是多少", "faq.md", "Wi-Fi 密码"),
-        ("年假有多少天", "hr/leave.md", "年假"),
-        ("年假能结转吗", "hr/leave.md", "年假"),
-        ("病假要什么证明", "hr/leave.md", "病假"),
-        ("请假", "hr/leave.md", "请假制度"),
-        ("how do I install the VPN client?", "faq.md", "VPN setup"),
-    ],
-)
-def test_best_match(kb_dir: Path, question: str, source: str, heading: str) -> None:
-    match = KnowledgeBase(kb_dir).search(question)
-    assert match is not None
-    assert (match.section.source, match.section.heading) == (source, heading)
+    ("scope", "dm", "in_g1", "in_g2"),
+    [(None, True, False, False), ("dm", True, False, False), ("groups", False, True, True),
+     (["g1"], False, True, False)],
+)  # fmt: skip
+def test_where_a_source_may_be_served(scope: Any, dm: bool, in_g1: bool, in_g2: bool) -> None:
+    source = KnowledgeSource(wiki="ws", scope=scope)
+    assert fits(source, _event(ConversationType.DM, "cid-dm")) is dm
+    assert fits(source, _event(ConversationType.GROUP, "g1")) is in_g1
+    assert fits(source, _event(ConversationType.GROUP, "g2")) is in_g2
+    assert fits(None, _event(ConversationType.DM)) is False  # no longer configured
 
 
-@pytest.mark.parametrize(
-    "question", ["今天天气怎么样", "公司在哪里", "团队有几个人", "what is the meaning of life"]
-)
-def test_below_threshold_is_no_match(kb_dir: Path, question: str) -> None:
-    assert KnowledgeBase(kb_dir).search(question) is None
+def test_a_source_names_one_target_and_needs_a_reader() -> None:
+    from agent.config import Settings
 
-
-def test_single_characters_alone_are_not_evidence() -> None:
-    sections = parse_sections("hr/leave.md", LEAVE)
-    assert best_match("年 天", sections) is None  # both characters occur, no word does
-    assert best_match("年假 天", sections) is not None
-
-
-def test_ignores_hidden_folders_and_other_files(kb_dir: Path) -> None:
-    kb = KnowledgeBase(kb_dir)
-    assert kb.file_count == 2
-    assert {s.source for s in kb.sections} == {"faq.md", "hr/leave.md"}
-
-
-def test_missing_or_unset_folder_is_empty(tmp_path: Path) -> None:
-    assert KnowledgeBase(tmp_path / "nowhere").file_count == 0
-    unset = KnowledgeBase(None)
-    assert not unset.configured
-    assert unset.search("报销流程") is None
-
-
-def test_parses_once_and_notices_changes(kb_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed: list[str] = []
-    real = knowledge.parse_sections
-    monkeypatch.setattr(
-        knowledge, "parse_sections", lambda src, text: parsed.append(src) or real(src, text)
-    )
-    kb = KnowledgeBase(kb_dir)
-    kb.search("年假")
-    kb.search("病假")
-    assert sorted(parsed) == ["faq.md", "hr/leave.md"]
-
-    path = kb_dir / "hr" / "leave.md"
-    stat = path.stat()
-    path.write_text(LEAVE.replace("5 天年假", "7 天年假"), encoding="utf-8")
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
-    match = kb.search("年假有多少天")
-    assert match is not None and "7 天年假" in match.section.content
-    assert len(parsed) == 4
-
-    (kb_dir / "new.md").write_text("# 打印机\n打印机在三楼茶水间旁边。", encoding="utf-8")
-    match = kb.search("打印机在哪")
-    assert match is not None and match.section.source == "new.md"
-
-
-def test_tie_prefers_the_more_specific_section() -> None:
-    sections = parse_sections("faq.md", FAQ)
-    match = best_match("发票抬头", sections)  # in both the parent and the child body
-    assert match is not None and match.section.heading == "报销流程"
-
-
-# --------------------------------------------------------------------------- via provider
-
-
-def test_reply_quotes_the_source(kb_dir: Path) -> None:
-    provider = RulesProvider(AgentDefinition(), kb_dir)
-    request = provider.answer("年假有多少天？")
-    ActionRequest.model_validate(request)
-    assert request["kind"] == "reply"
-    assert request["text"].startswith("根据《hr/leave.md》“年假”一节：")
-    assert "5 天年假" in request["text"]
-    english = provider.answer("how do I install the VPN client?")["text"]
-    assert english.startswith('From "faq.md", section "VPN setup":')
-
-
-def test_long_sections_are_trimmed(tmp_path: Path) -> None:
-    line = "报销材料说明：发票、行程单、审批截图都要齐全。\n"
-    (tmp_path / "long.md").write_text("# 报销材料\n" + line * 200, encoding="utf-8")
-    text = RulesProvider(AgentDefinition(), tmp_path).answer("报销材料")["text"]
-    assert len(text) <= 1500
-    assert text.endswith("……")
-
-
-def test_no_match_is_an_honest_dont_know(kb_dir: Path) -> None:
-    text = RulesProvider(AgentDefinition(), kb_dir).answer("公司在哪里")["text"]
-    assert "不知道" in text
-    assert "2 个文件" in text
-    assert "同事" in text
+    with pytest.raises(ValueError, match="exactly one"):
+        KnowledgeSource(wiki="ws", doc="d1")
+    with pytest.raises(ValueError, match="reader"):
+        Settings(client_id="a", client_secret="b", knowledge_sources=[{"wiki": "ws"}])
+    sources = [{"wiki": "ws", "reader": "x"}]
+    ok = Settings(client_id="a", client_secret="b", knowledge_sources=sources)
+    assert ok.knowledge_sources[0].key == "wiki:ws"

@@ -18,6 +18,8 @@ def as_section(doc: SnapshotDoc, section: SnapshotSection) -> Section:
     """One stored section as the index reads it: its last heading its own, the doc's title
     and the headings above it its trail."""
     heading = section.path[-1] if section.path else doc.title
+    # the wire's paths start with the doc's title (a table's: its sheet)
+    above = section.path[1:-1] if section.path[:1] == [doc.title] else section.path[:-1]
     parsed = parse_sections(doc.title, f"# {heading}\n\n{section.text}\n")[-1]
     origin = DocOrigin(
         source=doc.source,
@@ -27,7 +29,7 @@ def as_section(doc: SnapshotDoc, section: SnapshotSection) -> Section:
         as_of=section.modified_at if section.modified_at is not None else doc.modified_at,
         kind=doc.kind,
     )
-    return replace(parsed, trail=(doc.title, *section.path[:-1]), doc=origin)
+    return replace(parsed, trail=(doc.title, *above), doc=origin)
 
 
 Snapshots = Callable[[], tuple[Hashable, list[Section]]]
