@@ -289,6 +289,35 @@ def diagnose(settings: Settings, card_to: str | None = None) -> list[Check]:
     if checks[-1].ok:
         checks.append(_probe(settings))
     checks.extend(mcp_checks(settings))
+    checks.extend(knowledge_checks(settings))
+    return checks
+
+
+def knowledge_checks(settings: Settings) -> list[Check]:
+    """Each DingTalk knowledge source as its last sync left it (``dta knowledge sync``
+    reads them now): a source whose last sync failed is still served its last good
+    snapshot, and says why."""
+    if not settings.knowledge_sources:
+        return []
+    try:
+        with open_store(settings) as store:
+            states = {s.source: s for s in store.knowledge.source_states()}
+    except StoreError:
+        return []  # the store's own line says why
+    checks = []
+    for source in settings.knowledge_sources:
+        state = states.get(source.key)
+        name = f"knowledge {source.key}"
+        if state is None:
+            fix = "run `dta knowledge sync` (the daemon syncs at start)"
+            checks.append(Check(name, False, "not synced yet", fix, "knowledge"))
+        elif state.problem:
+            fix = "check the reader's access and the app's doc scopes (its last snapshot is served)"
+            checks.append(
+                Check(name, False, f"{state.problem} ({state.docs} docs kept)", fix, "knowledge")
+            )
+        else:
+            checks.append(Check(name, True, f"{state.docs} docs"))
     return checks
 
 

@@ -83,7 +83,7 @@ class KnowledgeSync:
                 raise
             if source.kind == "doc" and kind in GONE:  # the one doc itself is gone
                 self.store.knowledge.withdraw(source.key, source.target, GONE[kind], now)
-            return self._state(source, last_ok, now, f"{kind}: {exc}")
+            return self._state(source, last_ok, now, str(exc))
         problems = []
         for node in nodes:
             try:

@@ -33,6 +33,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from agent.cli.console.feedback_view import feedback_page
 from agent.cli.console.job_views import jobs_list
+from agent.cli.console.knowledge_view import knowledge_list
 from agent.cli.console.views import Selection, approvals_list, badge, memory_queue, overview
 from agent.cli.trace import trace_message
 from agent.config import Settings
@@ -156,6 +157,12 @@ async def feedback_view(request: web.Request) -> web.Response:
     return _page(request, "console_feedback.html.j2", **data)
 
 
+async def knowledge_page(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    data = await _read(request, lambda store: knowledge_list(store, settings))
+    return _page(request, "console_knowledge.html.j2", **data)
+
+
 async def memory_page(request: web.Request) -> web.Response:
     zone = request.app[SETTINGS].timezone
     data = await _read(request, lambda store: memory_queue(store, zone))
@@ -206,6 +213,7 @@ def build_app(open_store: Callable[[], Store], settings: Settings, token: str) -
             web.get("/memory", memory_page),
             web.get("/approvals", approvals_page),
             web.get("/jobs", jobs_page),
+            web.get("/knowledge", knowledge_page),
             web.get("/feedback", feedback_view),
             web.post("/memory/{id}", review),
         ]

@@ -1,0 +1,86 @@
+"""The console's knowledge page: each DingTalk source with its last good sync and its
+problem (a later sync throttled: the last snapshot is still served), its docs with their
+as-of times, from the store a lab case left (the real server on 127.0.0.1), and as Chromium
+renders it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.cli.console.server import start_console
+from agent.config import Settings
+from lab.eval.cases import load_case
+from lab.eval.runner import CaseRun
+
+pytestmark = pytest.mark.slow
+CASE = Path(__file__).resolve().parents[1] / (
+    "lab/cases/conversation-contract/dingtalk-knowledge/unreadable-source-keeps-its-last-snapshot.json"
+)
+
+
+def _settings(store_path: Path) -> Settings:
+    """The console as the case's daemon was configured: its source, named."""
+    source = {"wiki": "ws-lab", "name": "团队知识库"}
+    return Settings(
+        store_path=store_path, client_id="lab", client_secret="lab",
+        knowledge_reader="union-lab-reader", knowledge_sources=[source],
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("console-knowledge")
+    result = asyncio.run(CaseRun(load_case(CASE), workdir).run())
+    assert result.passed, (result.error, [str(p) for p in result.problems])
+    return workdir / "dta.db"
+
+
+async def test_the_knowledge_page_shows_each_source_its_docs_and_its_problem(
+    store_path: Path,
+) -> None:
+    runner, url = await start_console(store_path, _settings(store_path))
+    try:
+        base, _, query = url.partition("/?")
+        headers = {"Authorization": f"Bearer {query.removeprefix('token=')}"}
+        async with httpx.AsyncClient(trust_env=False) as client:
+            page = await client.get(base + "/knowledge", headers=headers)
+    finally:
+        await runner.cleanup()
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-source="wiki:ws-lab"' in html and 'data-problem="yes"' in html
+    assert "throttled" in html and "《差旅制度》" in html and 'data-doc-status="active"' in html
+    seen = " ".join(re.sub(r"<[^>]+>", " ", html[html.index("<main>") :]).split())
+    assert "as of 2025-11-28 10:00:00 +08:00" in seen
+    assert "last good sync 2026-01-01 08:00:00" in seen
+    assert "团队知识库" in seen and "served in dm" in seen and "no longer configured" not in seen
+    assert "+0000" not in seen
+
+
+async def test_the_knowledge_page_in_a_browser(store_path: Path) -> None:
+    """``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the view (lab/screenshots/ keeps it)."""
+    from tests.browser import Browser, find_chromium
+    from tests.environment import unavailable
+
+    binary = find_chromium()
+    if binary is None:
+        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
+    runner, url = await start_console(store_path, _settings(store_path))
+    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
+    try:
+        async with Browser(binary) as browser:
+            await browser.goto(url)  # the token becomes a cookie
+            await browser.goto(url.split("/?")[0] + "/knowledge")
+            await browser.wait_for("!!document.querySelector('[data-source]')")
+            seen = await browser.wait_for("document.querySelector('main').innerText")
+            assert "差旅制度" in seen and "throttled" in seen and "+08:00" in seen
+            if shots:
+                await browser.screenshot(Path(shots) / "console-knowledge.png")
+    finally:
+        await runner.cleanup()
