@@ -61,6 +61,8 @@ def live_skip_reason(case: Case) -> str | None:
         return "waits on the virtual clock"
     if any(step.click is not None and step.click.frame_id for step in case.steps):
         return "a click delivered again under its frame id is played in-process"
+    if kinds & {"edit_doc", "delete_doc"}:
+        return "docs changed mid-case are seen by a sync on the virtual clock"
     if "operator" in kinds:
         return "operator sends (dta send) do not come over the stream"
     if any(config.get("heartbeat_interval_s") is not None for config in case.configs()):
@@ -184,6 +186,8 @@ class LiveCaseRun:
         runtime = Runtime(robot, provider=case_provider(self.case, robot))
         self.runtimes[str(robot.robot_code)] = runtime
         await runtime.start()
+        if runtime.knowledge is not None:  # as the daemon's schedule does at start
+            await runtime.knowledge.sync.sync()
         # The stream always connects with the robot's app credentials on the fake, even in
         # a case that leaves the OpenAPI ones out (that is about sending, not this).
         app = self.fake.app_for_robot(robot.robot_code) or self.fake.app_for_robot(None)
