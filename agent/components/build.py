@@ -33,6 +33,7 @@ from agent.components.acts import (
 from agent.components.own_events import build_jobs, build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
+    document_limits,
     invocation_limits,
     media_limits,
     model_limits,
@@ -56,6 +57,7 @@ from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
 from agent.run.carriers import Carrier, Carriers
+from agent.run.documents import DocumentReader
 from agent.run.endings import Endings
 from agent.run.forgetting import Forgetting
 from agent.run.form_replies import FormReplies
@@ -182,6 +184,7 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
             GroundingLimits(settings.knowledge_items, settings.knowledge_item_chars),
             settings.agent.name,
         ),
+        DocumentReader(document_limits(settings)),
     )
     reactions = build_reactions(settings, parts)
     acting = build_acting(settings, parts, reactions)
