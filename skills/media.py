@@ -214,4 +214,5 @@ def about_media(invocation: EnrichedInvocation, english: bool) -> dict[str, Any]
         if english
         else "需要我做什么，用文字告诉我就好。"
     )
-    return reply("\n".join(lines) + ("\n" if len(lines) > 1 else "") + tail)
+    apart = len(lines) > 1 or "\n" in lines[-1]  # not glued to an excerpt's last line
+    return reply("\n".join(lines) + ("\n" if apart else "") + tail)
