@@ -208,3 +208,29 @@ def test_a_deadline_already_passed_reads_nothing_and_says_why():
     sheets = read(fixture("budget.xlsx"), seconds=-1)
     assert sheets.pieces == []
     assert sheets.left_out == ["sheets «差旅»、«办公用品»: not read (reading took too long)"]
+
+
+def test_a_case_names_a_fixture_file_under_lab_fixtures_only():
+    from lab.fake.files import parse_files
+
+    files = parse_files(
+        {"d": {"name": "a.pdf", "type": "application/pdf", "fixture": "documents/scanned.pdf"}}
+    )
+    assert files["d"].data == fixture("scanned.pdf")
+    for wrong in ("../cases/README.md", "documents/absent.pdf", "/etc/hostname"):
+        with pytest.raises(ValueError, match="no file under lab/fixtures/"):
+            parse_files({"d": {"name": "a", "fixture": wrong}})
+    with pytest.raises(ValueError, match="one of"):
+        parse_files({"d": {"name": "a", "fixture": "documents/scanned.pdf", "content": "x"}})
+
+
+def test_the_budget_and_time_limit_are_settings_with_bounds():
+    from pydantic import ValidationError
+
+    from agent.config import Settings
+
+    settings = Settings()
+    assert (settings.document_text_chars, settings.document_read_timeout_s) == (20_000, 10)
+    for wrong in ({"document_text_chars": 10}, {"document_read_timeout_s": 0}):
+        with pytest.raises(ValidationError):
+            Settings(**wrong)
