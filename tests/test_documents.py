@@ -4,6 +4,7 @@ and what the rules provider says from them."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from pathlib import Path
@@ -44,6 +45,7 @@ def fetched(tmp_path: Path, fixture: str, name: str, part_of: str = "message") -
         file_name=name,
         mime=sniff(data, name),
         size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
         path=f"media/{target.name}",
         stored_at=str(target),
     )
@@ -219,3 +221,21 @@ def test_rules_says_why_a_locked_file_was_not_read_in_english(rules, tmp_path):
     text = rules.answer_invocation(invocation)["text"]
     assert text.startswith('I couldn\'t read "policy.pdf": it is password-protected')
     assert ActionKind.REPLY in invocation.allowed_actions
+
+
+async def test_a_command_provider_reads_them_in_context_md(tmp_path):
+    from agent.contracts import SkillSnapshot
+    from skills.rundir import prepare_run_dir
+
+    (tmp_path / "media").mkdir()
+    media = [
+        fetched(tmp_path / "media", "long-report.pdf", "r.pdf"),
+        fetched(tmp_path / "media", "scanned.pdf", "s.pdf"),
+    ]
+    documents = await DocumentReader(DocumentLimits(400, 5.0)).read(media)
+    invocation = make_invocation("看看").model_copy(update={"media": media, "documents": documents})
+    prepare_run_dir(tmp_path / "run", invocation, [], SkillSnapshot())
+    context = (tmp_path / "run" / "CONTEXT.md").read_text(encoding="utf-8")
+    assert "`r.pdf#page=2` (cut from 315 characters)" in context
+    assert "- left out of `r.pdf`: pages 3-12: not read" in context
+    assert "`s.pdf`: not readable (no_text_layer:" in context
