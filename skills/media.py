@@ -6,9 +6,10 @@ Used two ways:
   (an expired or invalid download code) gets one short ask to send it again, and a message
   of a type dta cannot read at all gets a short honest reply — the same whichever provider
   is configured, because neither needs judgement, only honesty;
-- ``about_media`` and ``wants_file`` by the ``rules`` provider: it can read text files but
-  not pictures, video or speech-less audio, and says exactly what it received, what it
-  read and what it could not.
+- ``about_media`` and ``wants_file`` by the ``rules`` provider: it can read text files and
+  the text the host read from PDF, Word and Excel files (``skills/documents.py``), but not
+  pictures, video or speech-less audio, and says exactly what it received, what it read
+  and what it could not.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from agent.contracts import (
     MEDIA_MSGTYPES,
     TEXT_MSGTYPES,
     ActionKind,
+    DocumentText,
     EnrichedInvocation,
     MediaItem,
     MediaStatus,
 )
+from skills import documents
 from skills.providers.base import ask, reply
 
 FILE_GOAL = "查看对方发来的文件或图片"
@@ -126,9 +129,16 @@ def host_reply(invocation: EnrichedInvocation) -> dict[str, Any] | None:
 
 def pictures_only(invocation: EnrichedInvocation) -> bool:
     """The message's own media are only what this provider cannot read (pictures, video):
-    nothing among them it could quote back, so its words are what it can answer."""
+    nothing among them it could quote back, so its words are what it can answer (a
+    document is never a picture: what was read of it, or why not, is said)."""
     own = _own(invocation)
-    return bool(own) and all(_read_text(item) is None for item in own)
+    return bool(own) and all(
+        _read_text(item) is None and _document_of(invocation, item) is None for item in own
+    )
+
+
+def _document_of(invocation: EnrichedInvocation, item: MediaItem) -> DocumentText | None:
+    return next((d for d in invocation.documents if d.media_id == item.media_id), None)
 
 
 def picture_note(invocation: EnrichedInvocation, english: bool) -> str:
@@ -180,6 +190,10 @@ def about_media(invocation: EnrichedInvocation, english: bool) -> dict[str, Any]
                 else f"{whose}{what}我这边没能下载下来（{why_zh}），没看到内容。"
             )
             continue
+        document = _document_of(invocation, item)
+        if document is not None:  # a PDF, Word or Excel file the host read
+            lines.append(documents.about_document(document, english))
+            continue
         text = _read_text(item)
         if text is not None:
             excerpt = text.strip()[:EXCERPT_CHARS]
@@ -200,4 +214,5 @@ def about_media(invocation: EnrichedInvocation, english: bool) -> dict[str, Any]
         if english
         else "需要我做什么，用文字告诉我就好。"
     )
-    return reply("\n".join(lines) + ("\n" if len(lines) > 1 else "") + tail)
+    apart = len(lines) > 1 or "\n" in lines[-1]  # not glued to an excerpt's last line
+    return reply("\n".join(lines) + ("\n" if apart else "") + tail)

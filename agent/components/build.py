@@ -34,6 +34,7 @@ from agent.components.knowledge import KnowledgeParts, build_knowledge
 from agent.components.own_events import build_jobs, build_own_events, build_proactive
 from agent.components.policies import (
     action_policy,
+    document_limits,
     invocation_limits,
     media_limits,
     model_limits,
@@ -57,6 +58,7 @@ from agent.run.acting import Acting
 from agent.run.answering import ACK_TEXT, Answering
 from agent.run.broker import Broker
 from agent.run.carriers import Carrier, Carriers
+from agent.run.documents import DocumentReader
 from agent.run.endings import Endings
 from agent.run.forgetting import Forgetting
 from agent.run.form_replies import FormReplies
@@ -188,7 +190,8 @@ def build_pipeline(settings: Settings, parts: PipelineParts, owner: str) -> Pipe
             docs.serves if docs else None,
             docs.timezone if docs else None,
         ),
-        docs.rights if docs else None,
+        documents=DocumentReader(document_limits(settings)),
+        rights=docs.rights if docs else None,
     )
     reactions = build_reactions(settings, parts)
     acting = build_acting(settings, parts, reactions)

@@ -10,6 +10,7 @@ from agent.contracts.quiet_hours import parse_quiet_hours
 from agent.dingtalk.connector import ConnectorConfig
 from agent.dingtalk.openapi import TransportConfig
 from agent.proactive.schedule import SchedulePolicy
+from agent.run.documents import DocumentLimits
 from agent.run.invocation import InvocationLimits
 from agent.run.media import MediaLimits
 from agent.run.metering import ModelLimits
@@ -112,6 +113,13 @@ def media_limits(settings: Settings) -> MediaLimits:
         media_dir=settings.media_dir,
         max_download_bytes=settings.max_download_bytes,
         download_timeout_s=settings.download_timeout_s,
+    )
+
+
+def document_limits(settings: Settings) -> DocumentLimits:
+    return DocumentLimits(
+        text_chars=settings.document_text_chars,
+        timeout_s=settings.document_read_timeout_s,
     )
 
 

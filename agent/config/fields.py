@@ -79,6 +79,11 @@ class SettingsFields(BaseModel):
     download_timeout_s: float = Field(default=30, gt=0)
     media_keep_days: float = Field(default=7, gt=0)  # `dta store prune` removes older media
     max_file_chars: int = Field(default=8000, ge=100)  # of a text file shown to a model
+    # the text of a PDF, Word or Excel file given to the provider (agent/run/documents.py):
+    # at most this many characters of each file (what is left out is said), read within
+    # this many seconds, off the event loop
+    document_text_chars: int = Field(default=20_000, ge=200, le=500_000)
+    document_read_timeout_s: float = Field(default=10, gt=0, le=120)
 
     # the robot and its app
     client_id: str | None = None

@@ -284,6 +284,17 @@ class MediaStatus(StrEnum):
     MISSING = "missing"  # could not be had: ``missing`` says why; never guessed around
 
 
+class DocumentProblem(StrEnum):
+    """Why a PDF, Word or Excel file's text could not be read (``DocumentText.problem``)."""
+
+    NO_TEXT_LAYER = "no_text_layer"  # a scan: pages with no extractable text at all
+    ENCRYPTED = "encrypted"  # needs a password (a PDF, or an Office file's encrypted package)
+    CORRUPT = "corrupt"  # the bytes are not a readable file of that kind
+    UNSUPPORTED = "unsupported"  # Office 97-2003 (.doc, .xls): not read
+    TOO_LARGE = "too_large"  # unpacks to more than may be read (a zip bomb, or just huge)
+    TIMEOUT = "timeout"  # reading took longer than ``document_read_timeout_s``
+
+
 class ApprovalStatus(StrEnum):
     PENDING = "pending"  # asked; the run that proposed the act ends ``waiting``
     APPROVED = "approved"  # the authorizer said yes: the act runs (once)

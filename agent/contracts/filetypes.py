@@ -9,10 +9,16 @@ pptx, zip, pdf or rar, each up to 20 MB (``../shared/dingtalk-workspace-apis.md`
     sniff(b"\\x89PNG\\r\\n\\x1a\\n...")          # "image/png"
     outbound_form("image/png", "chart.png")   # OutboundForm("image", "png")
     outbound_form("application/zip", "q3.xlsx")  # OutboundForm("file", "xlsx")
+    document_format(docx_bytes)               # "docx" (a zip with word/document.xml)
+
+Which document a zip is (Word or Excel) is read from its members, not its name: the text
+of PDF, Word and Excel files is read for the model (``agent/run/document_text.py``).
 """
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import PurePosixPath
 from typing import Literal, NamedTuple
 
@@ -65,6 +71,39 @@ def sniff(data: bytes, file_name: str | None = None) -> str:
 def is_text(mime: str | None) -> bool:
     """Readable as text: the txt, md, csv and json files a colleague pastes around."""
     return bool(mime) and (mime.startswith("text/") or mime == "application/json")
+
+
+DocumentFormat = Literal["pdf", "docx", "xlsx", "office-97"]
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def document_format(data: bytes) -> DocumentFormat | None:
+    """Which document's text can be read from these bytes, by their content, never a name:
+    ``%PDF-``; a zip whose members are a Word (``word/document.xml``) or an Excel
+    (``xl/workbook.xml``) package; ``office-97``: the compound file of .doc/.xls (or of a
+    password-protected .docx/.xlsx, which Office wraps the same way). None: none of those."""
+    if data.startswith(b"%PDF-"):
+        return "pdf"
+    if data.startswith(_OLE):
+        return "office-97"
+    if not data.startswith(b"PK\x03\x04"):
+        return None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, ValueError, OSError):
+        return None
+    if "word/document.xml" in names:
+        return "docx"
+    if "xl/workbook.xml" in names:
+        return "xlsx"
+    return None
+
+
+def encrypted_office(data: bytes) -> bool:
+    """A compound file holding an encrypted Office package (the stream "EncryptedPackage",
+    named in UTF-16 in the file's directory)."""
+    return data.startswith(_OLE) and "EncryptedPackage".encode("utf-16-le") in data
 
 
 OutboundKind = Literal["image", "file"]

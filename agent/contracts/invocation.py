@@ -2,10 +2,10 @@
 
 Each item (``Identity``, ``QuotedMessage``, ``Burst``, ``Grounding``) derives from
 ``Sourced``: it says where it came from and what is missing or cut, and never grants
-authority. ``MediaItem`` is a
-picture, file, video or audio fetched after the gate. ``EnrichedInvocation.for_provider``
-is the one view a provider may see: webhook URLs, download codes and storage paths are
-left out of it.
+authority. ``MediaItem`` is a picture, file, video or audio fetched after the gate;
+``DocumentText`` the text read from a PDF, Word or Excel one, page by page, sheet by sheet
+or section by section. ``EnrichedInvocation.for_provider`` is the one view a provider may
+see: webhook URLs, download codes and storage paths are left out of it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agent.contracts.base import Contract
-from agent.contracts.codes import ActionKind, MediaStatus
+from agent.contracts.codes import ActionKind, DocumentProblem, MediaStatus
 from agent.contracts.events import Event, ResponseDecision
 from agent.contracts.forms import FormAnswer
 from agent.contracts.runs import TaskCheckpoint
@@ -83,6 +83,41 @@ class MediaItem(Contract):
     @property
     def is_image(self) -> bool:
         return self.status is MediaStatus.FETCHED and (self.mime or "").startswith("image/")
+
+
+# ---- documents: the text of a PDF, Word or Excel file the person sent (agent/run/documents.py)
+
+
+class DocumentPart(Contract):
+    """One page of a PDF, one sheet of a workbook or one headed section of a Word file: what
+    a model answers from and names (「根据你发的《报销标准.pdf》第 2 页…」)."""
+
+    ref: str  # "报销标准.pdf#page=2", "budget.xlsx#sheet=差旅", "handbook.docx#section=报销"
+    page: int | None = None  # PDF, from 1
+    sheet: str | None = None  # Excel: the sheet's name
+    section: str | None = None  # Word: the heading above the text (None: before the first)
+    text: str  # a sheet's rows one a line, cells separated by " | "
+    truncated: bool = False  # cut where the file's budget ran out
+    original_length: int | None = None
+
+
+class DocumentText(Sourced):
+    """What was read of one PDF, Word or Excel file, or why nothing could be (``problem``,
+    with ``missing`` in words). ``left_out`` names each page, sheet or row range not given
+    (over the budget, past a bound, or a page with no text), so nothing unread is guessed at."""
+
+    media_id: str
+    file_name: str
+    part_of: Literal["message", "quote", "earlier"] = "message"
+    format: Literal["pdf", "docx", "xlsx", "office-97"]
+    pages: int | None = None  # a PDF's page count
+    sheets: list[str] = Field(default_factory=list)  # a workbook's sheet names, all of them
+    parts: list[DocumentPart] = Field(default_factory=list)
+    left_out: list[str] = Field(default_factory=list)  # "pages 8-12 (over the 20000-char …)"
+    problem: DocumentProblem | None = None
+
+
+# ---- end of documents
 
 
 class BurstMessage(Contract):
@@ -217,6 +252,8 @@ class EnrichedInvocation(Contract):
     recent: RecentExchange | None = None
     # the knowledge sections and published memory in scope that match the message
     knowledge: Grounding | None = None
+    # the text of the PDF, Word and Excel files among ``media``, per page, sheet or section
+    documents: list[DocumentText] = Field(default_factory=list)
     # set on the repair round: what was refused and why
     repair: Repair | None = None
     # the local date, weekday, time and zone (the team's, from ``timezone``)

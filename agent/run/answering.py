@@ -130,6 +130,9 @@ class Answering:
                 invocation = invocation.model_copy(update={"acts": acts})
         outcome.grounds.sources = _sources(invocation)
         outcome.grounds.knowledge_used = bool(invocation.knowledge and invocation.knowledge.items)
+        # a document's text answers like knowledge: its figures are the ones an answer may give
+        if any(document.parts for document in invocation.documents):
+            outcome.grounds.knowledge_used = True
         if self.run_dir is not None:
             prepare_run_dir(self.run_dir / run.run_id, invocation, skills, run.skill_snapshot)
         hosted = host_reply(invocation)  # a refused file or an unreadable type: no provider
@@ -316,9 +319,12 @@ SOURCE_FILE_CHARS = 20_000
 def _sources(invocation: EnrichedInvocation) -> tuple[str, ...]:
     """What the run was given to read, whose words an answer may quote as theirs: the
     knowledge and memory items, the text files sent with the message, a quoted message (a
-    file that says 「我会在下午提交」 is the file's, not the robot's promise)."""
+    file that says 「我会在下午提交」 is the file's, not the robot's promise), the text of
+    the documents sent."""
     sources = [item.content for item in invocation.knowledge.items] if invocation.knowledge else []
     sources += [file["text"] for file in text_files(invocation, SOURCE_FILE_CHARS)]
     if invocation.quote is not None and invocation.quote.text:
         sources.append(invocation.quote.text)
+    # the PDF, Word and Excel files' text, as read (agent/run/documents.py)
+    sources += [part.text for document in invocation.documents for part in document.parts]
     return tuple(sources)

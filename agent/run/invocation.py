@@ -14,7 +14,9 @@ Three things beyond the message itself, each saying where it came from:
 - **knowledge** — the sections of the knowledge folder and the published memory of this
   conversation that match the message (``agent.run.grounding``), or what was searched.
 - **media** — the message's pictures, files, video and audio (and its quote's), fetched
-  here, after the response gate engaged, by ``agent.run.media`` (never at ingest).
+  here, after the response gate engaged, by ``agent.run.media`` (never at ingest);
+- **documents** — the text of the PDF, Word and Excel files among them, page by page, sheet
+  by sheet or section by section (``agent.run.documents``), or why it could not be read.
 
 Long text, quotes and bursts are cut to configured sizes and say so (``truncated``).
 Sources explain; they never grant authority.
@@ -48,6 +50,7 @@ from agent.contracts import (
 )
 from agent.dingtalk.readers import quoted_text
 from agent.dingtalk.transport import DingTalkTransport
+from agent.run.documents import DocumentReader
 from agent.run.forgetting import after_last_forget
 from agent.run.grounding import Grounder, ReadRights, readable_only
 from agent.run.identities import IdentityDirectory
@@ -145,6 +148,7 @@ class InvocationBuilder:
         media: MediaFetcher | None = None,
         identities: IdentityDirectory | None = None,
         grounder: Grounder | None = None,
+        documents: DocumentReader | None = None,
         rights: ReadRights | None = None,
     ) -> None:
         self.store = store
@@ -154,6 +158,7 @@ class InvocationBuilder:
         self.limits = limits
         self.media = media
         self.grounder = grounder
+        self.documents = documents  # reads the PDF, Word and Excel files among the media
         # Staff-directory answers, cached and looked up early (agent/run/identities.py): the
         # runtime's own, which it starts on as soon as a run is queued.
         self.identities = identities or IdentityDirectory(
@@ -170,6 +175,7 @@ class InvocationBuilder:
         text, truncated, original = _cut(event.text, self.limits.max_text_chars)
         nearby = self._nearby(event)  # one read for the burst and the media its words take
         media = await self._media(event, run, nearby)
+        documents = await self.documents.read(media) if self.documents and media else []
         quote = self.quote(event)
         if quote is not None:
             quote.media = [m.media_id for m in media if m.part_of == "quote"]
@@ -192,6 +198,7 @@ class InvocationBuilder:
             allowed_actions=run.allowed_actions,
             continuation=continuation,
             media=media,
+            documents=documents,
             now=local_now(self.clock.now(), self.limits.timezone),
             form=self.form_answer(event),
         )

@@ -159,7 +159,8 @@ class Fixtures(CaseModel):
     users: dict[str, UserFixture] = Field(default_factory=dict)
     # the fake model's scripted answers (lab.models.fake_model): msgId -> list of entries
     model_script: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
-    # files the fake platform serves: download code -> {name, type, content | base64, size}
+    # files the fake platform serves: download code -> {name, type, content | base64 |
+    # fixture (a path under lab/fixtures/), size}
     files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # to-dos the fake workspace holds at the start (executors are staff ids)
     todos: list[TodoFixture] = Field(default_factory=list)

@@ -12,9 +12,12 @@ import base64
 import struct
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-_FILE_KEYS = frozenset({"name", "type", "content", "base64", "size"})
+_FILE_KEYS = frozenset({"name", "type", "content", "base64", "fixture", "size"})
+# ``fixture``: a file under lab/fixtures/ (its real bytes: the documents the cases read)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,11 @@ def default_file(kind: str, name: str | None, msg_id: str) -> FakeFile:
 
 
 def parse_files(spec: Any) -> dict[str, FakeFile]:
-    """``fixtures.files`` checked whole: ``{code: {name, type, content | base64, size}}``.
+    """``fixtures.files`` checked whole: ``{code: {name, type, content | base64 | fixture,
+    size}}``.
 
-    ``content`` is text (UTF-8); ``base64`` is any bytes; ``type: image/png`` alone makes a
+    ``content`` is text (UTF-8); ``base64`` is any bytes; ``fixture`` a file's path under
+    ``lab/fixtures/`` (``documents/expense-policy.pdf``); ``type: image/png`` alone makes a
     small real PNG; ``size`` pads the content with spaces (a text file of that many bytes).
     """
     if not isinstance(spec, dict):
@@ -76,9 +81,11 @@ def parse_files(spec: Any) -> dict[str, FakeFile]:
         name, mime = entry.get("name"), entry.get("type", "application/octet-stream")
         if not isinstance(name, str) or not name or not isinstance(mime, str):
             raise ValueError(f"files[{code!r}]: 'name' and 'type' must be strings")
-        if "content" in entry and "base64" in entry:
-            raise ValueError(f"files[{code!r}]: give 'content' or 'base64', not both")
-        if isinstance(entry.get("content"), str):
+        if len({"content", "base64", "fixture"} & set(entry)) > 1:
+            raise ValueError(f"files[{code!r}]: give one of 'content', 'base64' or 'fixture'")
+        if isinstance(entry.get("fixture"), str):
+            data = _fixture(code, entry["fixture"])
+        elif isinstance(entry.get("content"), str):
             data = entry["content"].encode("utf-8")
         elif isinstance(entry.get("base64"), str):
             try:
@@ -96,3 +103,11 @@ def parse_files(spec: Any) -> dict[str, FakeFile]:
             data = data + b" " * (size - len(data))
         files[code] = FakeFile(name, mime, data)
     return files
+
+
+def _fixture(code: str, path: str) -> bytes:
+    """The bytes of a file under lab/fixtures/, never outside it."""
+    target = (FIXTURES / path).resolve()
+    if not target.is_relative_to(FIXTURES) or not target.is_file():
+        raise ValueError(f"files[{code!r}]: 'fixture' {path!r} is no file under lab/fixtures/")
+    return target.read_bytes()

@@ -5,8 +5,10 @@
 - small text-like files (txt, md, csv, json, by their sniffed type), as data the user
   prompt shows fenced, cut to ``max_file_chars`` and marked ``truncated`` when cut.
 
-Anything else (video, audio without recognition, PDFs, pictures for a text-only model) is
-only described in the invocation's ``media`` list, so the model can say what it did not see.
+The text of PDF, Word and Excel files is in the invocation itself (``documents``, read by
+the host: ``agent/run/documents.py``). Anything else (video, audio without recognition,
+pictures for a text-only model) is only described in the invocation's ``media`` list, so
+the model can say what it did not see.
 """
 
 from __future__ import annotations

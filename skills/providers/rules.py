@@ -7,7 +7,8 @@ The checks run in a fixed order and the first hit produces the single reply:
    declined with a safe alternative (the answer only ever goes back to the origin);
 2. arithmetic, computed exactly (see ``arithmetic``);
 3. self-introduction from the agent definition;
-4. a matching section of the team's Markdown knowledge folder, with its source;
+4. a matching section of the team's Markdown knowledge folder, with its source (a line of
+   a PDF, Word or Excel file the person sent comes first: ``skills/documents.py``);
 5. otherwise "I don't know", naming what was checked.
 
 A request to be reminded (「明天上午10点提醒我交报销」, "remind me at 3pm to …") is answered
@@ -30,7 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agent.contracts import ActionKind, AgentDefinition, ConversationType, EnrichedInvocation
-from skills import media
+from skills import documents, media
 from skills.language import clean_text, is_english
 from skills.loader import Skill, allowed_actions
 from skills.providers import arithmetic, followup, reminders
@@ -181,6 +182,10 @@ class RulesProvider:
         group = invocation.event.conversation.type is ConversationType.GROUP
         if group and _DM_CONTENT.search(text):
             return reply(_DM_STAYS_EN if english else _DM_STAYS_ZH)
+        # a question about a PDF, Word or Excel file sent with it or just before: its lines
+        from_file = documents.answer_from_documents(invocation, text, english)
+        if from_file is not None:
+            return from_file
         own_media = any(m.part_of == "message" for m in invocation.media)
         about = media.about_media(invocation, english) if invocation.media else None
         if own_media and about is not None:
@@ -213,6 +218,8 @@ class RulesProvider:
             if reminder is not None:
                 return reminder
         answer = self._answer(text, english, kind, visible_to(invocation), invocation)
+        if answer["text"] == self._dont_know(english):  # the file was read, and said nothing
+            answer["text"] = documents.not_in_documents(invocation, english) + answer["text"]
         if wants_introduction(text) and answer["kind"] == "reply":
             answer["text"] = followup.greeting(invocation, english) + answer["text"]
         return answer
