@@ -216,3 +216,31 @@ def test_doc_sections_are_found_among_the_folders() -> None:
     bm25 = figures["bm25-bigram"]
     assert bm25.answerable >= 40 and bm25.unanswerable >= 8
     assert bm25.recall_at_3 >= 0.85
+
+
+async def test_dta_knowledge_status_names_each_source_its_problem_and_its_docs(store) -> None:
+    import io
+
+    from agent.cli.knowledge import status
+    from agent.config import Settings
+
+    clock = VirtualClock(T0)
+    wire = Wire({"d1": _node("d1", "差旅制度", T0)}, {"d1": "住宿标准|每晚 600 元"})
+    sync = _sync(store, wire, clock, wiki="ws")
+    await sync.sync()
+    settings = Settings(
+        client_id="a",
+        client_secret="b",
+        knowledge_reader="r",
+        knowledge_sources=[{"wiki": "ws"}, {"doc": "never"}],
+    )
+    out = io.StringIO()
+    assert status(store, settings, out) == 0
+    text = out.getvalue()
+    assert "wiki:ws  1 doc(s)  last good sync 2026-01-01 08:00:00 +08:00" in text
+    assert "d1  《差旅制度》 (doc) as of 2026-01-01 08:00:00 +08:00" in text
+    assert "doc:never  not synced yet" in text
+    wire.fail = "unavailable"
+    await sync.sync()
+    out = io.StringIO()
+    assert status(store, settings, out) == 1 and "PROBLEM: unavailable" in out.getvalue()
