@@ -4,68 +4,37 @@ the configured zone, from a store a lab case left (the real server on 127.0.0.1)
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent.cli.console.server import start_console
 from agent.config import Settings
-from lab.eval.cases import load_case
-from lab.eval.runner import CaseRun
+from tests.console_pages import fetch, seen, store_of_case
 
 pytestmark = pytest.mark.slow
-CASE = Path(__file__).resolve().parents[1] / (
-    "lab/cases/workspace-and-artifacts/acts/colleague-todo-waits-for-the-askers-click.json"
-)
+CASE = "workspace-and-artifacts/acts/colleague-todo-waits-for-the-askers-click.json"
 
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = tmp_path_factory.mktemp("console-approvals")
-    result = asyncio.run(CaseRun(load_case(CASE), workdir).run())
-    assert result.passed, (result.error, [str(p) for p in result.problems])
-    return workdir / "dta.db"
-
-
-async def _get(store_path: Path, settings: Settings, *paths: str) -> list[str]:
-    runner, url = await start_console(store_path, settings)
-    try:
-        base, _, query = url.partition("/?")
-        token = query.removeprefix("token=")
-        headers = {"Authorization": f"Bearer {token}"}
-        pages = []
-        async with httpx.AsyncClient(trust_env=False) as client:
-            for path in paths:
-                page = await client.get(base + path, headers=headers)
-                assert page.status_code == 200, path
-                pages.append(page.text)
-        return pages
-    finally:
-        await runner.cleanup()
-
-
-def _seen(html: str) -> str:
-    """The page's text as a person sees it (no tags, no attributes)."""
-    main = html[html.index("<main>") : html.index("</main>")]
-    return " ".join(re.sub(r"<[^>]+>", " ", main).split())
+    return store_of_case(tmp_path_factory, CASE)
 
 
 async def test_the_approvals_page_shows_the_snapshot_and_every_click(store_path: Path) -> None:
-    (html,) = await _get(store_path, Settings(store_path=store_path), "/approvals")
+    (html,) = await fetch(store_path, Settings(store_path=store_path), "/approvals")
     assert 'data-status="approved"' in html and "创建待办" in html and "整理发票" in html
     assert "not_authorizer" in html and "approved" in html  # u3's click, then the asker's
-    seen = _seen(html)
-    assert "for 张三" in seen and "asked by 李四" in seen  # the audience and the asker, by name
-    assert "u2" not in seen and "u1" not in seen, "names, not staff ids"
+    text = seen(html)
+    assert "for 张三" in text and "asked by 李四" in text  # the audience and the asker, by name
+    assert "u2" not in text and "u1" not in text, "names, not staff ids"
 
 
 async def test_the_approvals_page_tells_the_outcome_and_reads_the_arguments(
     store_path: Path,
 ) -> None:
-    (html,) = await _get(store_path, Settings(store_path=store_path), "/approvals")
+    (html,) = await fetch(store_path, Settings(store_path=store_path), "/approvals")
     assert 'data-outcome="verified"' in html
     assert re.search(r'class="badge outcome verified [a-z]+"[^>]*>done, read back<', html)
     assert "<dt>主题</dt><dd>整理发票</dd>" in html and "<dt>执行人</dt><dd>张三</dd>" in html
@@ -76,7 +45,7 @@ async def test_the_approvals_page_tells_the_outcome_and_reads_the_arguments(
 
 async def test_every_page_shows_times_in_the_configured_zone(store_path: Path) -> None:
     settings = Settings(store_path=store_path, timezone="Europe/Berlin")
-    approvals, threads, trace = await _get(
+    approvals, threads, trace = await fetch(
         store_path, settings, "/approvals", "/?c=g1", "/trace/m1"
     )
     assert "2026-01-01 01:00:00 +01:00" in approvals

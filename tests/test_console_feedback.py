@@ -5,7 +5,6 @@ left (the real server on 127.0.0.1). ``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the p
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -13,21 +12,15 @@ import pytest
 
 from agent.cli.console.server import start_console
 from agent.config import Settings
-from lab.eval.cases import load_case
-from lab.eval.runner import CaseRun
+from tests.console_pages import store_of_case
 
 pytestmark = pytest.mark.slow
-CASE = Path(__file__).resolve().parents[1] / (
-    "lab/cases/conversation-contract/feedback/two-people-in-a-group-each-count.json"
-)
+CASE = "conversation-contract/feedback/two-people-in-a-group-each-count.json"
 
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = tmp_path_factory.mktemp("console-feedback")
-    result = asyncio.run(CaseRun(load_case(CASE), workdir).run())
-    assert result.passed, (result.error, [str(p) for p in result.problems])
-    return workdir / "dta.db"
+    return store_of_case(tmp_path_factory, CASE)
 
 
 async def test_the_team_sees_the_answers_ratings_in_a_browser(store_path: Path) -> None:

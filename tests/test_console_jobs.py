@@ -4,51 +4,33 @@ silent ``nothing_new``, cancelled — from the store a lab case left (the real s
 
 from __future__ import annotations
 
-import asyncio
 import os
-import re
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent.cli.console.server import start_console
 from agent.config import Settings
-from lab.eval.cases import load_case
-from lab.eval.runner import CaseRun
+from tests.console_pages import fetch, seen, store_of_case
 
 pytestmark = pytest.mark.slow
-CASE = Path(__file__).resolve().parents[1] / (
-    "lab/cases/task-lifecycle/jobs/list-and-cancel-jobs-in-words.json"
-)
+CASE = "task-lifecycle/jobs/list-and-cancel-jobs-in-words.json"
 
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = tmp_path_factory.mktemp("console-jobs")
-    result = asyncio.run(CaseRun(load_case(CASE), workdir).run())
-    assert result.passed, (result.error, [str(p) for p in result.problems])
-    return workdir / "dta.db"
+    return store_of_case(tmp_path_factory, CASE)
 
 
 async def test_the_jobs_page_shows_each_job_and_what_became_of_its_slots(store_path: Path) -> None:
-    runner, url = await start_console(store_path, Settings(store_path=store_path))
-    try:
-        base, _, query = url.partition("/?")
-        headers = {"Authorization": f"Bearer {query.removeprefix('token=')}"}
-        async with httpx.AsyncClient(trust_env=False) as client:
-            page = await client.get(base + "/jobs", headers=headers)
-    finally:
-        await runner.cleanup()
-    assert page.status_code == 200
-    html = page.text
+    (html,) = await fetch(store_path, Settings(store_path=store_path), "/jobs")
     assert 'data-status="active"' in html and 'data-status="cancelled"' in html
     assert "every day at 18:00" in html and "every Mon at 09:00" in html
     assert "cancelled by its owner" in html
-    seen = " ".join(re.sub(r"<[^>]+>", " ", html[html.index("<main>") :]).split())
-    assert "2026-01-01 18:00:00 +08:00 · dispatched" in seen
-    assert html.count('<span class="badge quiet">nothing_new<') == 3 and "(reply accepted)" in seen
-    assert "+0000" not in seen
+    text = seen(html)
+    assert "2026-01-01 18:00:00 +08:00 · dispatched" in text
+    assert html.count('<span class="badge quiet">nothing_new<') == 3 and "(reply accepted)" in text
+    assert "+0000" not in text
 
 
 async def test_the_jobs_page_in_a_browser(store_path: Path) -> None:

@@ -5,23 +5,17 @@ renders it."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import re
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent.cli.console.server import start_console
 from agent.config import Settings
-from lab.eval.cases import load_case
-from lab.eval.runner import CaseRun
+from tests.console_pages import fetch, seen, store_of_case
 
 pytestmark = pytest.mark.slow
-CASE = Path(__file__).resolve().parents[1] / (
-    "lab/cases/conversation-contract/dingtalk-knowledge/unreadable-source-keeps-its-last-snapshot.json"
-)
+CASE = "conversation-contract/dingtalk-knowledge/unreadable-source-keeps-its-last-snapshot.json"
 
 
 def _settings(store_path: Path) -> Settings:
@@ -35,32 +29,20 @@ def _settings(store_path: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workdir = tmp_path_factory.mktemp("console-knowledge")
-    result = asyncio.run(CaseRun(load_case(CASE), workdir).run())
-    assert result.passed, (result.error, [str(p) for p in result.problems])
-    return workdir / "dta.db"
+    return store_of_case(tmp_path_factory, CASE)
 
 
 async def test_the_knowledge_page_shows_each_source_its_docs_and_its_problem(
     store_path: Path,
 ) -> None:
-    runner, url = await start_console(store_path, _settings(store_path))
-    try:
-        base, _, query = url.partition("/?")
-        headers = {"Authorization": f"Bearer {query.removeprefix('token=')}"}
-        async with httpx.AsyncClient(trust_env=False) as client:
-            page = await client.get(base + "/knowledge", headers=headers)
-    finally:
-        await runner.cleanup()
-    assert page.status_code == 200
-    html = page.text
+    (html,) = await fetch(store_path, _settings(store_path), "/knowledge")
     assert 'data-source="wiki:ws-lab"' in html and 'data-problem="yes"' in html
     assert "throttled" in html and "《差旅制度》" in html and 'data-doc-status="active"' in html
-    seen = " ".join(re.sub(r"<[^>]+>", " ", html[html.index("<main>") :]).split())
-    assert "as of 2025-11-28 10:00:00 +08:00" in seen
-    assert "last good sync 2026-01-01 08:00:00" in seen
-    assert "团队知识库" in seen and "served in dm" in seen and "no longer configured" not in seen
-    assert "+0000" not in seen
+    text = seen(html)
+    assert "as of 2025-11-28 10:00:00 +08:00" in text
+    assert "last good sync 2026-01-01 08:00:00" in text
+    assert "团队知识库" in text and "served in dm" in text and "no longer configured" not in text
+    assert "+0000" not in text
 
 
 async def test_the_knowledge_page_in_a_browser(store_path: Path) -> None:

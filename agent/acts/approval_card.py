@@ -18,14 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from agent.acts.card_create import create_card_once
 from agent.acts.shown import lines, local_time, person_names, readable
-from agent.cards.api import FLOW_FINISHED, CardAPI, CardOutcome, open_space_id
+from agent.cards.api import FLOW_FINISHED, CardAPI, open_space_id
 from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     ApprovalRecord,
     Attempt,
-    AttemptOutcome,
     CardReason,
     Channel,
     Evidence,
@@ -34,18 +34,11 @@ from agent.contracts import (
     ReceiptStatus,
     Run,
     RunEnding,
-    new_id,
 )
 from agent.run.broker import Broker
 from storage import Store
 
 log = logging.getLogger("dta.approvals")
-
-_STATUS = {
-    CardOutcome.OK: (AttemptOutcome.ACCEPTED, ReceiptStatus.ACCEPTED),
-    CardOutcome.UNCERTAIN: (AttemptOutcome.UNCERTAIN, ReceiptStatus.UNCERTAIN),
-}
-
 
 def card_params(record: ApprovalRecord, timezone: str) -> dict[str, str]:
     """The card's variables: names, not staff ids; the arguments in the asker's words; the
@@ -104,28 +97,24 @@ class ApprovalCards:
             )
         body = self.api.create_body(record.approval_id, intent.target, space)
         body["cardData"] = {"cardParamMap": card_params(record, self.timezone)}
-        attempt = Attempt(
-            attempt_id=new_id("att"),
-            intent_id=intent.intent_id,
-            channel=Channel.CARD,
-            started_at=self.clock.now(),
-            request_digest=self.api.digest(body),
+        created = await create_card_once(
+            store=self.store,
+            broker=self.broker,
+            api=self.api,
+            clock=self.clock,
+            run=run,
+            intent=intent,
+            body=body,
+            track_id=record.approval_id,
+            mark_track=lambda: self.store.approvals.set_approval_track(
+                record.approval_id, record.approval_id
+            ),
         )
-        if not self.store.actions.add_intent(intent, attempt):
-            return self.broker.refuse_duplicate(run, intent)
-        self.store.approvals.set_approval_track(record.approval_id, record.approval_id)
-        self.broker.crash.hit("after_attempt_started")
-        answer = await self.api.create(body)
-        self.broker.crash.hit("after_send")
-        outcome, status = _STATUS.get(answer.outcome, (AttemptOutcome.FAILED, ReceiptStatus.FAILED))
-        evidence = Evidence(
-            http_status=answer.http_status,
-            errmsg=answer.code,
-            detail=answer.detail,
-            channels_tried=[Channel.CARD],
-            out_track_id=record.approval_id,
-        )
-        attempt.outcome, attempt.finished_at, attempt.evidence = outcome, self.clock.now(), evidence
+        if isinstance(created, Receipt):
+            return created
+        attempt, answer, status, evidence = (
+            created.attempt, created.answer, created.status, created.evidence
+        )  # fmt: skip
         if status is ReceiptStatus.FAILED and self.text_prompt is not None:
             # No card was taken (refused, throttled past its tries, never sent): the asker
             # is asked in words with the text code instead, the card's reason on record.

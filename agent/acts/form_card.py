@@ -23,14 +23,14 @@ import json
 import logging
 
 from agent.acts.approval_card import closed_card
+from agent.acts.card_create import create_card_once
 from agent.acts.forms import CARD_STATUS
 from agent.acts.shown import local_time
-from agent.cards.api import CardAPI, CardOutcome, open_space_id
+from agent.cards.api import CardAPI, open_space_id
 from agent.clock import Clock
 from agent.contracts import (
     ActionIntent,
     Attempt,
-    AttemptOutcome,
     Channel,
     Evidence,
     FormRecord,
@@ -41,7 +41,6 @@ from agent.contracts import (
     Run,
     RunEnding,
     form_id_for,
-    new_id,
 )
 from agent.run.broker import Broker
 from gates.action_case import LABEL_GAP, words_of
@@ -56,10 +55,6 @@ _TYPES = {
     "date": "DATE",
     "single": "SELECT",
     "multi": "MULTI_SELECT",
-}
-_STATUS = {
-    CardOutcome.OK: (AttemptOutcome.ACCEPTED, ReceiptStatus.ACCEPTED),
-    CardOutcome.UNCERTAIN: (AttemptOutcome.UNCERTAIN, ReceiptStatus.UNCERTAIN),
 }
 
 
@@ -116,28 +111,24 @@ class FormCards:
             )
         body = self.api.create_body(record.form_id, intent.target, space)
         body["cardData"] = {"cardParamMap": self.params(record, intent.content.text)}
-        attempt = Attempt(
-            attempt_id=new_id("att"),
-            intent_id=intent.intent_id,
-            channel=Channel.CARD,
-            started_at=self.clock.now(),
-            request_digest=self.api.digest(body),
+        created = await create_card_once(
+            store=self.store,
+            broker=self.broker,
+            api=self.api,
+            clock=self.clock,
+            run=run,
+            intent=intent,
+            body=body,
+            track_id=record.form_id,
+            mark_track=lambda: self.store.forms.set_form_asked(
+                record.form_id, record.form_id, "card"
+            ),
         )
-        if not self.store.actions.add_intent(intent, attempt):
-            return self.broker.refuse_duplicate(run, intent)
-        self.store.forms.set_form_asked(record.form_id, record.form_id, "card")
-        self.broker.crash.hit("after_attempt_started")
-        answer = await self.api.create(body)
-        self.broker.crash.hit("after_send")
-        outcome, status = _STATUS.get(answer.outcome, (AttemptOutcome.FAILED, ReceiptStatus.FAILED))
-        evidence = Evidence(
-            http_status=answer.http_status,
-            errmsg=answer.code,
-            detail=answer.detail,
-            channels_tried=[Channel.CARD],
-            out_track_id=record.form_id,
-        )
-        attempt.outcome, attempt.finished_at, attempt.evidence = outcome, self.clock.now(), evidence
+        if isinstance(created, Receipt):
+            return created
+        attempt, answer, status, evidence = (
+            created.attempt, created.answer, created.status, created.evidence
+        )  # fmt: skip
         if status is ReceiptStatus.FAILED:
             return await self._in_words(run, intent, record, attempt, answer.reason.value, ending)
         return closed_card(self.store, self.broker, run, intent, attempt, status, evidence, ending)

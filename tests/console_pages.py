@@ -1,0 +1,49 @@
+"""What the console's page tests share: the store a lab case leaves, its pages fetched from
+the real server on 127.0.0.1 with the token, and a page's text as a person sees it."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.cli.console.server import start_console
+from agent.config import Settings
+from lab.eval.cases import load_case
+from lab.eval.runner import CaseRun
+
+CASES = Path(__file__).resolve().parents[1] / "lab/cases"
+
+
+def store_of_case(factory: pytest.TempPathFactory, case: str) -> Path:
+    """Play ``lab/cases/<case>`` (it must pass) and return the store it left."""
+    workdir = factory.mktemp(Path(case).stem[:40])
+    result = asyncio.run(CaseRun(load_case(CASES / case), workdir).run())
+    assert result.passed, (result.error, [str(p) for p in result.problems])
+    return workdir / "dta.db"
+
+
+async def fetch(store_path: Path, settings: Settings, *paths: str) -> list[str]:
+    """Each page's HTML (status 200 asserted), from a console started for this."""
+    runner, url = await start_console(store_path, settings)
+    try:
+        base, _, query = url.partition("/?")
+        headers = {"Authorization": f"Bearer {query.removeprefix('token=')}"}
+        pages = []
+        async with httpx.AsyncClient(trust_env=False) as client:
+            for path in paths:
+                page = await client.get(base + path, headers=headers)
+                assert page.status_code == 200, path
+                pages.append(page.text)
+        return pages
+    finally:
+        await runner.cleanup()
+
+
+def seen(html: str) -> str:
+    """The page's text as a person sees it (no tags, no attributes)."""
+    main = html[html.index("<main>") : html.index("</main>")]
+    return " ".join(re.sub(r"<[^>]+>", " ", main).split())
