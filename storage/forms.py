@@ -116,10 +116,14 @@ class FormRecords(Family):
 
     def pending_text_form(self, thread_key: str) -> FormRecord | None:
         """The thread's pending form asked in words (its answer is the asker's reply)."""
-        record = self._form(
+        record = self.pending_form(thread_key)
+        return record if record is not None and record.asked_with == "text" else None
+
+    def pending_form(self, thread_key: str) -> FormRecord | None:
+        """The thread's pending form, however it was asked (the newest)."""
+        return self._form(
             "thread_key = ? AND status = ? ORDER BY created_at DESC", (thread_key, _PENDING)
         )
-        return record if record is not None and record.asked_with == "text" else None
 
     def due_forms(self, now: float, limit: int = 100) -> list[FormRecord]:
         """Pending forms whose time ran out by ``now`` (the recovery pass expires them)."""

@@ -11,6 +11,12 @@ line per field in order) before the task resumes (``Pipeline._work``):
   task keep waiting;
 - a stop (「算了」): the form ends cancelled, and the task with it (``TaskKeeper.begin``).
 
+A form asked as a card is answered on the card; the asker's next plain message in the
+thread instead means they moved on: the card form ends ``cancelled`` (its event, stored by
+the recovery pass, shows it on the card) and the message resumes the task as any answer
+does — one live form per person and thread, never a late submit to a question the
+conversation has left.
+
 Only the asker's messages count: the thread is the asker's own (conversation and sender).
 """
 
@@ -19,7 +25,7 @@ from __future__ import annotations
 import logging
 
 from agent.clock import Clock
-from agent.contracts import Event
+from agent.contracts import Event, form_event_id
 from agent.run.tasks import is_stop
 from gates.form_values import parse_reply
 from storage import Store
@@ -41,10 +47,20 @@ class FormReplies:
         submitted by this message, or a stop cancelled it)."""
         if event.scheduled is not None:
             return None
-        record = self.store.forms.pending_text_form(event.thread_key)
+        record = self.store.forms.pending_form(event.thread_key)
         if record is None or record.asker_id != event.actor.user_id:
             return None
         now = self.clock.now()
+        if record.asked_with == "card":  # moved on: the card's form is left behind
+            ended = record.model_copy(
+                update={
+                    "status": "cancelled",
+                    "answer_event_id": form_event_id(record.form_id),
+                    "decided_at": now,
+                }
+            )
+            self.store.forms.decide_form(ended)
+            return None
         if is_stop(event.text):
             ended = record.model_copy(update={"status": "cancelled", "decided_at": now})
             self.store.forms.decide_form(ended)
