@@ -171,3 +171,9 @@ class JobRecords(Family):
     def count_by_status(self) -> dict[JobStatus, int]:
         rows = self.db.conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status")
         return {JobStatus(status): count for status, count in rows.fetchall()}
+
+    def slot_counts(self) -> list[tuple[str, str | None, int]]:
+        """(outcome, reason, count) over every slot handled: the metrics' source."""
+        return self.db.conn.execute(
+            "SELECT outcome, reason, COUNT(*) FROM job_runs GROUP BY outcome, reason"
+        ).fetchall()

@@ -151,6 +151,11 @@ class Store(Closing):
             "memory_candidates": "DELETE FROM memory_candidates WHERE created_at < :before"
             " AND status IN ('rejected', 'published')",
             "identity_cache": "DELETE FROM identity_cache WHERE fetched_at < :before",
+            # a job's slots as old as the events they were (its newer slots are kept: the
+            # next run compares with the last delivered one)
+            "job_runs": "DELETE FROM job_runs WHERE at < :before",
+            # askers' read rights are kept minutes, never this long
+            "knowledge_reads": "DELETE FROM knowledge_reads WHERE checked_at < :before",
             # kept a month and more: the month's budget reads them
             "model_usage": "DELETE FROM model_usage WHERE at < :before - 2764800",
             # a thread with nothing left has no generation worth keeping

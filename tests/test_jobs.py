@@ -260,3 +260,26 @@ def test_a_daily_slot_keeps_its_local_hour_across_a_daylight_saving_change() -> 
     assert runs[1] - runs[0] == 23 * HOUR and runs[2] - runs[1] == 24 * HOUR
     shanghai = next_runs("0 9 * * *", before, TZ, 3)
     assert shanghai[1] - shanghai[0] == shanghai[2] - shanghai[1] == 24 * HOUR
+
+
+def test_metrics_count_jobs_by_status_and_slots_by_outcome(store) -> None:
+    from agent.daemon.metrics import Metrics, RobotView
+
+    store.jobs.add(_job())
+    store.jobs.add_run(JobRun(job_id="job_1", due_at=T0, outcome="skipped", reason=MISSED, at=T0))
+    text = Metrics([RobotView("r1", store=store)]).render().decode()
+    assert 'dta_jobs{robot="r1",status="active"} 1.0' in text
+    assert 'dta_job_slots{outcome="skipped",reason="missed",robot="r1"} 1.0' in text
+    assert 'dta_knowledge_sources_failing{robot="r1"} 0.0' in text
+
+
+def test_prune_forgets_old_slots_and_keeps_the_job(store) -> None:
+    store.jobs.add(_job())
+    store.jobs.add_run(JobRun(job_id="job_1", due_at=T0, outcome="skipped", reason=MISSED, at=T0))
+    late = T0 + 40 * DAY
+    store.jobs.add_run(
+        JobRun(job_id="job_1", due_at=late, outcome="skipped", reason=MISSED, at=late)
+    )
+    removed = store.prune(T0 + 30 * DAY)
+    assert removed["job_runs"] == 1 and [r.due_at for r in store.jobs.runs("job_1")] == [late]
+    assert store.jobs.get("job_1") is not None

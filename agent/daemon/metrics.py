@@ -119,6 +119,28 @@ class StoreCollector(Collector):
             tokens.add_metric(key, spent)
             cost.add_metric(key, paid)
 
+    def _standing_families(self, families: dict[str, Any], robot: str, store: Store) -> None:
+        """Recurring jobs by status, and what became of their slots (dispatched, or skipped
+        with the reason); DingTalk knowledge sources whose last sync failed."""
+        gauge = GaugeMetricFamily
+        jobs = self._family(families, gauge, "dta_jobs", "Recurring jobs, by status", ["status"])
+        for status, n in store.jobs.count_by_status().items():
+            jobs.add_metric([robot, status.value], n)
+        slots = self._family(
+            families, gauge, "dta_job_slots", "Recurring jobs' slots handled", ["outcome", "reason"]
+        )
+        for outcome, reason, n in store.jobs.slot_counts():
+            slots.add_metric([robot, outcome, reason or ""], n)
+        problems = self._family(
+            families,
+            gauge,
+            "dta_knowledge_sources_failing",
+            "DingTalk knowledge sources whose last sync failed (their last snapshot is served)",
+            [],
+        )
+        states = store.knowledge.source_states()
+        problems.add_metric([robot], sum(1 for s in states if s.problem))
+
     def _store_families(self, families: dict[str, Any], robot: str, store: Store) -> None:
         # Read everything first: a store that fails half-way adds nothing of this robot.
         counts = store.counts()
@@ -152,6 +174,7 @@ class StoreCollector(Collector):
         for kind, status, reason, n in receipted:
             receipts.add_metric([robot, kind or "", status, reason or ""], n)
         self._model_families(families, robot, store)
+        self._standing_families(families, robot, store)
         rated = self._family(
             families, gauge, "dta_feedback", "Answers' 👍 / 👎 held in the store", ["rating"]
         )
