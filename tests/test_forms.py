@@ -313,3 +313,26 @@ def test_the_gate_sends_an_ask_with_a_form_as_a_card_or_as_a_numbered_question()
     assert "1. 姓名（必填）" in words.intents[0].content.text
     plain = gate.decide({"kind": "ask", "text": "哪天？"}, run, RunTally(), facts, form="form")
     assert plain.intents[0].content.msgtype == "text"  # an ask without a form stays words
+
+
+def test_trace_shows_the_form_asked_and_what_was_submitted(tmp_path) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from agent.cli.trace import trace_message
+    from agent.cli.trace_text import render
+    from lab.eval.cases import load_case
+    from lab.eval.runner import CaseRun
+    from storage import Store
+
+    case = Path(__file__).resolve().parents[1] / (
+        "lab/cases/task-lifecycle/forms/form-on-the-card-resumes-the-task.json"
+    )
+    assert asyncio.run(CaseRun(load_case(case), tmp_path).run()).passed
+    with Store(tmp_path / "dta.db") as store:
+        asked = "\n".join(render(trace_message(store, "m1", "Asia/Shanghai")))
+        answered = trace_message(store, "form:form_ca0df2c95aa144c1d0ff", "Asia/Shanghai")
+    assert "form form_ca0df2c95aa144c1d0ff (card: topic, people, day, room, needs)" in asked
+    assert "submitted by u1 at 2026-01-01 08:00:10 +08:00: topic=季度复盘会, people=8" in asked
+    assert "needs=tv、mic" in asked and "{'" not in asked
+    assert answered.forms[0]["status"] == "submitted"

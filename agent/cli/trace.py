@@ -35,6 +35,7 @@ from agent.cli.trace_records import (
     delivery_records,
     event_record,
     feedback_records,
+    form_records,
     intent_records,
     memory_records,
     receipt_record,
@@ -100,6 +101,7 @@ class Trace:
     quarantined: list[dict[str, Any]] = field(default_factory=list)
     approvals: list[dict[str, Any]] = field(default_factory=list)
     feedback: list[dict[str, Any]] = field(default_factory=list)  # 👍 / 👎 on the answer
+    forms: list[dict[str, Any]] = field(default_factory=list)  # ask-user forms it asked or answered
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -139,6 +141,7 @@ def trace_message(store: Store, msg_id: str, timezone: str | None = None) -> Tra
         memory=memory,
         approvals=approvals_of(store, msg_id, when, zone),
         feedback=feedback_records(store, msg_id, when),
+        forms=form_records(store, msg_id, when),
     )
 
 

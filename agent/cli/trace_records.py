@@ -192,3 +192,25 @@ def feedback_records(store: Store, event_id: str, when: Clock) -> list[dict[str,
         }
         for rated in store.feedback.of_event(event_id)
     ]
+
+
+def form_records(store: Store, event_id: str, when: Clock) -> list[dict[str, Any]]:
+    """The ask-user forms this message's run asked (and, for a form's own event or a
+    numbered reply, the form it answered): how asked, where it stands, who submitted what."""
+    forms = store.forms.all(event_id)
+    answered = store.forms.answered_by(event_id)
+    if answered is not None and all(f.form_id != answered.form_id for f in forms):
+        forms.append(answered)
+    return [
+        {
+            "form_id": f.form_id,
+            "asked_with": f.asked_with,
+            "status": f.status,
+            "fields": [field.name for field in f.spec.fields],
+            "values": f.values,
+            "submitted_by": f.submitted_by,
+            "expires": when(f.expires_at),
+            "decided": when(f.decided_at),
+        }
+        for f in forms
+    ]

@@ -34,6 +34,7 @@ def render(trace: Trace) -> list[str]:
     lines.extend(receipt_line(receipt) for receipt in trace.receipts)
     lines.extend(approval_lines(trace.approvals))
     lines.extend(feedback_line(rated) for rated in trace.feedback)
+    lines.extend(form_line(form) for form in trace.forms)
     lines.extend(task_line(task) for task in trace.tasks)
     for memory in trace.memory:
         lines.append(
@@ -117,6 +118,24 @@ def approval_lines(approvals: list[dict[str, Any]]) -> list[str]:
             who = named(click["user"], names)
             lines.append(f"    click by {who}: {click['action']} → {click['outcome']}")
     return lines
+
+
+def form_line(form: dict[str, Any]) -> str:
+    """An ask-user form: how it was asked, where it stands, what was submitted by whom."""
+    said = f"  form {form['form_id']} ({form['asked_with']}: {', '.join(form['fields'])})"
+    said += f" {form['status']}"
+    if form["submitted_by"]:
+        values = form["values"] or {}
+        shown = ", ".join(
+            f"{name}={'、'.join(map(str, v)) if isinstance(v, list) else v}"
+            for name, v in values.items()
+        )
+        said += f" by {form['submitted_by']} at {form['decided']}: {shown}"
+    elif form["status"] == "pending":
+        said += f", expires {form['expires']}"
+    elif form["decided"]:
+        said += f" at {form['decided']}"
+    return said
 
 
 def feedback_line(rated: dict[str, Any]) -> str:
