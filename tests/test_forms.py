@@ -336,3 +336,21 @@ def test_trace_shows_the_form_asked_and_what_was_submitted(tmp_path) -> None:
     assert "submitted by u1 at 2026-01-01 08:00:10 +08:00: topic=季度复盘会, people=8" in asked
     assert "needs=tv、mic" in asked and "{'" not in asked
     assert answered.forms[0]["status"] == "submitted"
+
+
+async def test_the_console_trace_page_shows_the_form(tmp_path) -> None:
+    from pathlib import Path
+
+    from agent.config import Settings
+    from lab.eval.cases import load_case
+    from lab.eval.runner import CaseRun
+    from tests.console_pages import fetch
+
+    case = Path(__file__).resolve().parents[1] / (
+        "lab/cases/task-lifecycle/forms/form-on-the-card-resumes-the-task.json"
+    )
+    assert (await CaseRun(load_case(case), tmp_path).run()).passed
+    store_path = tmp_path / "dta.db"
+    (html,) = await fetch(store_path, Settings(store_path=store_path), "/trace/m1")
+    assert 'data-form-status="submitted"' in html
+    assert "topic=季度复盘会 · people=8" in html and "needs=tv、mic" in html
