@@ -107,8 +107,8 @@ class JobRecords(Family):
         with self._tx() as conn:
             cursor = conn.execute(
                 "UPDATE jobs SET status = ?, reason = ?, next_due_at = ?, revision = ?,"
-                " updated_at = ?, schedule = ?, instruction = ?"
-                " WHERE job_id = ? AND revision = ?",
+                " updated_at = ?, schedule = ?, instruction = ?, owner_id = ?,"
+                " conversation_id = ?, origin_json = ? WHERE job_id = ? AND revision = ?",
                 (
                     moved.status.value,
                     moved.reason,
@@ -117,6 +117,9 @@ class JobRecords(Family):
                     moved.updated_at,
                     moved.schedule,
                     moved.instruction,
+                    moved.owner_id,
+                    moved.conversation_id,
+                    moved.origin.to_json(),
                     job.job_id,
                     job.revision,
                 ),

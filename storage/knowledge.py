@@ -2,13 +2,15 @@
 their sections, each source's last sync, and askers' rights to read a doc.
 
 A doc's sections are replaced with its row in one transaction, so retrieval never sees half
-of an edit; a withdrawn doc keeps its row (with the reason) and loses its sections. The
-index over the sections is rebuilt when ``signature`` moves.
+of an edit; a withdrawn doc keeps its row (with the reason) and loses its sections. Every
+such change moves one generation counter in its own transaction: the index over the
+sections is rebuilt when it moves (``signature``).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from agent.contracts.knowledge import SnapshotDoc, SnapshotSection, SourceState
 from storage.base import Family
@@ -22,6 +24,10 @@ _DOC = (
 def _doc(row: tuple) -> SnapshotDoc:
     keys = [k.strip() for k in _DOC.split(",")]
     return SnapshotDoc.model_validate(dict(zip(keys, row, strict=True)))
+
+
+def _moved(conn: Any) -> None:
+    conn.execute("UPDATE knowledge_generation SET generation = generation + 1 WHERE one = 1")
 
 
 class KnowledgeRecords(Family):
@@ -41,6 +47,7 @@ class KnowledgeRecords(Family):
                 (doc.source, doc.doc_id, doc.kind, doc.title, doc.url, doc.modified_at,
                  doc.content_hash, doc.fetched_at, doc.changed_at, doc.status, doc.reason),
             )  # fmt: skip
+            _moved(conn)
             for position, section in enumerate(sections):
                 conn.execute(
                     "INSERT INTO knowledge_sections (source, doc_id, position, path, text,"
@@ -69,6 +76,8 @@ class KnowledgeRecords(Family):
                 "DELETE FROM knowledge_sections WHERE source = ? AND doc_id = ?",
                 (source, doc_id),
             )
+            if cursor.rowcount == 1:
+                _moved(conn)
             return cursor.rowcount == 1
 
     def doc(self, source: str, doc_id: str) -> SnapshotDoc | None:
@@ -100,12 +109,10 @@ class KnowledgeRecords(Family):
                 out.append((doc, section))
         return out
 
-    def signature(self) -> tuple[int, float]:
-        """Moves whenever a doc's sections or status change: the index's cue to rebuild."""
-        row = self.db.conn.execute(
-            "SELECT COUNT(*), COALESCE(MAX(changed_at), 0) FROM knowledge_docs"
-        ).fetchone()
-        return int(row[0]), float(row[1])
+    def signature(self) -> int:
+        """Moves whenever a doc's sections or status change (in the same transaction, so
+        on every replica and whatever the clocks say): the index's cue to rebuild."""
+        return int(self._scalar("SELECT generation FROM knowledge_generation WHERE one = 1"))
 
     # ------------------------------------------------------------------ sources
 

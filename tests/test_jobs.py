@@ -73,6 +73,24 @@ def test_words_without_a_schedule_and_a_task_are_no_job(text: str) -> None:
     assert read_job(text) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "cron"),
+    [
+        ("每周一到周日早上9点发我晨报", "0 9 * * 1-7"),
+        ("每周五到周一早上9点发我晨报", "0 9 * * 5-6,0-1"),
+        ("每天晚上12点备份一下", "0 0 * * *"),
+    ],
+)
+def test_ranges_over_sunday_and_midnight_are_read_right(text: str, cron: str) -> None:
+    words = read_job(text)
+    assert words is not None and words.schedule == cron
+
+
+def test_a_schedule_cron_cannot_take_is_no_job() -> None:
+    assert read_job("每月32号早上9点发我月报") is None
+    assert read_job("每月0号早上9点发我月报") is None
+
+
 def test_schedules_are_said_as_people_say_them() -> None:
     assert describe("0 9 * * 1") == "每周一 09:00"
     assert describe("0 18 * * 1-5") == "每个工作日 18:00"
@@ -80,6 +98,8 @@ def test_schedules_are_said_as_people_say_them() -> None:
     assert describe("30 8 1 * *") == "每月 1 日 08:30"
     assert describe("*/5 * * * *") == "cron */5 * * * *"
     assert describe("0 9 * * 1", english=True) == "every Mon at 09:00"
+    assert describe("0 9 * * 1-7") == "每天 09:00"
+    assert describe("0 9 * * 5-6,0-1") == "每周五、周六、周日、周一 09:00"
 
 
 def test_list_and_cancel_words() -> None:
@@ -113,6 +133,8 @@ def test_cancel_names_a_job_by_its_words_or_its_number() -> None:
     assert _chosen("定时任务", [weekly, daily]) == []  # which one?
     assert _chosen("定时任务", [daily]) == [daily]
     assert _chosen("会议", [weekly, daily]) is None  # names no job: not the runtime's
+    meeting = _job("0 9 * * *", job_id="job_3", instruction="汇总今天的会议")
+    assert _chosen("明天下午的会议", [meeting]) is None  # a few shared characters are no name
 
 
 def test_the_next_runs_are_cron_slots_in_the_zone() -> None:
@@ -198,6 +220,11 @@ def test_declared_jobs_follow_the_configuration(store) -> None:
     edited = entry.model_copy(update={"instruction": "汇总待办"})
     keep_declared_jobs(store, [edited], "robot1", T0 + DAY, _policy())
     assert store.jobs.get("cfg_daily").instruction == "汇总待办"  # in place, same id
+    moved = edited.model_copy(update={"owner": "u2", "conversation": "cid-team"})
+    keep_declared_jobs(store, [moved], "robot1", T0 + DAY, _policy())
+    owned = store.jobs.get("cfg_daily")
+    assert (owned.owner_id, owned.conversation_id) == ("u2", "cid-team")
+    assert owned.origin.user_id == "u2" and owned.origin.conversation_type.value == "group"
     keep_declared_jobs(store, [], "robot1", T0 + DAY, _policy())
     gone = store.jobs.get("cfg_daily")
     assert (gone.status, gone.reason) == (JobStatus.CANCELLED, REMOVED)
@@ -219,13 +246,15 @@ def test_the_beat_dispatches_a_due_slot_once_and_pauses_for_an_owner_not_allowed
         decide=lambda event, now: _decision(EngageReason.SCHEDULED),
     )  # fmt: skip
     store.jobs.add(_job())
-    [event] = beat.due(clock.now())
+    stored: list = []
+    [event] = beat.due(clock.now(), stored.append)
+    assert stored == [event]  # stored before the slot is recorded and the job moved on
     assert event.event_id == f"job:job_1:{int(T0 + 4 * DAY + HOUR)}"
     assert event.text == "把我本周的待办汇总发我" and event.actor.user_id == "u1"
-    assert beat.due(clock.now()) == []  # moved on: a second beat finds nothing due
+    assert beat.due(clock.now(), stored.append) == []  # moved on: nothing due again
     clock.advance_to(clock.now() + 7 * DAY)
     beat.decide = lambda event, now: _decision(SilentReason.NOT_ALLOWED)
-    assert beat.due(clock.now()) == []
+    assert beat.due(clock.now(), stored.append) == [] and len(stored) == 1
     job = store.jobs.get("job_1")
     assert (job.status, job.reason) == (JobStatus.PAUSED, "owner_not_allowed")
     assert [r.outcome for r in store.jobs.runs("job_1")] == ["skipped", "dispatched"]

@@ -244,3 +244,33 @@ async def test_dta_knowledge_status_names_each_source_its_problem_and_its_docs(s
     await sync.sync()
     out = io.StringIO()
     assert status(store, settings, out) == 1 and "PROBLEM: unavailable" in out.getvalue()
+
+
+async def test_a_tables_records_share_one_probe_and_a_failed_probe_is_not_a_no() -> None:
+    from agent.contracts import Grounding, KnowledgeItem
+    from agent.run.grounding import readable_only
+
+    class Rights:
+        def __init__(self, answer: bool | None) -> None:
+            self.answer, self.asked = answer, []
+
+        async def may_read(self, user_id: str, doc_id: str, modified_at: float | None):
+            self.asked.append((doc_id, modified_at))
+            return self.answer
+
+    def item(n: int, as_of: float) -> KnowledgeItem:
+        return KnowledgeItem(
+            ref=f"dingtalk:base#{n}", kind="dingtalk", content=f"record {n}", sha256="x",
+            doc_id="base", as_of_epoch=as_of,
+        )  # fmt: skip
+
+    grounding = Grounding(source="knowledge_dir", query="q", items=[item(1, T0), item(2, T0 + 5)])
+    dm = _event(ConversationType.DM, "cid-dm")
+    rights = Rights(False)
+    denied = await readable_only(grounding, dm, rights)
+    assert rights.asked == [("base", T0 + 5)]  # one probe, with the table's newest time
+    assert (denied.items, denied.unreadable, denied.unchecked) == ([], 1, 0)
+    unchecked = await readable_only(grounding, dm, Rights(None))
+    assert (unchecked.items, unchecked.unreadable, unchecked.unchecked) == ([], 0, 1)
+    kept = await readable_only(grounding, dm, Rights(True))
+    assert len(kept.items) == 2

@@ -190,16 +190,13 @@ class KnowledgeClient:
 
     async def can_read(self, doc_id: str, operator: str) -> bool:
         """Whether the operator may see the doc now: v1.0 infos/query's ``hasPermission``
-        (False also for a deleted doc, or one DingTalk does not answer for). Raises only
-        ``throttled`` and ``unavailable``: any other failure is a no."""
+        (False also for a doc it says is deleted). Only DingTalk's own answer about the doc
+        is a yes or a no: a probe that fails in any way (a 403 for a missing app scope, a
+        throttle, no answer for the doc) raises, so no one is told "you may not" on a
+        guess."""
         _id(doc_id)  # refuses an empty id
         body = {"nodeIds": [doc_id], "operatorId": _op(operator)}
-        try:
-            data = await self._read("POST", "/v1.0/doc/workspaces/docs/infos/query", {}, body)
-        except KnowledgeError as exc:
-            if exc.kind in ("throttled", "unavailable"):
-                raise
-            return False
+        data = await self._read("POST", "/v1.0/doc/workspaces/docs/infos/query", {}, body)
         for item in data.get("result") or []:
             if not isinstance(item, dict):
                 continue
@@ -207,7 +204,7 @@ class KnowledgeClient:
             if info.get("nodeId") not in (None, doc_id):
                 continue
             return item.get("hasPermission") is True and info.get("deleted") is not True
-        return False
+        raise KnowledgeError("not_found", f"no answer about {doc_id}")
 
     # ------------------------------------------------------------------ AI tables
 

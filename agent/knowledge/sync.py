@@ -81,7 +81,7 @@ class KnowledgeSync:
             kind = error_kind(exc)
             if kind is None:
                 raise
-            if source.kind == "doc" and kind in GONE:  # the one doc itself is gone
+            if source.kind in ("doc", "table") and kind in GONE:  # the one doc (table) is gone
                 self.store.knowledge.withdraw(source.key, source.target, GONE[kind], now)
             return self._state(source, last_ok, now, str(exc))
         problems = []

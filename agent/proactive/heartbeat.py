@@ -106,13 +106,12 @@ class Heartbeat:
             beat = self._beat_event(beat_id, now, [], 0)
             fresh, jobs = [], []
         else:
-            jobs = self.jobs.due(now) if self.jobs is not None else []
+            # A job's slot is stored whoever stores the beat, before the job moves on:
+            # another replica's beat of the same second no longer finds it due.
+            jobs = self.jobs.due(now, self._store_one) if self.jobs is not None else []
             if jobs:
                 items = [*beat.scheduled.items, *(e.event_id for e in jobs)]  # type: ignore[union-attr]
                 beat = self._beat_event(beat_id, now, items, len(postponed))
-        # A job's slot is stored whoever stores the beat: this beat has moved the job on,
-        # so another replica's beat of the same slot no longer finds it due.
-        self._store(jobs)
         stored = self.store.events.add_event(beat, beat.to_json(), supersedes=False)
         if not stored.new:
             return None  # another replica took this slot a moment ago
@@ -121,11 +120,14 @@ class Heartbeat:
         return beat
 
     def _store(self, events: list[Event]) -> None:
-        """Store each event once (its id is derived) and hand a new one to the runtime."""
         for event in events:
-            inserted = self.store.events.add_event(event, event.to_json(), supersedes=False)
-            if inserted.new:
-                self.submit(event, inserted.generation)
+            self._store_one(event)
+
+    def _store_one(self, event: Event) -> None:
+        """Store the event once (its id is derived) and hand a new one to the runtime."""
+        inserted = self.store.events.add_event(event, event.to_json(), supersedes=False)
+        if inserted.new:
+            self.submit(event, inserted.generation)
 
     async def run_forever(self) -> None:
         """Beat at the start of every slot (the daemon's loop); a store that fails a beat is

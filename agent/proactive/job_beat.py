@@ -61,17 +61,19 @@ class JobBeat:
         self.catch_up_s = max(catch_up_s, policy.interval_s or 0.0)
         self.decide = decide
 
-    def due(self, now: float) -> list[Event]:
-        """The events of the slots due at ``now`` (each job's latest, if not too late); the
-        rest recorded as skipped, and every job moved on to its next slot."""
+    def due(self, now: float, store_event: Callable[[Event], object]) -> list[Event]:
+        """The events of the slots due at ``now`` (each job's latest, if not too late),
+        each stored by ``store_event`` *before* its slot is recorded and its job moved on
+        (its id is derived: storing it again is harmless, losing it is not); the rest
+        recorded as skipped."""
         events = []
         for job in self.store.jobs.due(now, MAX_JOBS_PER_BEAT):
-            event = self._plan(job, now)
+            event = self._plan(job, now, store_event)
             if event is not None:
                 events.append(event)
         return events
 
-    def _plan(self, job: Job, now: float) -> Event | None:
+    def _plan(self, job: Job, now: float, store_event: Callable[[Event], object]) -> Event | None:
         assert job.next_due_at is not None
         plan = plan_slots(
             job.schedule,
@@ -97,6 +99,7 @@ class JobBeat:
                 )  # fmt: skip
                 log.info("job paused", extra={"job_id": job.job_id, "reason": stop})
                 return None
+            store_event(event)
             self._record(job, plan.run, "dispatched", None, now, event.event_id)
         self.store.jobs.move(job, next_due_at=plan.next_due_at, updated_at=now)
         return event
@@ -105,7 +108,10 @@ class JobBeat:
         """Why the job must pause rather than run this slot, if it must."""
         if self.decide(event, now).reason in _OWNER_STOPS:
             return OWNER_NOT_ALLOWED
-        last = next((r for r in self.store.jobs.runs(job.job_id, 5) if r.event_id), None)
+        # the latest slot handled: after a pause for a gone conversation (and a resume)
+        # that is the pause's own skip, so the resumed job tries again
+        latest = self.store.jobs.runs(job.job_id, 1)
+        last = latest[0] if latest else None
         if last is not None and last.event_id is not None:
             for receipt in self.store.actions.receipts(last.event_id):
                 evidence = receipt.evidence

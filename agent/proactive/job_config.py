@@ -1,9 +1,10 @@
 """The operator's ``[[jobs]]`` (dta.toml) kept in the store at each start.
 
 A declared job's id comes from its ``name`` (``cfg_<name>``), so a restart finds it again:
-a changed schedule or instruction changes it in place (its next slot computed anew), an
-entry no longer declared is cancelled ("removed from dta.toml"), one declared again comes
-back. Jobs people made in words are never touched here.
+a changed schedule, instruction, owner or conversation changes it in place (its next slot
+computed anew, its origin with its owner), an entry no longer declared is cancelled
+("removed from dta.toml"), one declared again comes back. Jobs people made in words are
+never touched here.
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ def keep_declared_jobs(
             if job.status is not JobStatus.CANCELLED:
                 store.jobs.move(job, status=JobStatus.CANCELLED, reason=REMOVED, updated_at=now)
             continue
-        changed = (job.schedule, job.instruction) != (want.schedule, want.instruction)
+        said = (want.schedule, want.instruction, want.owner_id, want.conversation_id)
+        changed = (job.schedule, job.instruction, job.owner_id, job.conversation_id) != said
         back = job.status is JobStatus.CANCELLED and job.reason == REMOVED
-        if changed or back:
+        if changed or back:  # its owner and where it answers change with it
             store.jobs.move(
                 job, schedule=want.schedule, instruction=want.instruction,
-                status=JobStatus.ACTIVE, reason=None, next_due_at=want.next_due_at,
-                updated_at=now,
+                owner_id=want.owner_id, conversation_id=want.conversation_id,
+                origin=want.origin, status=JobStatus.ACTIVE, reason=None,
+                next_due_at=want.next_due_at, updated_at=now,
             )  # fmt: skip
             log.info("declared job changed", extra={"job_id": job.job_id})
     for job in wanted.values():

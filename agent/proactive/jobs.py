@@ -57,6 +57,7 @@ NO_HEARTBEAT = "定时任务需要心跳（heartbeat_interval_s），这个机�
 WHICH = "要取消哪一个？比如说「取消第2个定时任务」。"
 WHICH_EN = 'Which one? Say e.g. "cancel job 2".'
 NOTHING_CANCELLED = "没有可取消的定时任务。"
+NAMES_A_JOB = 0.75  # the share of a cancel's words a job's words must hold to be the one
 NO_HEARTBEAT_EN = "Scheduled jobs need the heartbeat (heartbeat_interval_s), which is off here."
 
 
@@ -197,9 +198,7 @@ class JobWork:
         now = self.clock.now()
         done = []
         for job in chosen:
-            moved = self.store.jobs.move(
-                job, status=JobStatus.CANCELLED, reason="cancelled by its owner", updated_at=now
-            )
+            moved = self._cancelled(job, now)
             if moved is not None:
                 done.append(moved)
         said = "; ".join(f"{describe(j.schedule, english)} {j.instruction}" for j in done)
@@ -207,6 +206,22 @@ class JobWork:
             return await hands.say(run, f"Cancelled: {said}." if done else "Nothing to cancel.")
         said = f"好的，已取消定时任务：{said}。" if done else NOTHING_CANCELLED
         return await hands.say(run, said)
+
+
+    def _cancelled(self, job: Job, now: float) -> Job | None:
+        """The job cancelled; a beat that moved it meanwhile (compare-and-set) is read
+        again and the cancel tried once more, never reported as "nothing to cancel"."""
+        for _ in range(3):
+            moved = self.store.jobs.move(
+                job, status=JobStatus.CANCELLED, reason="cancelled by its owner", updated_at=now
+            )
+            if moved is not None:
+                return moved
+            again = self.store.jobs.get(job.job_id)
+            if again is None or again.status is JobStatus.CANCELLED:
+                return None
+            job = again
+        return None
 
 
 def _chosen(what: str, jobs: list[Job]) -> list[Job] | None:
@@ -222,7 +237,7 @@ def _chosen(what: str, jobs: list[Job]) -> list[Job] | None:
     scored = [(overlap(what, describe(j.schedule) + j.instruction), j) for j in jobs]
     best = max(score for score, _ in scored)
     top = [job for score, job in scored if score == best]
-    return top if best >= 2 and len(top) == 1 else None
+    return top if best >= NAMES_A_JOB and len(top) == 1 else None
 
 
 def _kind(request: Any) -> str | None:
@@ -232,13 +247,15 @@ def _kind(request: Any) -> str | None:
 
 
 def facts_digest(outcome: RunOutcome, requests: Sequence[Any]) -> str:
-    """What a slot's answer rests on: its tools' results and its sources; with neither,
-    the words themselves (all there is to compare), without their spacing."""
+    """What a slot's answer rests on: its tools' results (read now, so the facts of this
+    slot), and its sources; without tool results the words count too, without their
+    spacing — knowledge that stands still can still answer today's question differently
+    (「今天谁值班」 from an unchanged rota)."""
     grounds = outcome.grounds
     facts: dict[str, Any] = {"results": sorted(grounds.results), "sources": sorted(grounds.sources)}
-    if not grounds.results and not grounds.sources:
+    if not grounds.results:
         words = [_words(r) for r in requests]
-        facts = {"words": ["".join(w.split()) for w in words if w]}
+        facts["words"] = ["".join(w.split()) for w in words if w]
     return sha256_text(canonical_json(facts))[:32]
 
 

@@ -33,6 +33,7 @@ from agent.contracts import (
     TaskCheckpoint,
     TaskStatus,
 )
+from agent.proactive.job_words import describe
 from agent.proactive.reminders import (
     cancelled_text,
     follow_up_text,
@@ -93,7 +94,17 @@ class ProactiveWork:
             moved = _moved(task, run, now, status=TaskStatus.CANCELLED)
             if self.store.context.save_task(moved):
                 cancelled.append(moved)
-        said = cancelled_text(cancelled, now, self.policy.timezone, is_english(event.text))
+        english = is_english(event.text)
+        said = cancelled_text(cancelled, now, self.policy.timezone, english)
+        origin = run.origin
+        jobs = [] if cancelled else self.store.jobs.of_owner(origin.user_id, origin.conversation_id)
+        if jobs:  # a daily 「提醒我…」 is a job: said, so nobody believes it stopped
+            listed = "; ".join(f"{describe(j.schedule, english)} {j.instruction}" for j in jobs)
+            said += (
+                f' Your scheduled jobs here keep running: {listed} (say "cancel my jobs").'
+                if english
+                else f"你在这里的定时任务还会照常执行：{listed}。要停可以说「取消定时任务」。"
+            )
         return await hands.say(run, said)
 
     async def item(self, event: Event, run: Run, hands: Hands) -> Run:

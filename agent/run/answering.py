@@ -260,7 +260,8 @@ class Answering:
         causes one. Real time on purpose: it is the person who waits. In card mode, with a
         provider that streams, the card path does the same while the card fills in.
         """
-        if self._streams(provider):
+        # a job's slot is looked at whole before it goes (nothing_new): never streamed
+        if self._streams(provider) and invocation.event.scheduled is None:
             assert self.cards is not None
             ack = partial(self._ack, run, outcome)
             acting = self.acting

@@ -80,13 +80,18 @@ async def readable_only(grounding: Grounding, event: Event, rights: ReadRights) 
     reach the model, only their count (the answer may say a source exists they cannot
     open). In a group every section served was named for it by the operator (``Serves``);
     the asker's own right is asked in a DM."""
-    docs = {(i.doc_id, i.as_of_epoch) for i in grounding.items if i.kind == "dingtalk"}
+    # one probe per doc: an AI table's records share their table's right (its newest
+    # record's time stands for the table)
+    docs: dict[str, float | None] = {}
+    for item in grounding.items:
+        if item.kind == "dingtalk" and item.doc_id is not None:
+            known, now = docs.get(item.doc_id), item.as_of_epoch
+            docs[item.doc_id] = max(filter(None, (known, now)), default=None)
     if not docs or event.conversation.type is ConversationType.GROUP:
         return grounding
     answers = {
         doc_id: await rights.may_read(event.actor.user_id, doc_id, as_of)
-        for doc_id, as_of in docs
-        if doc_id is not None
+        for doc_id, as_of in docs.items()
     }
     denied = {doc for doc, allowed in answers.items() if allowed is False}
     unchecked = {doc for doc, allowed in answers.items() if allowed is None}

@@ -103,8 +103,9 @@ STANDING: list[Migration] = [
         # Knowledge that lives in DingTalk, snapshotted with provenance: each doc (or AI
         # table) of a source with its title, link, modified time and content hash; its
         # sections in order (a table's records are its sections); each source's last good
-        # sync and its problem; and an asker's right to read a doc, as DingTalk said it at a
-        # modified time (kept a short while: the permission probe's cache).
+        # sync and its problem; a generation every change of a doc's sections or status
+        # moves (the index's cue, the same on every replica); and an asker's right to read
+        # a doc, as DingTalk said it at a modified time (the permission probe's cache).
         "19: knowledge snapshots from DingTalk, and who may read them",
         """
         CREATE TABLE knowledge_docs (
@@ -137,6 +138,11 @@ STANDING: list[Migration] = [
             problem TEXT,
             docs {integer} NOT NULL DEFAULT 0
         );
+        CREATE TABLE knowledge_generation (
+            one {integer} PRIMARY KEY,
+            generation {integer} NOT NULL
+        );
+        INSERT INTO knowledge_generation (one, generation) VALUES (1, 0);
         CREATE TABLE knowledge_reads (
             union_id TEXT NOT NULL,
             doc_id TEXT NOT NULL,
