@@ -164,3 +164,24 @@ async def test_store_is_an_async_context_manager(tmp_path: Path) -> None:
         assert s.probe().ok
     with pytest.raises(sqlite3.ProgrammingError):
         s.counts()
+
+
+async def test_readyz_names_knowledge_sources_whose_last_sync_failed(store: Store) -> None:
+    """A source that cannot be read is detail, not unreadiness: the robot still answers
+    from its last good snapshot."""
+    from agent.contracts.knowledge import SourceState
+
+    failing = SourceState(
+        source="wiki:ws", last_ok_at=1.0, last_attempt_at=2.0, problem="throttled"
+    )
+    fine = SourceState(source="doc:d1", last_ok_at=2.0, last_attempt_at=2.0)
+    view = RobotView("r1", store, connector(), knowledge=lambda: [failing, fine])
+    async with (
+        HealthServer("127.0.0.1", 0, [view], Metrics([])) as health,
+        httpx.AsyncClient(base_url=health.url or "", trust_env=False) as client,
+    ):
+        ready = await client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["robots"]["r1"]["knowledge"] == [
+        {"source": "wiki:ws", "problem": "throttled", "last_ok_at": 1.0}
+    ]

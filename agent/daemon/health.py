@@ -80,6 +80,18 @@ class HealthServer:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, view.store.probe, PROBE_TIMEOUT_S)
 
+    @staticmethod
+    def _knowledge(view: RobotView) -> list[dict[str, Any]]:
+        """DingTalk knowledge sources whose last sync failed, as the sync left them in
+        memory (no store read on the loop): detail, not unreadiness — the robot answers
+        from their last good snapshot."""
+        states = view.knowledge() if view.knowledge is not None else []
+        return [
+            {"source": s.source, "problem": s.problem, "last_ok_at": s.last_ok_at}
+            for s in states
+            if s.problem
+        ]
+
     async def _robot(self, view: RobotView) -> dict[str, Any]:
         """One robot's readiness: its problems, its store's health and its stream's state."""
         problems = [view.down] if view.down else []
@@ -98,6 +110,7 @@ class HealthServer:
             "store": store.to_dict() if store is not None else None,
             "paused": connector.stats.paused if connector is not None else None,
             "connects": connector.stats.connects if connector is not None else 0,
+            "knowledge": self._knowledge(view),
         }
 
     async def _readyz(self, request: web.Request) -> web.Response:

@@ -46,6 +46,8 @@ class RobotView:
     connector: Connector | None = None
     store_health: Callable[[], StoreHealth] | None = None
     down: str | None = None
+    # the DingTalk knowledge sources as their last sync left them (in memory)
+    knowledge: Callable[[], list[Any]] | None = None
 
 
 class StoreCollector(Collector):

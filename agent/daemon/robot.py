@@ -119,6 +119,8 @@ class RobotDaemon:
         stack.callback(checkpoints.stop)
         await monitor.probe_once()  # readiness is known before the stream opens
         self.view.store, self.view.store_health = runtime.store, monitor.current
+        sources = runtime.knowledge
+        self.view.knowledge = (lambda: sources.sync.last) if sources is not None else None
         return recovered
 
     def _stream_side(self) -> None:
@@ -179,6 +181,7 @@ class RobotDaemon:
 
     async def _close(self) -> None:
         self.view.connector, self.view.store, self.view.store_health = None, None, None
+        self.view.knowledge = None
         try:
             await self._stack.aclose()
         finally:  # the store is let go even if something failed to close

@@ -65,10 +65,12 @@ class KnowledgeSync:
         self.sources = list(sources)
         self.reader = reader
         self.to_sections = to_sections
+        self.last: list[SourceState] = []  # the last sync's states (health reads them)
 
     async def sync(self) -> list[SourceState]:
         """Every source once; a source that fails never stops the others."""
-        return [await self.sync_source(source) for source in self.sources]
+        self.last = [await self.sync_source(source) for source in self.sources]
+        return self.last
 
     async def sync_source(self, source: KnowledgeSource) -> SourceState:
         now = self.clock.now()
