@@ -26,6 +26,7 @@ from typing import Any
 from agent.clock import Clock
 from agent.contracts import (
     ActionRequest,
+    ConversationType,
     Event,
     Job,
     JobStatus,
@@ -119,6 +120,10 @@ class JobWork:
         if before is not None and before == digest:
             detail = f"job {scheduled.job_id}: the same facts as its last delivered result"
             return hands.endings.end_silent(run, SilentReason.NOTHING_NEW, detail)
+        if event.conversation.type is ConversationType.GROUP and isinstance(requests, list):
+            # the OpenAPI cannot @ anyone in a group: whose job it is, named (as a reminder)
+            owner = event.actor.nick or event.actor.user_id
+            requests[:] = [_named(r, owner) for r in requests]
         return None
 
     # ------------------------------------------------------------------ words
@@ -238,6 +243,15 @@ def _chosen(what: str, jobs: list[Job]) -> list[Job] | None:
     best = max(score for score, _ in scored)
     top = [job for score, job in scored if score == best]
     return top if best >= NAMES_A_JOB and len(top) == 1 else None
+
+
+def _named(request: Any, owner: str) -> Any:
+    """A reply's words with its owner's name in front (a raw request: a dict)."""
+    if isinstance(request, dict) and request.get("kind") == "reply":
+        key = "text" if request.get("text") else "markdown" if request.get("markdown") else None
+        if key is not None and not str(request[key]).startswith(owner):
+            return {**request, key: f"{owner}，{request[key]}"}
+    return request
 
 
 def _kind(request: Any) -> str | None:
