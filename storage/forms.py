@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.contracts import FormRecord
+from agent.contracts import FormRecord, form_event_id
 from storage.base import Family
 
 _COLUMNS = "form_json"
@@ -59,8 +59,15 @@ class FormRecords(Family):
             older = [FormRecord.model_validate_json(row[0]) for row in rows]
             cancelled = []
             for form in older:
+                # a card form's end gets its event (``form:<id>``, stored by the recovery
+                # pass: ``unsettled_forms``), whose run shows "cancelled" on its card
+                event_id = form_event_id(form.form_id) if form.asked_with == "card" else None
                 ended = form.model_copy(
-                    update={"status": "cancelled", "decided_at": record.created_at}
+                    update={
+                        "status": "cancelled",
+                        "decided_at": record.created_at,
+                        "answer_event_id": event_id,
+                    }
                 )
                 self._write_end(conn, ended)
                 cancelled.append(ended)
