@@ -174,13 +174,16 @@ class Answering:
             model = getattr(self.provider, "model_name", self.provider.name)
             self.meter.record(run, event, model, usage, degraded)
 
-    def may_repair(self, outcome: RunOutcome, reply: ProviderReply) -> bool:
+    def may_repair(
+        self, outcome: RunOutcome, reply: ProviderReply, invocation: EnrichedInvocation
+    ) -> bool:
         """One repair round per run: for an answer refused as untrue (a claim, a promise),
         when the provider has not used its round on unreadable output already. A streamed
-        card has shown its answer as it came, so it ends with the honest words instead."""
+        card has shown its answer as it came, so it ends with the honest words instead (a
+        job's slot is never streamed: it gets its round)."""
         if outcome.terminal is not None or outcome.refused_reason not in REPAIRABLE:
             return False
-        if self._streams(self.provider):
+        if self._streams(self.provider) and invocation.event.scheduled is None:
             return False
         return not reply.evidence.get("repaired")
 

@@ -259,7 +259,7 @@ class Pipeline:
         # words are true by construction, not a provider's claims
         hosts = reply.evidence.get("answered_by") == "host"
         await self.acting.act(run, reply.requests, outcome, _answer_way(task_work, hosts))
-        if invocation is not None and self.answering.may_repair(outcome, reply):
+        if invocation is not None and self.answering.may_repair(outcome, reply, invocation):
             repaired = await self.answering.repair(run, invocation, skills, reply, outcome)
             if isinstance(repaired, ProviderFailed):
                 return await self.endings.fail_honestly(run, repaired, outcome)
