@@ -212,7 +212,6 @@ class JobWork:
         said = f"好的，已取消定时任务：{said}。" if done else NOTHING_CANCELLED
         return await hands.say(run, said)
 
-
     def _cancelled(self, job: Job, now: float) -> Job | None:
         """The job cancelled; a beat that moved it meanwhile (compare-and-set) is read
         again and the cancel tried once more, never reported as "nothing to cancel"."""
