@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from agent.acts.card_create import create_card_once
+from agent.acts.card_create import CardDeliveries
 from agent.acts.shown import lines, local_time, person_names, readable
 from agent.cards.api import FLOW_FINISHED, CardAPI, open_space_id
 from agent.clock import Clock
@@ -40,6 +40,7 @@ from storage import Store
 
 log = logging.getLogger("dta.approvals")
 
+
 def card_params(record: ApprovalRecord, timezone: str) -> dict[str, str]:
     """The card's variables: names, not staff ids; the arguments in the asker's words; the
     expiry in the team's time zone."""
@@ -60,7 +61,7 @@ def card_params(record: ApprovalRecord, timezone: str) -> dict[str, str]:
     }
 
 
-class ApprovalCards:
+class ApprovalCards(CardDeliveries):
     """Delivers confirms as approval cards (``Acting.deliver``) and shows decisions."""
 
     def __init__(
@@ -72,11 +73,7 @@ class ApprovalCards:
         timezone: str = "Asia/Shanghai",
         text_prompt: Callable[[ApprovalRecord, bool], str] | None = None,
     ) -> None:
-        self.api = api
-        self.store = store
-        self.clock = clock
-        self.broker = broker
-        self.timezone = timezone
+        super().__init__(api, store, clock, broker, timezone)
         # the same prompt in words with its text code, for a card DingTalk will not take
         self.text_prompt = text_prompt
 
@@ -85,7 +82,7 @@ class ApprovalCards:
         space = open_space_id(intent.target)
         if record is None or space is None:
             detail = "no such approval" if record is None else "no card space for this sender"
-            return self._closed(run, intent, None, ReceiptStatus.FAILED, Evidence(detail=detail))
+            return self.closed(run, intent, None, ReceiptStatus.FAILED, Evidence(detail=detail))
         if record.out_track_id is not None and self.text_prompt is not None:
             # its card is out already (an earlier message asked for the same act): the code
             # in words, never a second card under the same outTrackId
@@ -97,29 +94,18 @@ class ApprovalCards:
             )
         body = self.api.create_body(record.approval_id, intent.target, space)
         body["cardData"] = {"cardParamMap": card_params(record, self.timezone)}
-        created = await create_card_once(
-            store=self.store,
-            broker=self.broker,
-            api=self.api,
-            clock=self.clock,
-            run=run,
-            intent=intent,
-            body=body,
-            track_id=record.approval_id,
-            mark_track=lambda: self.store.approvals.set_approval_track(
-                record.approval_id, record.approval_id
-            ),
+        track = record.approval_id
+        created = await self.create_once(
+            run, intent, body, track, lambda: self.store.approvals.set_approval_track(track, track)
         )
         if isinstance(created, Receipt):
             return created
-        attempt, answer, status, evidence = (
-            created.attempt, created.answer, created.status, created.evidence
-        )  # fmt: skip
-        if status is ReceiptStatus.FAILED and self.text_prompt is not None:
+        if created.status is ReceiptStatus.FAILED and self.text_prompt is not None:
             # No card was taken (refused, throttled past its tries, never sent): the asker
             # is asked in words with the text code instead, the card's reason on record.
-            return await self._in_words(run, intent, record, attempt, answer.reason, ending)
-        return self._closed(run, intent, attempt, status, evidence, ending)
+            reason = created.answer.reason
+            return await self._in_words(run, intent, record, created.attempt, reason, ending)
+        return self.closed(run, intent, created.attempt, created.status, created.evidence, ending)
 
     async def _in_words(
         self,
@@ -153,17 +139,6 @@ class ApprovalCards:
             tried=[Channel.CARD],
         )
 
-    def _closed(
-        self,
-        run: Run,
-        intent: ActionIntent,
-        attempt: Attempt | None,
-        status: ReceiptStatus,
-        evidence: Evidence,
-        ending: RunEnding | None = None,
-    ) -> Receipt:
-        return closed_card(self.store, self.broker, run, intent, attempt, status, evidence, ending)
-
     async def show(self, record: ApprovalRecord, status: str) -> bool:
         """Put the decision on the card (by key: the rest of the card stays)."""
         if record.out_track_id is None:
@@ -174,36 +149,3 @@ class ApprovalCards:
         if not answer.ok:
             log.warning("approval card not updated", extra={"approval": record.approval_id})
         return answer.ok
-
-
-def closed_card(
-    store: Store,
-    broker: Broker,
-    run: Run,
-    intent: ActionIntent,
-    attempt: Attempt | None,
-    status: ReceiptStatus,
-    evidence: Evidence,
-    ending: RunEnding | None = None,
-) -> Receipt:
-    """A card's delivery closed (an approval card's, a form card's): its receipt, saved
-    with the run's ending when given; with its attempt, the outbound index when it went."""
-    receipt = broker.receipt(
-        run, intent.kind, status, intent_id=intent.intent_id, evidence=evidence
-    )
-    settled = ending.apply(run, receipt) if ending else None
-    if attempt is None:
-        store.actions.add_receipt(receipt, settled)
-        return receipt
-    outbound = None
-    if status.delivered and intent.content is not None:
-        outbound = {
-            "intent_id": intent.intent_id,
-            "process_query_key": None,
-            "conversation_id": intent.target.conversation_id,
-            "channel": Channel.CARD.value,
-            "text": intent.content.text,
-            "sent_at": attempt.finished_at,
-        }
-    store.actions.finish_delivery(attempt, receipt, outbound, settled)
-    return receipt

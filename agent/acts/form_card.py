@@ -22,12 +22,10 @@ from __future__ import annotations
 import json
 import logging
 
-from agent.acts.approval_card import closed_card
-from agent.acts.card_create import create_card_once
+from agent.acts.card_create import CardDeliveries
 from agent.acts.forms import CARD_STATUS
 from agent.acts.shown import local_time
-from agent.cards.api import CardAPI, open_space_id
-from agent.clock import Clock
+from agent.cards.api import open_space_id
 from agent.contracts import (
     ActionIntent,
     Attempt,
@@ -42,10 +40,8 @@ from agent.contracts import (
     RunEnding,
     form_id_for,
 )
-from agent.run.broker import Broker
 from gates.action_case import LABEL_GAP, words_of
 from gates.form_values import prompt_lines
-from storage import Store
 
 log = logging.getLogger("dta.forms")
 
@@ -74,22 +70,8 @@ def card_form(spec: FormSpec) -> str:
     return json.dumps({"fields": fields}, ensure_ascii=False)
 
 
-class FormCards:
+class FormCards(CardDeliveries):
     """Delivers asks with a form as form cards (``Acting.deliver``) and shows their end."""
-
-    def __init__(
-        self,
-        api: CardAPI,
-        store: Store,
-        clock: Clock,
-        broker: Broker,
-        timezone: str = "Asia/Shanghai",
-    ) -> None:
-        self.api = api
-        self.store = store
-        self.clock = clock
-        self.broker = broker
-        self.timezone = timezone
 
     def params(self, record: FormRecord, question: str) -> dict[str, str]:
         return {
@@ -105,33 +87,21 @@ class FormCards:
         space = open_space_id(intent.target)
         if record is None or space is None or intent.content is None:
             detail = "no such form" if record is None else "no card space for this sender"
-            evidence = Evidence(detail=detail)
-            return closed_card(
-                self.store, self.broker, run, intent, None, ReceiptStatus.FAILED, evidence, ending
+            return self.closed(
+                run, intent, None, ReceiptStatus.FAILED, Evidence(detail=detail), ending
             )
         body = self.api.create_body(record.form_id, intent.target, space)
         body["cardData"] = {"cardParamMap": self.params(record, intent.content.text)}
-        created = await create_card_once(
-            store=self.store,
-            broker=self.broker,
-            api=self.api,
-            clock=self.clock,
-            run=run,
-            intent=intent,
-            body=body,
-            track_id=record.form_id,
-            mark_track=lambda: self.store.forms.set_form_asked(
-                record.form_id, record.form_id, "card"
-            ),
+        track = record.form_id
+        created = await self.create_once(
+            run, intent, body, track, lambda: self.store.forms.set_form_asked(track, track, "card")
         )
         if isinstance(created, Receipt):
             return created
-        attempt, answer, status, evidence = (
-            created.attempt, created.answer, created.status, created.evidence
-        )  # fmt: skip
-        if status is ReceiptStatus.FAILED:
-            return await self._in_words(run, intent, record, attempt, answer.reason.value, ending)
-        return closed_card(self.store, self.broker, run, intent, attempt, status, evidence, ending)
+        if created.status is ReceiptStatus.FAILED:
+            reason = created.answer.reason.value
+            return await self._in_words(run, intent, record, created.attempt, reason, ending)
+        return self.closed(run, intent, created.attempt, created.status, created.evidence, ending)
 
     async def _in_words(
         self,
