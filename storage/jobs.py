@@ -21,13 +21,12 @@ _JOB_COLUMNS = (
 
 
 def _job(row: tuple) -> Job:
-    (job_id, owner, conversation, schedule, instruction, status, reason, source, origin,
+    # owner_id and conversation_id are the origin's (kept as columns to be queried)
+    (job_id, _, _, schedule, instruction, status, reason, source, origin,
      created_by, created_at, next_due_at, revision, updated_at) = row  # fmt: skip
     return Job.model_validate(
         {
             "job_id": job_id,
-            "owner_id": owner,
-            "conversation_id": conversation,
             "schedule": schedule,
             "instruction": instruction,
             "status": status,

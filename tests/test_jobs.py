@@ -112,8 +112,6 @@ def _job(schedule: str = "0 9 * * 1", **changes: object) -> Job:
     origin = Origin(conversation_id="cid1", conversation_type=ConversationType.DM, user_id="u1")
     fields = {
         "job_id": "job_1",
-        "owner_id": "u1",
-        "conversation_id": "cid1",
         "schedule": schedule,
         "instruction": "把我本周的待办汇总发我",
         "origin": origin,

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from agent.clock import Clock
 from agent.config import Settings
+from agent.config.parts import KnowledgeSource
 from agent.contracts import Event
 from agent.dingtalk.knowledge_api import KnowledgeClient, blocks_to_sections
 from agent.dingtalk.transport import DingTalkTransport
@@ -26,12 +27,12 @@ class KnowledgeParts:
     rights: ReadRights
     snapshots: Snapshots  # the index's extra sections (KnowledgeBase(extra=…))
     timezone: ZoneInfo
+    sources: dict[str, KnowledgeSource]  # by key: asked for every doc section ranked
 
     def serves(self, section: Section, event: Event) -> bool:
         """The operator's scope for the section's source (``agent/knowledge/sections.py``)."""
         doc = section.doc
-        sources = {s.key: s for s in self.sync.sources}
-        return doc is not None and fits(sources.get(doc.source), event)
+        return doc is not None and fits(self.sources.get(doc.source), event)
 
 
 def build_knowledge(
@@ -56,4 +57,7 @@ def build_knowledge(
         union_id=directory.union_id,
         ttl_s=settings.knowledge_permission_ttl_s,
     )
-    return KnowledgeParts(sync, rights, snapshot_sections(store), ZoneInfo(settings.timezone))
+    sources = {source.key: source for source in settings.knowledge_sources}
+    return KnowledgeParts(
+        sync, rights, snapshot_sections(store), ZoneInfo(settings.timezone), sources
+    )

@@ -21,8 +21,6 @@ from agent.contracts.runs import Origin
 
 class Job(Contract):
     job_id: str
-    owner_id: str
-    conversation_id: str
     schedule: str  # cron, five fields (minute hour day-of-month month day-of-week)
     instruction: str
     status: JobStatus = JobStatus.ACTIVE
@@ -34,6 +32,16 @@ class Job(Contract):
     next_due_at: float | None = None  # the first slot not yet handled
     revision: int = 0
     updated_at: float
+
+    # Whose job it is and where it answers are its origin's (the store keeps them as
+    # columns too, to find a person's jobs).
+    @property
+    def owner_id(self) -> str:
+        return self.origin.user_id
+
+    @property
+    def conversation_id(self) -> str:
+        return self.origin.conversation_id
 
 
 class JobRun(Contract):

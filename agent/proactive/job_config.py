@@ -35,8 +35,6 @@ def declared_job(
     )  # fmt: skip
     return Job(
         job_id=f"cfg_{entry.name}",
-        owner_id=entry.owner,
-        conversation_id=conversation,
         schedule=entry.schedule,
         instruction=entry.instruction,
         source="config",
@@ -71,7 +69,6 @@ def keep_declared_jobs(
         if changed or back:  # its owner and where it answers change with it
             store.jobs.move(
                 job, schedule=want.schedule, instruction=want.instruction,
-                owner_id=want.owner_id, conversation_id=want.conversation_id,
                 origin=want.origin, status=JobStatus.ACTIVE, reason=None,
                 next_due_at=want.next_due_at, updated_at=now,
             )  # fmt: skip

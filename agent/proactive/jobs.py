@@ -138,8 +138,6 @@ class JobWork:
         origin = run.origin.model_copy(update={"session_webhook": None})
         job = Job(
             job_id=job_id_for(event.event_id),
-            owner_id=event.actor.user_id,
-            conversation_id=event.conversation.id,
             schedule=words.schedule,
             instruction=words.instruction,
             origin=origin,
