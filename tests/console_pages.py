@@ -4,8 +4,12 @@ the real server on 127.0.0.1 with the token, and a page's text as a person sees 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -47,3 +51,29 @@ def seen(html: str) -> str:
     """The page's text as a person sees it (no tags, no attributes)."""
     main = html[html.index("<main>") : html.index("</main>")]
     return " ".join(re.sub(r"<[^>]+>", " ", main).split())
+
+
+@asynccontextmanager
+async def in_browser(store_path: Path, settings: Settings) -> AsyncIterator[tuple[Any, str]]:
+    """Chromium (Debian's) on a console started for this, the token already a cookie:
+    ``(browser, base URL)``. Without Chromium the test is skipped here and fails in CI."""
+    from tests.browser import Browser, find_chromium
+    from tests.environment import unavailable
+
+    binary = find_chromium()
+    if binary is None:
+        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
+    runner, url = await start_console(store_path, settings)
+    try:
+        async with Browser(binary) as browser:
+            await browser.goto(url)  # the token becomes a cookie
+            yield browser, url.split("/?")[0]
+    finally:
+        await runner.cleanup()
+
+
+async def keep_screenshot(browser: Any, name: str) -> None:
+    """``DTA_CONSOLE_SCREENSHOTS=DIR`` keeps the page as ``DIR/<name>.png`` (lab/screenshots/)."""
+    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
+    if shots:
+        await browser.screenshot(Path(shots) / f"{name}.png")

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.console.server import start_console
 from agent.config import Settings
-from tests.console_pages import fetch, seen, store_of_case
+from tests.console_pages import fetch, in_browser, keep_screenshot, seen, store_of_case
 
 pytestmark = pytest.mark.slow
 CASE = "workspace-and-artifacts/acts/colleague-todo-waits-for-the-askers-click.json"
@@ -61,37 +60,19 @@ async def test_the_team_sees_its_zone_its_words_and_the_acts_outcome_in_a_browse
     """The thread, the approval and the trace as Chromium renders them: times in the team's
     zone, arguments as read (names, not ids), the act shown as an act with its outcome.
     ``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the three views (lab/screenshots/ keeps them)."""
-    import os
-
-    from tests.browser import Browser, find_chromium
-    from tests.environment import unavailable
-
-    binary = find_chromium()
-    if binary is None:
-        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
-    runner, url = await start_console(store_path, Settings(store_path=store_path))
-    base = url.split("/?")[0]
-    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
-    try:
-        async with Browser(binary) as browser:
-            await browser.goto(url)  # the token becomes a cookie
-            for name, path, ready in (
-                ("thread", "/?c=g1", "document.querySelector('[data-form=act]')"),
-                ("approvals", "/approvals", "document.querySelector('[data-outcome]')"),
-                ("trace", "/trace/m1", "document.getElementById('chain')"),
-            ):
-                await browser.goto(base + path)
-                await browser.wait_for(f"!!{ready}")
-                seen = await browser.wait_for("document.querySelector('main').innerText")
-                assert "+08:00" in seen and "+0000" not in seen and "\\u" not in seen, name
-                if name == "thread":
-                    act = await browser.wait_for(
-                        "document.querySelector('[data-form=act]').innerText"
-                    )
-                    assert act.startswith("act dingtalk.todo.create") and "done, read back" in act
-                if name == "approvals":
-                    assert "done, read back" in seen and "张三" in seen and "整理发票" in seen
-                if shots:
-                    await browser.screenshot(Path(shots) / f"console-{name}.png")
-    finally:
-        await runner.cleanup()
+    async with in_browser(store_path, Settings(store_path=store_path)) as (browser, base):
+        for name, path, ready in (
+            ("thread", "/?c=g1", "document.querySelector('[data-form=act]')"),
+            ("approvals", "/approvals", "document.querySelector('[data-outcome]')"),
+            ("trace", "/trace/m1", "document.getElementById('chain')"),
+        ):
+            await browser.goto(base + path)
+            await browser.wait_for(f"!!{ready}")
+            seen = await browser.wait_for("document.querySelector('main').innerText")
+            assert "+08:00" in seen and "+0000" not in seen and "\\u" not in seen, name
+            if name == "thread":
+                act = await browser.wait_for("document.querySelector('[data-form=act]').innerText")
+                assert act.startswith("act dingtalk.todo.create") and "done, read back" in act
+            if name == "approvals":
+                assert "done, read back" in seen and "张三" in seen and "整理发票" in seen
+            await keep_screenshot(browser, f"console-{name}")

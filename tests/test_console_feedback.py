@@ -5,14 +5,12 @@ left (the real server on 127.0.0.1). ``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the p
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from agent.cli.console.server import start_console
 from agent.config import Settings
-from tests.console_pages import store_of_case
+from tests.console_pages import in_browser, keep_screenshot, store_of_case
 
 pytestmark = pytest.mark.slow
 CASE = "conversation-contract/feedback/two-people-in-a-group-each-count.json"
@@ -24,33 +22,19 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def test_the_team_sees_the_answers_ratings_in_a_browser(store_path: Path) -> None:
-    from tests.browser import Browser, find_chromium
-    from tests.environment import unavailable
-
-    binary = find_chromium()
-    if binary is None:
-        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
-    runner, url = await start_console(store_path, Settings(store_path=store_path))
-    base = url.split("/?")[0]
-    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
-    try:
-        async with Browser(binary) as browser:
-            await browser.goto(url)  # the token becomes a cookie
-            await browser.goto(base + "/feedback")
-            await browser.wait_for("!!document.querySelector('[data-rating=down]')")
-            seen = await browser.wait_for("document.querySelector('main').innerText")
-            assert "没写计算过程" in seen and "+08:00" in seen and "+0000" not in seen
-            assert "per conversation" in seen and "per provider" in seen and "per day" in seen
-            totals = await browser.wait_for("document.getElementById('totals').innerText")
-            assert "👍 1" in totals and "👎 1" in totals and "50% 👍" in totals
-            rows = await browser.evaluate(
-                "[...document.querySelectorAll('#by-provider tr[data-key]')]"
-                ".map(r => r.innerText.split('\\t').join('|'))"
-            )
-            assert rows == ["rules|1|1|50%"]
-            here = await browser.evaluate("document.getElementById('nav-feedback').className")
-            assert here == "here"
-            if shots:
-                await browser.screenshot(Path(shots) / "console-feedback.png")
-    finally:
-        await runner.cleanup()
+    async with in_browser(store_path, Settings(store_path=store_path)) as (browser, base):
+        await browser.goto(base + "/feedback")
+        await browser.wait_for("!!document.querySelector('[data-rating=down]')")
+        seen = await browser.wait_for("document.querySelector('main').innerText")
+        assert "没写计算过程" in seen and "+08:00" in seen and "+0000" not in seen
+        assert "per conversation" in seen and "per provider" in seen and "per day" in seen
+        totals = await browser.wait_for("document.getElementById('totals').innerText")
+        assert "👍 1" in totals and "👎 1" in totals and "50% 👍" in totals
+        rows = await browser.evaluate(
+            "[...document.querySelectorAll('#by-provider tr[data-key]')]"
+            ".map(r => r.innerText.split('\\t').join('|'))"
+        )
+        assert rows == ["rules|1|1|50%"]
+        here = await browser.evaluate("document.getElementById('nav-feedback').className")
+        assert here == "here"
+        await keep_screenshot(browser, "console-feedback")

@@ -4,14 +4,12 @@ silent ``nothing_new``, cancelled — from the store a lab case left (the real s
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from agent.cli.console.server import start_console
 from agent.config import Settings
-from tests.console_pages import fetch, seen, store_of_case
+from tests.console_pages import fetch, in_browser, keep_screenshot, seen, store_of_case
 
 pytestmark = pytest.mark.slow
 CASE = "task-lifecycle/jobs/list-and-cancel-jobs-in-words.json"
@@ -35,22 +33,9 @@ async def test_the_jobs_page_shows_each_job_and_what_became_of_its_slots(store_p
 
 async def test_the_jobs_page_in_a_browser(store_path: Path) -> None:
     """``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the view (lab/screenshots/ keeps it)."""
-    from tests.browser import Browser, find_chromium
-    from tests.environment import unavailable
-
-    binary = find_chromium()
-    if binary is None:
-        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
-    runner, url = await start_console(store_path, Settings(store_path=store_path))
-    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
-    try:
-        async with Browser(binary) as browser:
-            await browser.goto(url)  # the token becomes a cookie
-            await browser.goto(url.split("/?")[0] + "/jobs")
-            await browser.wait_for("!!document.querySelector('[data-job]')")
-            seen = await browser.wait_for("document.querySelector('main').innerText")
-            assert "every day at 18:00" in seen and "nothing_new" in seen and "+08:00" in seen
-            if shots:
-                await browser.screenshot(Path(shots) / "console-jobs.png")
-    finally:
-        await runner.cleanup()
+    async with in_browser(store_path, Settings(store_path=store_path)) as (browser, base):
+        await browser.goto(base + "/jobs")
+        await browser.wait_for("!!document.querySelector('[data-job]')")
+        seen = await browser.wait_for("document.querySelector('main').innerText")
+        assert "every day at 18:00" in seen and "nothing_new" in seen and "+08:00" in seen
+        await keep_screenshot(browser, "console-jobs")

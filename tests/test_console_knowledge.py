@@ -5,14 +5,12 @@ renders it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from agent.cli.console.server import start_console
 from agent.config import Settings
-from tests.console_pages import fetch, seen, store_of_case
+from tests.console_pages import fetch, in_browser, keep_screenshot, seen, store_of_case
 
 pytestmark = pytest.mark.slow
 CASE = "conversation-contract/dingtalk-knowledge/unreadable-source-keeps-its-last-snapshot.json"
@@ -47,22 +45,9 @@ async def test_the_knowledge_page_shows_each_source_its_docs_and_its_problem(
 
 async def test_the_knowledge_page_in_a_browser(store_path: Path) -> None:
     """``DTA_CONSOLE_SCREENSHOTS=DIR`` saves the view (lab/screenshots/ keeps it)."""
-    from tests.browser import Browser, find_chromium
-    from tests.environment import unavailable
-
-    binary = find_chromium()
-    if binary is None:
-        unavailable("chromium not found (Debian: apt-get install chromium; or set DTA_CHROMIUM)")
-    runner, url = await start_console(store_path, _settings(store_path))
-    shots = os.environ.get("DTA_CONSOLE_SCREENSHOTS")
-    try:
-        async with Browser(binary) as browser:
-            await browser.goto(url)  # the token becomes a cookie
-            await browser.goto(url.split("/?")[0] + "/knowledge")
-            await browser.wait_for("!!document.querySelector('[data-source]')")
-            seen = await browser.wait_for("document.querySelector('main').innerText")
-            assert "差旅制度" in seen and "throttled" in seen and "+08:00" in seen
-            if shots:
-                await browser.screenshot(Path(shots) / "console-knowledge.png")
-    finally:
-        await runner.cleanup()
+    async with in_browser(store_path, _settings(store_path)) as (browser, base):
+        await browser.goto(base + "/knowledge")
+        await browser.wait_for("!!document.querySelector('[data-source]')")
+        seen = await browser.wait_for("document.querySelector('main').innerText")
+        assert "差旅制度" in seen and "throttled" in seen and "+08:00" in seen
+        await keep_screenshot(browser, "console-knowledge")
