@@ -40,28 +40,30 @@ _NAMES = {
 }
 
 
+def _decoded(value: Any) -> Any:
+    """A JSON string decoded (None when it is not JSON); anything else as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
 def parse_click(data: dict[str, Any], frame_id: str, received_at: float) -> CardClick:
     """The click in a card callback's data; ``ValueError`` when it is not one."""
     track = data.get("outTrackId")
     user = data.get("userId")
     if not isinstance(track, str) or not track or not isinstance(user, str) or not user:
         raise ValueError("a card callback needs outTrackId and userId")
-    content = data.get("content") if data.get("content") is not None else data.get("value")
-    if isinstance(content, str):
-        try:
-            content = json.loads(content)
-        except ValueError:
-            content = {}
+    content = _decoded(
+        data.get("content") if data.get("content") is not None else data.get("value")
+    )
     private = content.get("cardPrivateData") if isinstance(content, dict) else None
     private = private if isinstance(private, dict) else {}
     params = private.get("params") if isinstance(private.get("params"), dict) else {}
     ids = private.get("actionIds") if isinstance(private.get("actionIds"), list) else []
-    form = params.get("form")
-    if isinstance(form, str):  # some clients send the form JSON-encoded
-        try:
-            form = json.loads(form)
-        except ValueError:
-            form = None
+    form = _decoded(params.get("form"))  # some clients send the form JSON-encoded
     if str(params.get("user_cancel", "")).lower() == "true":
         action = CANCEL_FORM
     elif isinstance(form, dict):
