@@ -39,3 +39,18 @@ def say_when(moment: float, now: float, tz: ZoneInfo, english: bool = False) -> 
         return f"{day} at {clock}"
     day = {0: "今天", 1: "明天", 2: "后天"}.get(offset, f"{local.month}月{local.day}日")
     return f"{day} {clock}"
+
+
+_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
+              "七": 7, "八": 8, "九": 9}  # fmt: skip
+
+
+def cn_number(text: str) -> int:
+    """Arabic or Chinese numerals up to 99, as times and dates say them (九, 十, 十二,
+    二十, 三十五; 0 for what is neither)."""
+    if text.isdigit():
+        return int(text)
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        return (_CN_DIGITS.get(tens, 1) if tens else 1) * 10 + _CN_DIGITS.get(ones, 0)
+    return _CN_DIGITS.get(text, 0)

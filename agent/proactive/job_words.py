@@ -15,9 +15,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from agent.contracts.jobs import schedule_error
+from skills.language import cn_number
 
-_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
-           "七": 7, "八": 8, "九": 9}  # fmt: skip
 _WEEKDAYS = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "日": 0, "天": 0, "七": 0}
 _WEEKDAY_NAMES = "日一二三四五六"
 _NUM = r"(?:\d{1,2}|[零〇一二两三四五六七八九十]{1,3})"
@@ -134,21 +133,6 @@ def overlap(what: str, job_words: str) -> float:
 # ---------------------------------------------------------------------- reading the parts
 
 
-def _number(word: str) -> int:
-    if word.isdigit():
-        return int(word)
-    if word == "十":
-        return 10
-    if word.startswith("十"):
-        return 10 + _DIGITS[word[1]]
-    if word.endswith("十"):
-        return _DIGITS[word[0]] * 10
-    if "十" in word:
-        tens, ones = word.split("十")
-        return _DIGITS[tens] * 10 + _DIGITS[ones]
-    return _DIGITS[word]
-
-
 def _clock(rest: str) -> tuple[tuple[int, int], int] | None:
     for pattern, at in _NAMED_TIMES:
         named = pattern.match(rest)
@@ -160,8 +144,8 @@ def _clock(rest: str) -> tuple[tuple[int, int], int] | None:
     if match.group("hh") is not None:
         hour, minute = int(match.group("hh")), int(match.group("mm"))
     else:
-        hour = _number(match.group("h"))
-        minute = 30 if match.group("half") else _number(match.group("m") or "0")
+        hour = cn_number(match.group("h"))
+        minute = 30 if match.group("half") else cn_number(match.group("m") or "0")
     part = match.group("part")
     if part in ("晚上", "夜里") and hour == 12:
         hour = 0  # 「晚上12点」: midnight
@@ -174,7 +158,7 @@ def _day_fields(days: re.Match[str]) -> str:
     """The cron fields after minute and hour: day-of-month, month, day-of-week."""
     said = days.group("days")
     if days.group("dom"):
-        return f"{_number(days.group('dom'))} * *"
+        return f"{cn_number(days.group('dom'))} * *"
     if "工作日" in said:
         return "* * 1-5"
     if days.group("wd"):

@@ -18,11 +18,9 @@ from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from skills.language import say_when
+from skills.language import cn_number, say_when
 from skills.providers.base import reply
 
-_CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-              "八": 8, "九": 9}  # fmt: skip
 _NUMBER = r"(?:\d{1,2}|[零一二两三四五六七八九十]{1,3})"
 _DAYS = {"今天": 0, "今早": 0, "今晚": 0, "明天": 1, "明早": 1, "明晚": 1, "后天": 2}
 _EVENING_DAYS = ("今晚", "明晚")
@@ -82,16 +80,6 @@ _PASSED_ZH = "这个时间已经过了。要我什么时候提醒你？比如「
 _PASSED_EN = "That time has already passed. When should I remind you instead?"
 
 
-def _number(text: str) -> int:
-    """Arabic or Chinese numerals up to 59 (十, 十二, 二十, 三十五…)."""
-    if text.isdigit():
-        return int(text)
-    if "十" in text:
-        tens, _, ones = text.partition("十")
-        return (_CN_DIGITS.get(tens, 1) if tens else 1) * 10 + (_CN_DIGITS.get(ones, 0))
-    return _CN_DIGITS.get(text, 0)
-
-
 def wants_reminder(text: str) -> bool:
     return bool(_ZH_WANTS.search(text) or _EN_WANTS.search(text))
 
@@ -128,11 +116,11 @@ def _zh_relative(text: str) -> float | None:
             continue  # a bare 以后 (「提醒我以后…」) is no time
         amount = 0.0
         if hours is not None:
-            amount += (float(hours) if hours[0].isdigit() else _number(hours)) * 3600
+            amount += (float(hours) if hours[0].isdigit() else cn_number(hours)) * 3600
         if match.group("hh") or half:
             amount += 1800
         if minutes is not None:
-            amount += _number(minutes) * 60
+            amount += cn_number(minutes) * 60
         return amount if amount > 0 else None
     return None
 
@@ -163,9 +151,9 @@ def _read_chinese(text: str, sent_at: float, tz: ZoneInfo) -> tuple[float, str] 
     day = clock.group("day")
     if day is None and (said := _ZH_DAY.findall(before)):
         day = said[-1]  # 「明天提醒我10点开会」
-    hour = _number(clock.group("hour"))
+    hour = cn_number(clock.group("hour"))
     minute_text = clock.group("minute") or ""
-    minute = 30 if minute_text == "半" else (_number(minute_text) if minute_text else 0)
+    minute = 30 if minute_text == "半" else (cn_number(minute_text) if minute_text else 0)
     implied = "晚上" if day in _EVENING_DAYS else ("早上" if day in ("今早", "明早") else "")
     period = clock.group("period") or implied
     if minute > 59:
